@@ -1,0 +1,217 @@
+"""The run record: one directory per run, the contract between targets, gates and reports.
+
+    <run_dir>/
+      meta.json            RunMeta: config + digest, policy, scenarios, target, mode, pool,
+                           watermarks, tenants, phases, signals, versions, hardware, final state
+      requests.csv         client view, one row per request (REQUEST_COLUMNS)
+      events.csv           engine event log (EVENT_COLUMNS; kinds in reference_engine.core.events)
+      samples.csv          periodic usage samples (SAMPLE_COLUMNS)
+      tenant_samples.csv   per-tenant live blocks at each sample (TENANT_SAMPLE_COLUMNS)
+      verdict.json         written by gates
+      report.html          written by reports
+
+All times are seconds since `meta.started_unix` (live) or since the trace start (replay). Tables
+are CSV with a header, so `pandas.read_csv` reads them and a diff shows them. A signal the target
+could not provide is `false` in `meta.signals` and its table may be empty: gates that depend on
+it say *not measurable*, never *passed*. The schema is versioned (`SCHEMA_VERSION`); a reader
+refuses a newer major version instead of misreading it. docs/run_record.md documents every column.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field
+
+from reference_engine.core.events import EVENT_COLUMNS
+
+SCHEMA_VERSION = 1
+
+REQUEST_COLUMNS: tuple[str, ...] = (
+    "request_id", "engine_request_id", "scenario", "phase", "tenant", "traffic_class", "session_id",
+    "sent_s", "first_token_s", "done_s", "ttft_s", "e2e_s",
+    "status", "http_status", "error_code", "finish_reason",
+    "prompt_tokens", "completion_tokens", "max_tokens",
+    "streaming", "cancel_intended", "session_rebuilt", "max_tokens_clamped", "approximate", "worker",
+)
+"""status: ok | error | cancelled (an intended cancel) | timeout. error_code: the OpenAI error
+`code` (kv_capacity, tenant_quota, queue_deadline, context_expired, context_length_exceeded,
+worker_lost, ...) or a client-side code (connection_error, timeout, bad_response)."""
+
+SAMPLE_COLUMNS: tuple[str, ...] = (
+    "t_s", "num_blocks", "live_blocks", "retained_blocks", "pinned_blocks", "cached_blocks", "free_blocks",
+    "usage", "num_running", "num_waiting", "num_swapped", "waiting_system", "waiting_interactive",
+    "waiting_batch", "fragmentation", "level", "gpu_mem_used_bytes", "gpu_mem_total_bytes", "source",
+)
+
+TENANT_SAMPLE_COLUMNS: tuple[str, ...] = ("t_s", "tenant", "live_blocks", "share", "cap")
+
+RECORD_EVENT_COLUMNS: tuple[str, ...] = (*EVENT_COLUMNS, "worker")
+
+TABLES: dict[str, tuple[str, ...]] = {
+    "requests": REQUEST_COLUMNS,
+    "events": RECORD_EVENT_COLUMNS,
+    "samples": SAMPLE_COLUMNS,
+    "tenant_samples": TENANT_SAMPLE_COLUMNS,
+}
+
+
+class Signals(BaseModel):
+    """Which signals the target provided. False means 'absent', never 'zero'."""
+
+    model_config = ConfigDict(extra="forbid")
+    client_requests: bool = True
+    engine_events: bool = False
+    engine_samples: bool = False
+    tenant_samples: bool = False
+    gpu_memory: bool = False
+    prometheus: bool = False
+    worker_chaos: bool = False
+
+
+class Phase(BaseModel):
+    """A named time window: `baseline` (unloaded probe), `load` (the pressure window), `cooldown`."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    start_s: float
+    end_s: float
+
+
+class PoolInfo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    num_blocks: int
+    block_tokens: int
+    bytes_per_block: float
+    model: str
+    gpu: str
+
+
+class TenantInfo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    traffic_class: str
+    max_kv_share: float
+
+
+class RunMeta(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    schema_version: int = SCHEMA_VERSION
+    run_id: str
+    mode: str = Field(description="live | replay")
+    started_unix: float
+    duration_s: float = 0.0
+    policy: str = ""
+    config_path: str = ""
+    config_digest: str = ""
+    config: dict[str, Any] = {}
+    scenarios: list[str] = []
+    target: dict[str, Any] = {}
+    pool: PoolInfo | None = None
+    watermarks: dict[str, float] = {}
+    tenants: dict[str, TenantInfo] = {}
+    phases: list[Phase] = []
+    signals: Signals = Signals()
+    versions: dict[str, str] = {}
+    hardware: dict[str, Any] = {}
+    final: dict[str, Any] = Field(default_factory=dict,
+                                  description="state after the run drained: live_blocks, reservations, ...")
+    notes: list[str] = []
+
+    def phase(self, name: str) -> Phase | None:
+        return next((p for p in self.phases if p.name == name), None)
+
+
+class RecordError(Exception):
+    """A run directory that is missing, incomplete or of an unknown schema version."""
+
+
+class RunRecordWriter:
+    """Writes a run record incrementally: rows are appended as they arrive (CSV, flushed)."""
+
+    def __init__(self, run_dir: str | Path) -> None:
+        self.dir = Path(run_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._files = {}
+        self._writers: dict[str, csv.DictWriter] = {}
+        for table, columns in TABLES.items():
+            f = open(self.dir / f"{table}.csv", "w", newline="")
+            w = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
+            w.writeheader()
+            self._files[table], self._writers[table] = f, w
+
+    def append(self, table: str, rows: Iterable[Mapping[str, Any]]) -> None:
+        w = self._writers[table]
+        for row in rows:
+            w.writerow(row)
+        self._files[table].flush()
+
+    def write_meta(self, meta: RunMeta) -> None:
+        (self.dir / "meta.json").write_text(meta.model_dump_json(indent=2))
+
+    def close(self) -> None:
+        for f in self._files.values():
+            f.close()
+        self._files.clear()
+
+    def __enter__(self) -> "RunRecordWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+_DTYPES = {
+    "requests": {"request_id": str, "engine_request_id": str, "scenario": str, "phase": str, "tenant": str,
+                 "traffic_class": str, "session_id": str, "status": str, "error_code": str, "finish_reason": str,
+                 "worker": str},
+    "events": {"kind": str, "request_id": str, "tenant": str, "traffic_class": str, "reason": str, "mode": str,
+               "worker": str},
+    "samples": {"level": str, "source": str},
+    "tenant_samples": {"tenant": str},
+}
+
+
+@dataclass
+class RunRecord:
+    """A loaded run record: metadata plus one DataFrame per table."""
+
+    dir: Path
+    meta: RunMeta
+    requests: pd.DataFrame
+    events: pd.DataFrame
+    samples: pd.DataFrame
+    tenant_samples: pd.DataFrame
+
+    @classmethod
+    def load(cls, run_dir: str | Path) -> "RunRecord":
+        d = Path(run_dir)
+        meta_path = d / "meta.json"
+        if not meta_path.exists():
+            raise RecordError(f"{d}: not a run record (no meta.json)")
+        raw = json.loads(meta_path.read_text())
+        version = raw.get("schema_version", 0)
+        if version > SCHEMA_VERSION:
+            raise RecordError(f"{d}: run record schema {version} is newer than this kvgate ({SCHEMA_VERSION}); "
+                              f"upgrade kvgate to read it")
+        meta = RunMeta.model_validate(raw)
+        tables = {name: _read_table(d / f"{name}.csv", columns, _DTYPES[name]) for name, columns in TABLES.items()}
+        return cls(dir=d, meta=meta, **tables)
+
+    def verdict_path(self) -> Path:
+        return self.dir / "verdict.json"
+
+
+def _read_table(path: Path, columns: tuple[str, ...], dtypes: dict) -> pd.DataFrame:
+    if not path.exists() or path.stat().st_size == 0:
+        return pd.DataFrame({c: pd.Series(dtype=dtypes.get(c, float)) for c in columns})
+    df = pd.read_csv(path, dtype={k: v for k, v in dtypes.items()}, keep_default_na=True)
+    for c in columns:
+        if c not in df.columns:
+            df[c] = pd.Series(dtype=dtypes.get(c, float))
+    return df

@@ -1,0 +1,234 @@
+"""The engine's configuration: validated pydantic models, one per TOML table.
+
+Key names follow the seed articles where they have one (`[kv_cache] policy,
+max_session_idle_seconds, max_tokens_per_session, evict_low_priority_first`, `[kv_cache.guard]
+warn_at_percent / evict_at_percent / reject_at_percent`, `kv_pool_gib`, `block_tokens`,
+`queue_deadline_ms`, `max_new_tokens_default`, `interactive_reserve`, `tenant max_kv_share`).
+Unknown keys are errors (`extra="forbid"`), so a typo never silently means "default".
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from reference_engine.catalog import GPUS, MODELS, DType
+from reference_engine.config.policies import (
+    H2oConfig,
+    LruConfig,
+    MultiQueueConfig,
+    StreamingLlmConfig,
+    ValueDensityConfig,
+)
+
+
+class _Table(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TrafficClass(str, Enum):
+    """Server-side traffic class of a tenant; it alone decides priority."""
+
+    SYSTEM = "system"
+    INTERACTIVE = "interactive"
+    BATCH = "batch"
+
+    @property
+    def priority(self) -> int:
+        """Higher runs first and is preempted last."""
+        return {"system": 2, "interactive": 1, "batch": 0}[self.value]
+
+
+class PolicyName(str, Enum):
+    LRU = "lru"
+    MULTI_QUEUE = "multi_queue"
+    VALUE_DENSITY = "value_density"
+    STREAMINGLLM = "streamingllm"
+    H2O = "h2o"
+    NONE = "none"
+    VLLM_LIKE = "vllm_like"
+
+
+class PreemptionMode(str, Enum):
+    AUTO = "auto"  # swap when kv_bytes / link_bw < prefill_time(len), else recompute
+    RECOMPUTE = "recompute"
+    SWAP = "swap"
+
+
+class ModelConfig(_Table):
+    name: str = "llama-3.1-8b"
+    weight_dtype: DType = DType.BF16
+    kv_dtype: DType = DType.BF16
+    tokenizer: str = "kvgate-words-v1"
+    chat_template: str = "kvgate-chat-v1"
+    adapter: str = ""
+
+    @model_validator(mode="after")
+    def _known(self) -> "ModelConfig":
+        if self.name not in MODELS:
+            raise ValueError(f"unknown model {self.name!r}; valid: {', '.join(sorted(MODELS))}")
+        return self
+
+
+class HardwareConfig(_Table):
+    gpu: str = "h100-sxm"
+    gpu_memory_utilization: float = Field(0.90, gt=0, le=1)
+    workspace_gib: float = Field(4.0, ge=0, description="activations and runtime workspace, not KV")
+    kv_pool_gib: float | None = Field(None, gt=0, description="pin the KV pool size instead of deriving it")
+
+    @model_validator(mode="after")
+    def _known(self) -> "HardwareConfig":
+        if self.gpu not in GPUS:
+            raise ValueError(f"unknown gpu {self.gpu!r}; valid: {', '.join(sorted(GPUS))}")
+        return self
+
+
+class BindingConfig(_Table):
+    """What the config was calibrated for; a non-empty field that does not match is an error."""
+
+    model_digest: str = ""
+    runtime_version: str = ""
+    gpu_sku: str = ""
+
+
+class EngineSection(_Table):
+    block_tokens: int = Field(16, ge=1, le=1024)
+    max_num_seqs: int = Field(256, ge=1)
+    max_num_batched_tokens: int = Field(8192, ge=16, description="per-step token budget (chunked prefill)")
+    executor: str = "sim"
+    kv_bytes_safety: float = Field(1.0, ge=1.0, le=2.0, description="the `safety` factor in bytes_per_token")
+    seed: int = 0
+
+
+class GuardConfig(_Table):
+    """The watermark ladder on live usage, in percent of the pool (seed 000, 003)."""
+
+    warn_at_percent: float = Field(75, gt=0, le=100, description="shorten max output of new requests")
+    admission_at_percent: float = Field(82, gt=0, le=100, description="stop admitting low-priority long requests")
+    evict_at_percent: float = Field(85, gt=0, le=100, description="evict reusable cached state")
+    pause_batch_prefill_at_percent: float = Field(88, gt=0, le=100)
+    preempt_at_percent: float = Field(92, gt=0, le=100, description="the hard watermark: preempt recoverable work")
+    reject_at_percent: float = Field(95, gt=0, le=100, description="reject new requests")
+    interactive_reserve_percent: float = Field(25, ge=0, lt=100, description="pool share batch traffic cannot take")
+    warn_max_new_tokens: int = Field(512, ge=1, description="max output granted to new requests above warn")
+    long_request_tokens: int = Field(4096, ge=1, description="'long' for the admission watermark")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "GuardConfig":
+        ladder = [("warn_at_percent", self.warn_at_percent), ("admission_at_percent", self.admission_at_percent),
+                  ("evict_at_percent", self.evict_at_percent),
+                  ("pause_batch_prefill_at_percent", self.pause_batch_prefill_at_percent),
+                  ("preempt_at_percent", self.preempt_at_percent), ("reject_at_percent", self.reject_at_percent)]
+        for (lo_name, lo), (hi_name, hi) in zip(ladder, ladder[1:]):
+            if not lo < hi:
+                raise ValueError(f"watermarks must increase: {lo_name} = {lo} is not below {hi_name} = {hi}")
+        return self
+
+
+class AccountingConfig(_Table):
+    track_tenant: bool = True
+    track_page_count: bool = True
+    track_rebuild_cost: bool = True
+    expose_admin_query: bool = True
+
+
+class KvCacheConfig(_Table):
+    policy: PolicyName = PolicyName.LRU
+    max_session_idle_seconds: float = Field(120, gt=0)
+    max_tokens_per_session: int = Field(8192, ge=1)
+    evict_low_priority_first: bool = True
+    pinned_max_percent: float = Field(20, ge=0, le=50, description="hard cap on pinned prefixes (seed 002: 20-25 %)")
+    guard: GuardConfig = GuardConfig()
+    accounting: AccountingConfig = AccountingConfig()
+
+
+class AdmissionConfig(_Table):
+    enabled: bool = True
+    max_new_tokens_default: int = Field(1024, ge=1, description="assumed when a request sets no max_tokens")
+    estimate_safety: float = Field(1.1, ge=1.0, le=4.0, description="multiplies the block estimate")
+    queue_deadline_ms: float = Field(8000, gt=0)
+    max_queue_len: int = Field(512, ge=0)
+
+
+class PreemptionConfig(_Table):
+    enabled: bool = True
+    mode: PreemptionMode = PreemptionMode.AUTO
+    host_swap_gib: float = Field(64, ge=0)
+    max_consecutive_preemptions: int = Field(2, ge=1, description="then the request is protected until it progresses")
+    aging_s: float = Field(10, gt=0, description="waiting this long raises priority by one class")
+    min_batch_token_share: float = Field(0.05, ge=0, le=1, description="step budget batch keeps while it waits")
+
+
+class TenantConfig(_Table):
+    api_keys: list[str] = Field(min_length=1)
+    traffic_class: TrafficClass = TrafficClass.INTERACTIVE
+    max_kv_share: float = Field(0.15, gt=0, le=1, description="hard cap on live KV share of the pool")
+    max_active_seqs: int = Field(128, ge=1)
+    max_reserved_tokens: int = Field(4_000_000, ge=1, description="input used + output still allowed")
+    max_context_tokens: int | None = Field(None, ge=1)
+    rebuildable_sessions: bool = True
+    permission_version: int = Field(0, ge=0, description="bump to invalidate this tenant's cached prefixes")
+
+
+class PublicPrefix(_Table):
+    """A prompt prefix that may be shared across tenants (e.g. a common system prompt)."""
+
+    name: str
+    text: str
+    pinned: bool = False
+
+
+class PrefixCacheConfig(_Table):
+    enabled: bool = True
+    hash: str = Field("builtin", pattern="^(builtin|sha256)$")
+    public_prefixes: list[PublicPrefix] = []
+
+
+class ServerConfig(_Table):
+    admin_key: str = "sk-kvgate-admin"
+    served_model_name: str = ""
+    max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024)
+    orphan_check_interval_s: float = Field(5.0, gt=0)
+    sample_interval_s: float = Field(0.5, gt=0)
+    cancel_propagation: bool = Field(True, description="abort on disconnect; off only to build a broken target")
+
+
+class SimConfig(_Table):
+    """Roofline efficiency constants; `profile` points at a file written by `kvgate calibrate`."""
+
+    mfu: float = Field(0.65, gt=0, le=1)
+    mbu: float = Field(0.70, gt=0, le=1)
+    step_overhead_ms: float = Field(1.7, ge=0)
+    profile: str = ""
+
+
+class EngineConfig(_Table):
+    model: ModelConfig = ModelConfig()
+    hardware: HardwareConfig = HardwareConfig()
+    binding: BindingConfig = BindingConfig()
+    engine: EngineSection = EngineSection()
+    kv_cache: KvCacheConfig = KvCacheConfig()
+    admission: AdmissionConfig = AdmissionConfig()
+    preemption: PreemptionConfig = PreemptionConfig()
+    prefix_cache: PrefixCacheConfig = PrefixCacheConfig()
+    tenants: dict[str, TenantConfig] = {}
+    server: ServerConfig = ServerConfig()
+    sim: SimConfig = SimConfig()
+    lru: LruConfig = LruConfig()
+    multi_queue: MultiQueueConfig = MultiQueueConfig()
+    value_density: ValueDensityConfig = ValueDensityConfig()
+    streamingllm: StreamingLlmConfig = StreamingLlmConfig()
+    h2o: H2oConfig = H2oConfig()
+
+    @model_validator(mode="after")
+    def _keys_unique(self) -> "EngineConfig":
+        seen: dict[str, str] = {}
+        for name, tenant in self.tenants.items():
+            for key in tenant.api_keys:
+                if key in seen:
+                    raise ValueError(f"api key {key!r} is given to both tenant {seen[key]!r} and {name!r}")
+                if key == self.server.admin_key:
+                    raise ValueError(f"tenant {name!r} uses the admin key as an api key")
+                seen[key] = name
+        return self

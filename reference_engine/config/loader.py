@@ -1,0 +1,73 @@
+"""Loading, overriding and fingerprinting configs.
+
+`load_config` turns a TOML file into a validated `EngineConfig`; a bad file raises `ConfigError`
+naming the file, the key, the value and what is allowed. `config_digest` is a stable short hash
+of the *validated* config (defaults included), so two files that mean the same thing share a
+digest and a run can name exactly what it ran.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from reference_engine.config.engine_config import EngineConfig
+from reference_engine.errors import ConfigError
+
+
+def _format_validation_error(source: str, data: Mapping[str, Any], err: ValidationError) -> str:
+    lines = [f"{source}: invalid config"]
+    for e in err.errors():
+        key = ".".join(str(p) for p in e["loc"])
+        value: Any = data
+        for part in e["loc"]:
+            value = value.get(part, None) if isinstance(value, Mapping) else None
+        shown = f" = {value!r}" if value is not None and e["type"] != "extra_forbidden" else ""
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key (a typo?); remove it or check the name in docs/config.md"
+        lines.append(f"  {key or '(top level)'}{shown}: {msg}")
+    return "\n".join(lines)
+
+
+def parse_config(data: Mapping[str, Any], source: str = "<config>") -> EngineConfig:
+    try:
+        return EngineConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(_format_validation_error(source, data, err)) from None
+
+
+def load_config(path: str | Path) -> EngineConfig:
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path}: not valid TOML: {err}") from None
+    return parse_config(data, str(path))
+
+
+def with_overrides(config: EngineConfig, overrides: Mapping[str, Any]) -> EngineConfig:
+    """A copy of `config` with dotted keys replaced, validated again: {"kv_cache.policy": "none"}."""
+    data = copy.deepcopy(config.model_dump(mode="json"))
+    for dotted, value in overrides.items():
+        node = data
+        *parents, leaf = dotted.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return parse_config(data, "<overrides>")
+
+
+def config_digest(config: EngineConfig) -> str:
+    """sha256 of the canonical JSON of the validated config, first 16 hex digits."""
+    canonical = json.dumps(config.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]

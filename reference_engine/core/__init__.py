@@ -1,0 +1,1 @@
+"""The engine core: pure, clock-injected KV management, admission and scheduling."""

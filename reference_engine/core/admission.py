@@ -1,0 +1,140 @@
+"""Admission control: decide before a request enters the run queue (seed 003).
+
+The estimate is the worst-case commitment: `ceil((prompt + max_new_tokens) · safety / block)`
+blocks (a missing max_tokens means `max_new_tokens_default`, never "the client will stop soon").
+The outcome is one of three, never an unbounded queue:
+
+- **admit**: it fits now under its class limit;
+- **queue**: it could fit once memory frees up; it waits with a deadline (`queue_deadline_ms`)
+  and leaves with 429 `queue_deadline` if it is not running by then;
+- **reject**: 429 `kv_capacity` (above the reject watermark, larger than its class may ever
+  hold, or the queue is full) or 429 `tenant_quota` (the tenant's share, sequences or token
+  budget), with a Retry-After hint; 400 `context_length_exceeded` before any of that.
+
+Class limits, in blocks of live usage after the request: system and interactive up to the hard
+(preempt) watermark, long requests (≥ `long_request_tokens`) only up to the admission watermark,
+batch never into the interactive reserve. A tenant's worst-case reservations plus its retained
+sessions may never exceed its hard share, so its live share cannot cross the cap later.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+
+from reference_engine.config import EngineConfig, TrafficClass
+from reference_engine.core.request import Request
+from reference_engine.core.tenants import TenantState
+from reference_engine.core.watermarks import Watermarks
+from reference_engine.errors import CapacityError, ContextLengthError
+
+
+class Verdict(str, Enum):
+    ADMIT = "admit"
+    QUEUE = "queue"
+    REJECT = "reject"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    verdict: Verdict
+    estimated_blocks: int
+    reason: str | None = None  # for rejects: kv_capacity | tenant_quota
+    message: str = ""
+    retry_after_s: float | None = None
+
+    def to_error(self) -> CapacityError:
+        return CapacityError(self.message, code=self.reason, retry_after_s=self.retry_after_s)
+
+
+class AdmissionController:
+    def __init__(self, config: EngineConfig, marks: Watermarks, block_tokens: int, max_context_tokens: int,
+                 enabled: bool, tenant_caps: bool) -> None:
+        self.cfg = config.admission
+        self.guard = config.kv_cache.guard
+        self.marks = marks
+        self.block_tokens = block_tokens
+        self.max_context_tokens = max_context_tokens
+        self.enabled = enabled
+        self.tenant_caps = tenant_caps
+
+    # ------------------------------------------------------------ static checks
+    def resolve_max_new_tokens(self, requested: int | None, live_blocks: int) -> tuple[int, bool]:
+        """The output budget granted: the default if unset, shortened above the warn watermark."""
+        granted = self.cfg.max_new_tokens_default if requested is None else requested
+        if self.enabled and live_blocks >= self.marks.warn and granted > self.guard.warn_max_new_tokens:
+            return self.guard.warn_max_new_tokens, True
+        return granted, False
+
+    def check_context(self, num_prompt_tokens: int, max_new_tokens: int, tenant: TenantState) -> None:
+        total = num_prompt_tokens + max_new_tokens
+        if total > self.max_context_tokens:
+            raise ContextLengthError(
+                f"this model's maximum context length is {self.max_context_tokens} tokens; the request has "
+                f"{num_prompt_tokens} prompt tokens + max_tokens {max_new_tokens} = {total}. Shorten the prompt "
+                f"or lower max_tokens.", param="messages")
+        limit = tenant.config.max_context_tokens
+        if limit is not None and total > limit:
+            raise ContextLengthError(
+                f"tenant {tenant.name!r} may use at most {limit} tokens per request (prompt + max_tokens); "
+                f"this one asks for {total}.", param="max_tokens")
+
+    def estimate_blocks(self, r: Request) -> int:
+        return math.ceil(r.max_total_tokens * self.cfg.estimate_safety / self.block_tokens)
+
+    # ---------------------------------------------------------------- decision
+    def class_limit(self, r: Request) -> int:
+        m = self.marks
+        limit = m.preempt
+        if r.traffic_class is TrafficClass.BATCH:
+            limit = min(limit, m.batch_limit)
+        if r.traffic_class is not TrafficClass.SYSTEM and r.max_total_tokens >= self.guard.long_request_tokens:
+            limit = min(limit, m.admission)
+        return limit
+
+    def check_tenant(self, r: Request, tenant: TenantState, need_blocks: int, session_blocks: int) -> Decision | None:
+        """A tenant_quota rejection, or None if the tenant may take this request."""
+        if not self.tenant_caps:
+            return None
+        c = tenant.config
+        why = None
+        if tenant.active_seqs >= c.max_active_seqs:
+            why = f"tenant {tenant.name!r} already has {tenant.active_seqs} active requests (max_active_seqs)"
+        elif tenant.reserved_tokens + r.max_total_tokens > c.max_reserved_tokens:
+            why = (f"tenant {tenant.name!r} has {tenant.reserved_tokens} tokens reserved; this request's "
+                   f"{r.max_total_tokens} would pass max_reserved_tokens {c.max_reserved_tokens}")
+        elif tenant.reserved_blocks + tenant.retained_blocks - session_blocks + need_blocks > tenant.max_blocks:
+            why = (f"tenant {tenant.name!r} would hold more than its KV share cap ({c.max_kv_share:.0%} = "
+                   f"{tenant.max_blocks} blocks): {tenant.reserved_blocks} reserved + {tenant.retained_blocks} "
+                   f"retained + {need_blocks} for this request")
+        if why is None:
+            return None
+        return Decision(Verdict.REJECT, need_blocks, "tenant_quota", why + "; retry later or lower max_tokens",
+                        retry_after_s=1.0)
+
+    def decide(self, r: Request, need_blocks: int, projected_live_blocks: int, live_blocks: int,
+               queue_len: int) -> Decision:
+        """Pool-level decision for a request whose tenant check passed.
+
+        `projected_live_blocks`: live usage that cannot be reclaimed + blocks promised to requests
+        admitted but not yet running; `live_blocks`: current live usage (for the reject rung)."""
+        if not self.enabled:
+            return Decision(Verdict.ADMIT, need_blocks)
+        limit = self.class_limit(r)
+        if projected_live_blocks + need_blocks <= limit:
+            return Decision(Verdict.ADMIT, need_blocks)
+        if r.traffic_class is not TrafficClass.SYSTEM and live_blocks >= self.marks.reject:
+            return Decision(Verdict.REJECT, need_blocks, "kv_capacity",
+                            f"KV cache is {100 * live_blocks / self.marks.num_blocks:.0f}% full (reject watermark "
+                            f"{self.guard.reject_at_percent:.0f}%); retry after the Retry-After delay",
+                            retry_after_s=2.0)
+        if need_blocks > limit:
+            return Decision(Verdict.REJECT, need_blocks, "kv_capacity",
+                            f"the request needs {need_blocks} KV blocks (prompt + max_tokens, worst case) but a "
+                            f"{r.traffic_class.value} request may use at most {limit} of {self.marks.num_blocks}; "
+                            f"lower max_tokens or shorten the prompt")
+        if queue_len >= self.cfg.max_queue_len:
+            return Decision(Verdict.REJECT, need_blocks, "kv_capacity",
+                            f"the admission queue is full ({queue_len} requests); retry later", retry_after_s=2.0)
+        return Decision(Verdict.QUEUE, need_blocks)

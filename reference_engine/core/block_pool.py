@@ -1,0 +1,231 @@
+"""The paged KV block pool: refcounts, the prefix-hash index, and live/cached/free accounting.
+
+Every block is in exactly one state:
+
+    free     ref == 0, no hash   on the free stack
+    cached   ref == 0, hashed    in the cached-tier `EvictionIndex` and in `_hash_to_block`
+    live     ref  > 0            held by running requests and/or retained state (sessions, pins)
+
+so `num_live + num_cached + num_free == num_blocks` always. A live block whose every reference
+is a *hold* (a session or a pin, not a running request) is also counted as `num_retained`.
+
+Why these structures: the free stack is a Python list (pop/extend O(1), C speed, LIFO for
+locality); the cached tier is the policy's index, whose every operation is O(1) or O(log n) —
+for LRU a C `OrderedDict`, the equivalent of vLLM v1's doubly-linked free-block queue. Nothing
+here calls `list.remove` or scans: allocate, free and prefix hits cost O(blocks touched).
+
+Only the pool changes refcounts, hashes and block tenants. An allocation it cannot serve
+returns None and is counted (`num_alloc_failures`); the engine turns that into an OOM event
+and survives it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from reference_engine.policies.base import EntryMeta, EvictionIndex
+
+
+class BlockPool:
+    def __init__(self, num_blocks: int, block_tokens: int, cached_index: EvictionIndex[int]) -> None:
+        if num_blocks < 1:
+            raise ValueError("a pool needs at least one block")
+        self.num_blocks = num_blocks
+        self.block_tokens = block_tokens
+        self._ref = [0] * num_blocks
+        self._hold = [0] * num_blocks
+        self._hash: list[int | None] = [None] * num_blocks
+        self._tenant: list[str | None] = [None] * num_blocks
+        self._free: list[int] = list(range(num_blocks - 1, -1, -1))
+        self._hash_to_block: dict[int, int] = {}
+        self._cached = cached_index
+        self.num_live = 0
+        self.num_retained = 0
+        self.live_by_tenant: dict[str | None, int] = {}
+        self.num_alloc_failures = 0
+        self.num_evicted_cached = 0
+        self.num_prefix_queries = 0  # blocks looked up
+        self.num_prefix_hits = 0  # blocks found
+
+    # ----------------------------------------------------------------- queries
+    @property
+    def num_free(self) -> int:
+        return len(self._free)
+
+    @property
+    def num_cached(self) -> int:
+        return len(self._cached)
+
+    @property
+    def num_allocatable(self) -> int:
+        return len(self._free) + len(self._cached)
+
+    def ref_count(self, block: int) -> int:
+        return self._ref[block]
+
+    def hold_count(self, block: int) -> int:
+        return self._hold[block]
+
+    def block_hash(self, block: int) -> int | None:
+        return self._hash[block]
+
+    def block_tenant(self, block: int) -> str | None:
+        return self._tenant[block]
+
+    def is_cached(self, block: int) -> bool:
+        return self._ref[block] == 0 and self._hash[block] is not None
+
+    def cached_block(self, block_hash: int) -> int | None:
+        return self._hash_to_block.get(block_hash)
+
+    # ------------------------------------------------------------- allocation
+    def allocate(self, num: int, tenant: str | None, now_s: float) -> list[int] | None:
+        """`num` fresh blocks at refcount 1 owned by `tenant`, evicting cached blocks if needed."""
+        if num <= 0:
+            return []
+        free = self._free
+        if num > len(free) + len(self._cached):
+            self.num_alloc_failures += 1
+            return None
+        take = min(num, len(free))
+        blocks = free[len(free) - take:]
+        del free[len(free) - take:]
+        if take < num:
+            blocks.extend(self._evict_cached(num - take, now_s))
+        ref, owner = self._ref, self._tenant
+        for b in blocks:
+            ref[b] = 1
+            owner[b] = tenant
+        self.num_live += num
+        self.live_by_tenant[tenant] = self.live_by_tenant.get(tenant, 0) + num
+        return blocks
+
+    def _evict_cached(self, num: int, now_s: float) -> list[int]:
+        victims = self._cached.pop_victims(num, now_s)
+        h2b, hashes = self._hash_to_block, self._hash
+        for b in victims:
+            del h2b[hashes[b]]
+            hashes[b] = None
+        self.num_evicted_cached += len(victims)
+        assert len(victims) >= num, "cached index returned fewer victims than it holds"
+        if len(victims) > num:  # an index may overshoot; the surplus is simply free now
+            self._free.extend(victims[num:])
+            del victims[num:]
+        return victims
+
+    def evict_cached(self, num: int, now_s: float) -> int:
+        """Drop up to `num` cached blocks to the free stack; returns how many were dropped."""
+        victims = self._evict_cached(min(num, len(self._cached)), now_s)
+        self._free.extend(victims)
+        return len(victims)
+
+    # ------------------------------------------------------------ prefix cache
+    def match_prefix(self, block_hashes: Sequence[int]) -> list[int]:
+        """The blocks of the longest cached prefix of `block_hashes` (not yet referenced)."""
+        h2b = self._hash_to_block
+        hits: list[int] = []
+        for h in block_hashes:
+            b = h2b.get(h)
+            if b is None:
+                break
+            hits.append(b)
+        self.num_prefix_queries += len(block_hashes)
+        self.num_prefix_hits += len(hits)
+        return hits
+
+    def register(self, block: int, block_hash: int) -> bool:
+        """Mark a live, now full block as holding `block_hash`. False if another block already
+        holds that content (two requests computed it at once): the block stays unhashed."""
+        if block_hash in self._hash_to_block or self._hash[block] is not None:
+            return False
+        self._hash[block] = block_hash
+        self._hash_to_block[block_hash] = block
+        return True
+
+    def unregister(self, block: int) -> None:
+        """Forget a live block's hash (its content stopped being an exact prefix)."""
+        h = self._hash[block]
+        if h is not None:
+            del self._hash_to_block[h]
+            self._hash[block] = None
+
+    # ------------------------------------------------------------- references
+    def incref(self, blocks: Sequence[int], now_s: float, *, hold: bool = False) -> None:
+        """Take one more reference on each block (a prefix hit, or a session retaining it)."""
+        ref, holds, owner, cached = self._ref, self._hold, self._tenant, self._cached
+        for b in blocks:
+            r = ref[b]
+            if r == 0:
+                assert self._hash[b] is not None, f"block {b} is free; only cached blocks can be hit"
+                cached.remove(b)
+                self.num_live += 1
+                t = owner[b]
+                self.live_by_tenant[t] = self.live_by_tenant.get(t, 0) + 1
+            elif holds[b] == r:
+                self.num_retained -= 1
+            ref[b] = r + 1
+            if hold:
+                holds[b] += 1
+                if holds[b] == r + 1:
+                    self.num_retained += 1
+
+    def decref(self, blocks: Sequence[int], now_s: float, meta: EntryMeta | None = None,
+               *, hold: bool = False) -> int:
+        """Drop one reference on each block; returns how many blocks left the live state.
+
+        Blocks reaching refcount 0 go to the cached tier if hashed (tail first, so a chain is
+        evicted from its end) and to the free stack otherwise.
+        """
+        ref, holds, hashes, owner = self._ref, self._hold, self._hash, self._tenant
+        to_cache: list[int] = []
+        released = 0
+        for b in reversed(blocks):
+            r = ref[b] - 1
+            assert r >= 0, f"block {b} released more often than referenced"
+            h = holds[b]
+            assert h or not hold, f"block {b} has no hold to release"
+            if h:
+                if h == r + 1:
+                    self.num_retained -= 1
+                if hold:
+                    h -= 1
+                    holds[b] = h
+                if r and h == r:
+                    self.num_retained += 1
+            ref[b] = r
+            if r == 0:
+                released += 1
+                t = owner[b]
+                self.live_by_tenant[t] -= 1
+                if hashes[b] is None:
+                    self._free.append(b)
+                else:
+                    to_cache.append(b)
+        self.num_live -= released
+        if to_cache:
+            self._cached.insert(to_cache, meta or EntryMeta(), now_s)
+        return released
+
+    def touch_cached(self, block: int, now_s: float) -> None:
+        if self.is_cached(block):
+            self._cached.touch(block, now_s)
+
+    # ------------------------------------------------------------ consistency
+    def check_invariants(self) -> None:
+        """O(n) self-check for tests: counts add up and every index agrees with the arrays."""
+        live = sum(1 for r in self._ref if r > 0)
+        assert live == self.num_live, (live, self.num_live)
+        assert all(r >= 0 for r in self._ref)
+        assert all(0 <= h <= r for h, r in zip(self._hold, self._ref))
+        retained = sum(1 for h, r in zip(self._hold, self._ref) if r > 0 and h == r)
+        assert retained == self.num_retained, (retained, self.num_retained)
+        cached = [b for b in range(self.num_blocks) if self._ref[b] == 0 and self._hash[b] is not None]
+        assert len(cached) == len(self._cached) and all(b in self._cached for b in cached)
+        assert sorted(self._free) == [b for b in range(self.num_blocks) if self._ref[b] == 0 and self._hash[b] is None]
+        assert self.num_live + self.num_cached + self.num_free == self.num_blocks
+        assert all(self._hash_to_block[h] == b for b, h in enumerate(self._hash) if h is not None)
+        by_tenant: dict[str | None, int] = {}
+        for b, r in enumerate(self._ref):
+            if r:
+                by_tenant[self._tenant[b]] = by_tenant.get(self._tenant[b], 0) + 1
+        assert {k: v for k, v in self.live_by_tenant.items() if v} == by_tenant

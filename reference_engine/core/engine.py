@@ -1,0 +1,312 @@
+"""EngineCore: the reference engine as a library — add requests, abort them, step, observe.
+
+    core = EngineCore(load_config("configs/default.toml"), clock=VirtualClock())
+    core.add_request(tenant="acme", prompt_token_ids=ids, max_new_tokens=128)
+    while core.has_work():
+        out = core.step()            # schedule, execute, apply; events stamped at out.t_end_s
+        clock.advance_to(out.t_end_s)
+
+Live serving splits a step in two so the GPU time can pass for real in between:
+`begin_step()` schedules and executes, `end_step()` applies the result at its end time. An
+abort that arrives while a step is in flight is *deferred* to `end_step()`: a block is never
+freed while the step that reads it is still running.
+
+`step(until_s=...)` (replay) may fast-forward: when only decodes are running and nothing can
+change before `until_s` — no arrival, finish, watermark crossing, session expiry — it fuses many
+decode steps into one call with results identical to stepping one by one.
+
+Pure: time only from the injected clock, no I/O, no globals.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from reference_engine.clock import Clock, MonotonicClock
+from reference_engine.config import EngineConfig, config_digest
+from reference_engine.core.admission import AdmissionController, Verdict
+from reference_engine.core.block_pool import BlockPool
+from reference_engine.core.events import EventKind, EventLog
+from reference_engine.core.host_tier import HostTier
+from reference_engine.core.kv_manager import KVCacheManager
+from reference_engine.core.prefix_hash import BlockHasher
+from reference_engine.core.request import FinishReason, Request
+from reference_engine.core.scheduler import RequestOutput, Scheduler
+from reference_engine.core.sessions import SessionStore
+from reference_engine.core.snapshot import UsageSnapshot, take_snapshot
+from reference_engine.core.tenants import TenantRegistry, TenantState
+from reference_engine.core.watermarks import PressureLevel, Watermarks
+from reference_engine.errors import ConfigError, RequestError
+from reference_engine.executors.base import Executor, StepOutcome, StepPlan
+from reference_engine.executors.registry import make_executor
+from reference_engine.memory import GIB, MemoryPlan
+from reference_engine.policies.registry import make_policy
+from reference_engine.policies.base import Tier
+from reference_engine.tokenizer import WordTokenizer, apply_chat_template
+
+
+@dataclass(slots=True)
+class StepOutput:
+    t_start_s: float
+    t_end_s: float
+    outputs: list[RequestOutput] = field(default_factory=list)
+    num_steps: int = 0  # 0: nothing to do; >1: fast-forwarded decode steps
+    num_scheduled_tokens: int = 0
+
+    @property
+    def idle(self) -> bool:
+        return self.num_steps == 0
+
+
+@dataclass(slots=True)
+class InFlightStep:
+    plan: StepPlan
+    outcome: StepOutcome
+    t_start_s: float
+    t_end_s: float
+
+
+class EngineCore:
+    def __init__(self, config: EngineConfig, clock: Clock | None = None, executor: Executor | None = None) -> None:
+        self.config = config
+        self.digest = config_digest(config)
+        self.clock = clock or MonotonicClock()
+        self.memory = MemoryPlan.from_config(config)
+        self.tokenizer = WordTokenizer()
+        self.policy = make_policy(config, self.memory.num_blocks)
+        bt = self.memory.block_tokens
+        self.marks = Watermarks(config.kv_cache.guard, self.memory.num_blocks)
+        if self.policy.watermarks:
+            self.marks.check_headroom(-(-config.engine.max_num_batched_tokens // bt) + config.engine.max_num_seqs)
+        self.events = EventLog()
+        m = config.model
+        self.hasher = BlockHasher(bt, f"{m.name}|{m.tokenizer}|{m.adapter}|{m.chat_template}", config.prefix_cache.hash)
+        self.tenants = TenantRegistry(config, self.memory.num_blocks, self.hasher.tenant_scope)
+        self.pool = BlockPool(self.memory.num_blocks, bt, self.policy.make_index(Tier.BLOCKS))
+        prefix_cache = config.prefix_cache.enabled and self.policy.prefix_cache
+        self.kv = KVCacheManager(self.pool, self.hasher, {t.name: t.scope for t in self.tenants}, prefix_cache)
+        self.sessions = SessionStore(self.pool, self.policy.make_index, config.kv_cache.max_session_idle_seconds,
+                                     config.kv_cache.max_tokens_per_session)
+        self.admission = AdmissionController(config, self.marks, bt, self.memory.model.max_context_tokens,
+                                             enabled=config.admission.enabled and self.policy.admission,
+                                             tenant_caps=self.policy.tenant_caps)
+        self.executor = executor or make_executor(config, self.memory)
+        self.host = HostTier(config.preemption.host_swap_gib * GIB)
+        self.scheduler = Scheduler(config, self.memory, self.policy, self.kv, self.sessions, self.tenants,
+                                   self.admission, self.marks, self.events, self.executor, self.host)
+        self._ids = itertools.count()
+        self._in_flight: InFlightStep | None = None
+        self._deferred_aborts: list[str] = []
+        self._public_prefixes = self._tokenize_public_prefixes()
+        self.num_steps = 0
+        self.num_rejected: dict[str, int] = {}
+
+    # ---------------------------------------------------------------- intake
+    def authenticate(self, api_key: str | None) -> TenantState:
+        return self.tenants.authenticate(api_key)
+
+    def add_request(self, *, tenant: str, prompt_token_ids: list[int] | None = None,
+                    num_prompt_tokens: int | None = None, prompt_block_hashes: list[int] | None = None,
+                    max_new_tokens: int | None = None, eos_after: int | None = None, session_id: str | None = None,
+                    session_rebuildable: bool = True, streaming: bool = False,
+                    request_id: str | None = None) -> Request:
+        """Admit, queue or refuse a request. Refusals raise a `RequestError` (400/410/429)."""
+        now = self.clock.now()
+        t = self.tenants[tenant]
+        t.note_request(now)
+        n_prompt = len(prompt_token_ids) if prompt_token_ids is not None else num_prompt_tokens
+        if not n_prompt or n_prompt < 1:
+            raise RequestError("the prompt is empty: send at least one token", param="messages")
+        rid = request_id or f"req-{next(self._ids)}"
+        if rid in self.scheduler.requests:
+            raise RequestError(f"request id {rid!r} is already in flight", param="request_id")
+        live = self.pool.num_live
+        granted, clamped = self.admission.resolve_max_new_tokens(max_new_tokens, live)
+        r = Request(request_id=rid, tenant=t.name, traffic_class=t.traffic_class, num_prompt_tokens=n_prompt,
+                    max_new_tokens=granted, arrival_s=now, prompt_token_ids=prompt_token_ids,
+                    prompt_block_hashes=prompt_block_hashes, eos_after=eos_after, session_id=session_id,
+                    streaming=streaming, requested_max_new_tokens=max_new_tokens, max_tokens_clamped=clamped,
+                    public_prefix_tokens=self._public_prefix_len(prompt_token_ids))
+        try:
+            self.admission.check_context(n_prompt, granted, t)
+            session = None
+            if session_id is not None:
+                session = self.sessions.check(session_id, t, session_rebuildable)
+            r.estimated_blocks = self.admission.estimate_blocks(r)
+            r.reserved_tokens = r.max_total_tokens
+            session_blocks = len(session.blocks) if session is not None and session.is_retained else 0
+            decision = self._decide(r, t, session_blocks)
+            if decision.verdict is Verdict.REJECT:
+                raise decision.to_error()
+        except RequestError as err:
+            self._record_rejection(r, err, now)
+            raise
+        session = None
+        if session_id is not None:
+            session, r.session_rebuilt = self.sessions.begin_turn(session_id, t, session_rebuildable, now)
+        r.seq_no = next(self._ids)
+        r.deadline_s = now + self.config.admission.queue_deadline_ms / 1000
+        admitted = decision.verdict is Verdict.ADMIT
+        kind = EventKind.ADMITTED if admitted else EventKind.QUEUED
+        self.events.emit(now, kind, request_id=rid, tenant=t.name, traffic_class=t.traffic_class.value,
+                         num_tokens=n_prompt, num_blocks=r.estimated_blocks,
+                         value=None if admitted else r.deadline_s)
+        self.scheduler.add(r, admitted, session)
+        return r
+
+    def _decide(self, r: Request, t: TenantState, session_blocks: int):
+        adm, sched = self.admission, self.scheduler
+        quota = adm.check_tenant(r, t, r.estimated_blocks, session_blocks)
+        if quota is not None and t.retained_blocks > session_blocks:
+            # Over its cap with idle sessions of its own: reclaim those, never another tenant's.
+            sched.evict_sessions(quota.estimated_blocks, self.clock.now(), "tenant_quota", tenant=t)
+            quota = adm.check_tenant(r, t, r.estimated_blocks, session_blocks)
+        if quota is not None:
+            return quota
+        return adm.decide(r, r.estimated_blocks, sched.projected_blocks(), self.pool.num_live, len(sched.waiting))
+
+    def _record_rejection(self, r: Request, err: RequestError, now: float) -> None:
+        self.num_rejected[err.code] = self.num_rejected.get(err.code, 0) + 1
+        self.tenants[r.tenant].num_rejected[err.code] = self.tenants[r.tenant].num_rejected.get(err.code, 0) + 1
+        self.events.emit(now, EventKind.REJECTED, request_id=r.request_id, tenant=r.tenant,
+                         traffic_class=r.traffic_class.value, num_tokens=r.num_prompt_tokens,
+                         num_blocks=r.estimated_blocks or None, reason=err.code)
+
+    def abort(self, request_id: str) -> bool:
+        """Cancel a request (client cancel or disconnect). Its blocks are released now, or at the
+        end of the step in flight if that step still reads them."""
+        r = self.scheduler.requests.get(request_id)
+        if r is None:
+            return False
+        now = self.clock.now()
+        if r.cancel_received_s is None:
+            r.cancel_received_s = now
+            self.events.emit(now, EventKind.CANCEL_RECEIVED, request_id=r.request_id, tenant=r.tenant,
+                             traffic_class=r.traffic_class.value)
+        if self._in_flight is not None:
+            self._deferred_aborts.append(request_id)
+        else:
+            self.scheduler.finish(r, FinishReason.CANCELLED, now)
+        return True
+
+    # ------------------------------------------------------------------ steps
+    def has_work(self) -> bool:
+        s = self.scheduler
+        return bool(s.running or len(s.waiting) or s.swapped)
+
+    def begin_step(self) -> InFlightStep | None:
+        assert self._in_flight is None, "end_step() the step in flight first"
+        now = self.clock.now()
+        self.scheduler.level = self.marks.level(self.pool.num_live)
+        plan = self.scheduler.schedule(now)
+        if plan.is_empty():
+            return None
+        outcome = self.executor.execute(plan)
+        self._in_flight = InFlightStep(plan, outcome, now, now + outcome.duration_s)
+        return self._in_flight
+
+    def end_step(self) -> StepOutput:
+        step, self._in_flight = self._in_flight, None
+        assert step is not None, "no step in flight"
+        outputs = self.scheduler.update(step.plan, step.outcome, step.t_end_s)
+        self.num_steps += 1
+        aborts, self._deferred_aborts = self._deferred_aborts, []
+        for rid in aborts:
+            r = self.scheduler.requests.get(rid)
+            if r is not None:
+                self.scheduler.finish(r, FinishReason.CANCELLED, step.t_end_s)
+        self._note_level(step.t_end_s)
+        return StepOutput(step.t_start_s, step.t_end_s, outputs, 1, step.plan.num_tokens)
+
+    def step(self, until_s: float | None = None) -> StepOutput:
+        """One step, or a fast-forwarded run of decode steps that all start before `until_s`."""
+        if until_s is not None:
+            fused = self._fast_forward(until_s)
+            if fused is not None:
+                return fused
+        now = self.clock.now()
+        if self.begin_step() is None:
+            return StepOutput(now, now)
+        return self.end_step()
+
+    def _note_level(self, now: float) -> None:
+        level = self.marks.level(self.pool.num_live)
+        if level != self.scheduler.level:
+            self.events.emit(now, EventKind.WATERMARK, reason=level.name.lower(),
+                             value=self.pool.num_live / self.pool.num_blocks)
+            self.scheduler.level = level
+
+    # ------------------------------------------------------------- fast path
+    def _fast_forward(self, until_s: float) -> StepOutput | None:
+        from reference_engine.core.fast_forward import fast_forward
+        return fast_forward(self, until_s)
+
+    # --------------------------------------------------------------- warm-up
+    def _tokenize_public_prefixes(self) -> list[list[int]]:
+        forms = []
+        for p in self.config.prefix_cache.public_prefixes:
+            forms.append(self.tokenizer.encode(p.text))
+            # the same text as a chat system message (without the closing tokens that follow it)
+            forms.append(self.tokenizer.encode(apply_chat_template([{"role": "system", "content": p.text}]))[:-1])
+        return sorted(forms, key=len, reverse=True)
+
+    def _public_prefix_len(self, token_ids: list[int] | None) -> int:
+        if token_ids is None:
+            return 0
+        for form in self._public_prefixes:
+            if len(token_ids) >= len(form) and token_ids[: len(form)] == form:
+                return len(form)
+        return 0
+
+    def pin_prefixes(self) -> float:
+        """Load the config's pinned public prefixes (warm-up). Returns the simulated load time."""
+        total_s = 0.0
+        cap = int(self.config.kv_cache.pinned_max_percent / 100 * self.pool.num_blocks)
+        bt = self.memory.block_tokens
+        for p in self.config.prefix_cache.public_prefixes:
+            if not p.pinned:
+                continue
+            ids = self.tokenizer.encode(apply_chat_template([{"role": "system", "content": p.text}]))[:-1]
+            n = len(ids) // bt
+            if self.scheduler.num_pinned_blocks + n > cap:
+                raise ConfigError(f"pinned prefix {p.name!r} ({n} blocks) would pass kv_cache.pinned_max_percent "
+                                  f"({cap} blocks, {self.scheduler.num_pinned_blocks} already pinned)")
+            r = Request(request_id=f"pin:{p.name}", tenant=next(iter(self.tenants)).name,
+                        traffic_class=next(iter(self.tenants)).traffic_class, num_prompt_tokens=len(ids),
+                        max_new_tokens=1, arrival_s=0.0, prompt_token_ids=ids, public_prefix_tokens=len(ids))
+            self.kv.update_hashes(r)
+            blocks = self.pool.allocate(n, None, self.clock.now())
+            if blocks is None:
+                raise ConfigError(f"pinned prefix {p.name!r} does not fit in the KV pool")
+            for b, h in zip(blocks, r.block_hashes):
+                self.pool.register(b, h)
+            self.pool.incref(blocks, self.clock.now(), hold=True)
+            self.pool.decref(blocks, self.clock.now())
+            self.scheduler.num_pinned_blocks += n
+            total_s += self.executor.prefill_time_s(len(ids))
+        return total_s
+
+    # ------------------------------------------------------------ observation
+    def snapshot(self) -> UsageSnapshot:
+        return take_snapshot(self)
+
+    def get_request(self, request_id: str) -> Request | None:
+        return self.scheduler.requests.get(request_id)
+
+    def reconcile(self) -> int:
+        """Orphan check: every live reference must belong to a request, a session or a pin.
+        Returns the number of references found without an owner (and released)."""
+        from reference_engine.core.ledger import reconcile_orphans
+        freed = reconcile_orphans(self)
+        if freed:
+            self.events.emit(self.clock.now(), EventKind.ORPHAN_RECONCILED, num_blocks=freed)
+        return freed
+
+    def fail_all(self, reason: FinishReason, detail: str) -> None:
+        for r in list(self.scheduler.requests.values()):
+            self.scheduler.finish(r, reason, self.clock.now(), detail)
+
+    @property
+    def pressure(self) -> PressureLevel:
+        return self.marks.level(self.pool.num_live)

@@ -1,0 +1,132 @@
+"""The engine's event log: an append-only record of everything the gates need.
+
+Every event is one flat `Event` row (so a log is a table: pandas-ready, CSV-ready), with the
+columns a kind does not use left as None. The catalogue below is the single place that says
+which kinds exist and what each carries; `docs/run_record.md` repeats it for readers of a record.
+
+    kind                  request_id tenant  other columns
+    admitted              yes        yes     num_tokens = prompt tokens, num_blocks = estimate
+    queued                yes        yes     num_blocks = estimate, value = deadline (engine s)
+    rejected              yes        yes     reason = kv_capacity | tenant_quota | queue_deadline |
+                                             context_length_exceeded | context_expired
+    scheduled             yes        yes     num_tokens = prefix-cache hit tokens
+    first_token           yes        yes     latency_s = TTFT measured by the engine
+    preempted             yes        yes     mode = recompute | swap, num_blocks freed, reason
+    swapped               yes        yes     num_blocks moved to host, value = bytes
+    resumed               yes        yes     mode = recompute | swap
+    cancel_received       yes        yes
+    blocks_released       yes        yes     num_blocks, latency_s = cancel_received -> released,
+                                             reason = cancelled | finished | preempted | failed
+    finished              yes        yes     reason = stop | length | cancelled | oom | worker_lost,
+                                             num_tokens = output tokens, latency_s = end-to-end
+    evicted               opt        yes     num_blocks, reason = watermark | idle_timeout |
+                                             session_cap | capacity | tick, mode = policy name
+    expired               opt        yes     session idle timeout: num_blocks released
+    approximated          yes        yes     num_tokens dropped by a token-level policy
+    oom                   opt        opt     num_blocks that could not be allocated, reason
+    watermark             -          -       reason = level name entered (warn, evict, ...), value = usage
+    worker_died           -          -       value = worker id, reason = signal/exit
+    reservation_released  yes        yes     num_blocks, reason = worker_lost | finished
+    orphan_reconciled     -          -       num_blocks freed by the periodic orphan check
+
+A log keeps at most `capacity` recent events; `since(cursor)` says how many a slow reader missed.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, fields
+from enum import Enum
+
+
+class EventKind(str, Enum):
+    ADMITTED = "admitted"
+    QUEUED = "queued"
+    REJECTED = "rejected"
+    SCHEDULED = "scheduled"
+    FIRST_TOKEN = "first_token"
+    PREEMPTED = "preempted"
+    SWAPPED = "swapped"
+    RESUMED = "resumed"
+    CANCEL_RECEIVED = "cancel_received"
+    BLOCKS_RELEASED = "blocks_released"
+    FINISHED = "finished"
+    EVICTED = "evicted"
+    EXPIRED = "expired"
+    APPROXIMATED = "approximated"
+    OOM = "oom"
+    WATERMARK = "watermark"
+    WORKER_DIED = "worker_died"
+    RESERVATION_RELEASED = "reservation_released"
+    ORPHAN_RECONCILED = "orphan_reconciled"
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    seq: int
+    t_s: float
+    kind: EventKind
+    request_id: str | None = None
+    tenant: str | None = None
+    traffic_class: str | None = None
+    num_blocks: int | None = None
+    num_tokens: int | None = None
+    latency_s: float | None = None
+    value: float | None = None
+    reason: str | None = None
+    mode: str | None = None
+
+    def to_row(self) -> dict:
+        row = asdict(self)
+        row["kind"] = self.kind.value
+        return row
+
+
+EVENT_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Event))
+
+
+@dataclass(frozen=True, slots=True)
+class EventPage:
+    events: list[Event]
+    next_cursor: int
+    missed: int  # events dropped from the ring before the reader asked for them
+
+
+class EventLog:
+    """Append-only with a monotonically increasing cursor; a bounded ring of recent events.
+
+    Invariant: event `seq` numbers are 0, 1, 2, ... with no gaps; the ring holds the newest
+    `capacity` of them. Append is O(1); `since(cursor)` is O(returned).
+    """
+
+    def __init__(self, capacity: int = 1_000_000) -> None:
+        self._ring: deque[Event] = deque(maxlen=capacity)
+        self._next_seq = 0
+        self.counts: dict[EventKind, int] = {k: 0 for k in EventKind}
+
+    def emit(self, t_s: float, kind: EventKind, **columns) -> Event:
+        event = Event(self._next_seq, t_s, kind, **columns)
+        self._next_seq += 1
+        self._ring.append(event)
+        self.counts[kind] += 1
+        return event
+
+    @property
+    def next_cursor(self) -> int:
+        return self._next_seq
+
+    def since(self, cursor: int, limit: int | None = None) -> EventPage:
+        oldest = self._next_seq - len(self._ring)
+        start = max(cursor, oldest)
+        missed = max(0, oldest - cursor)
+        stop = self._next_seq if limit is None else min(self._next_seq, start + limit)
+        first = start - oldest
+        events = [self._ring[i] for i in range(first, first + (stop - start))]
+        return EventPage(events, stop, missed)
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(self._ring)
+
+    def __len__(self) -> int:
+        return len(self._ring)

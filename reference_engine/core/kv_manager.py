@@ -1,0 +1,117 @@
+"""Per-request KV operations on top of the block pool: prefix hits, growth, hashing, release.
+
+The pool knows blocks; this module knows which blocks belong to which request and how many
+tokens they hold. `Request.block_ids` is written only here. A request's blocks always cover
+exactly its KV tokens: `len(block_ids) == ceil(num_kv_tokens / block_tokens)` after every step.
+"""
+
+from __future__ import annotations
+
+from reference_engine.core.block_pool import BlockPool
+from reference_engine.core.prefix_hash import BlockHasher
+from reference_engine.core.request import Request
+from reference_engine.policies.base import EntryMeta
+
+
+class KVCacheManager:
+    def __init__(self, pool: BlockPool, hasher: BlockHasher, tenant_scopes: dict[str, int],
+                 prefix_cache: bool) -> None:
+        self.pool = pool
+        self.hasher = hasher
+        self.block_tokens = pool.block_tokens
+        self._scopes = tenant_scopes
+        self.prefix_cache = prefix_cache
+
+    def blocks_for(self, num_tokens: int) -> int:
+        return -(-num_tokens // self.block_tokens)
+
+    def new_blocks_needed(self, r: Request, num_new_tokens: int) -> int:
+        return max(0, self.blocks_for(r.num_kv_tokens + num_new_tokens) - len(r.block_ids))
+
+    def update_hashes(self, r: Request) -> None:
+        if self.prefix_cache and not r.approximate:
+            self.hasher.extend(r, self._scopes[r.tenant])
+
+    def take_prefix_hits(self, r: Request, now_s: float) -> int:
+        """Reference the longest cached prefix of a request that holds no KV yet.
+
+        At least one token is always left to compute (the step that computes it samples the
+        next token), as in vLLM. Returns the number of tokens that hit."""
+        assert not r.block_ids and r.num_computed_tokens == 0
+        if not self.prefix_cache or r.approximate:
+            return 0
+        self.update_hashes(r)
+        max_blocks = (r.num_tokens - 1) // self.block_tokens
+        hits = self.pool.match_prefix(r.block_hashes[:max_blocks])
+        if hits:
+            self.pool.incref(hits, now_s)
+            r.block_ids = hits
+            r.num_registered_blocks = len(hits)
+            r.num_computed_tokens = len(hits) * self.block_tokens
+        return r.num_computed_tokens
+
+    def allocate(self, r: Request, num_new_tokens: int, now_s: float) -> bool:
+        """Grow `r` to hold `num_new_tokens` more tokens. False (and no change) if the pool can't.
+
+        Blocks inside a declared public prefix belong to no tenant; all others to `r.tenant`."""
+        need = self.new_blocks_needed(r, num_new_tokens)
+        if need == 0:
+            return True
+        num_public = min(need, max(0, r.public_prefix_tokens // self.block_tokens - len(r.block_ids)))
+        public = self.pool.allocate(num_public, None, now_s) if num_public else []
+        if public is None:
+            return False
+        private = self.pool.allocate(need - num_public, r.tenant, now_s)
+        if private is None:
+            self.pool.decref(public, now_s)
+            return False
+        r.block_ids.extend(public)
+        r.block_ids.extend(private)
+        return True
+
+    def register_full_blocks(self, r: Request) -> None:
+        """Publish the hashes of blocks that became full, so later requests can hit them."""
+        if not self.prefix_cache or r.approximate:
+            return
+        self.update_hashes(r)
+        num_full = min(r.num_computed_tokens // self.block_tokens, len(r.block_hashes), len(r.block_ids))
+        pool, blocks, hashes = self.pool, r.block_ids, r.block_hashes
+        for i in range(r.num_registered_blocks, num_full):
+            pool.register(blocks[i], hashes[i])
+        r.num_registered_blocks = max(r.num_registered_blocks, num_full)
+
+    def retainable_blocks(self, r: Request) -> list[int]:
+        """The leading blocks of `r` that the prefix cache can find again (what a session keeps).
+        An approximate request keeps nothing: its KV is no longer an exact prefix."""
+        if r.approximate:
+            return []
+        pool, out = self.pool, []
+        for b, h in zip(r.block_ids[: r.num_registered_blocks], r.block_hashes):
+            if pool.block_hash(b) != h:
+                break
+            out.append(b)
+        return out
+
+    def free(self, r: Request, now_s: float, meta: EntryMeta) -> int:
+        """Drop all of `r`'s references; returns blocks that left the live state."""
+        if not r.block_ids:
+            return 0
+        released = self.pool.decref(r.block_ids, now_s, meta)
+        r.block_ids = []
+        r.num_registered_blocks = 0
+        return released
+
+    def drop_tokens(self, r: Request, keep_head_blocks: int, num_blocks: int, now_s: float) -> int:
+        """Approximate eviction: free `num_blocks` blocks right after the first `keep_head_blocks`.
+
+        Their tokens are gone for good and the request is approximate from then on: it publishes
+        no more hashes (blocks computed over a compacted cache are not exact prefixes), while the
+        blocks it already published stay valid, since they were computed exactly."""
+        dropped = r.block_ids[keep_head_blocks: keep_head_blocks + num_blocks]
+        if not dropped:
+            return 0
+        r.approximate = True
+        del r.block_ids[keep_head_blocks: keep_head_blocks + num_blocks]
+        r.num_registered_blocks = min(r.num_registered_blocks, keep_head_blocks)
+        r.num_dropped_tokens += len(dropped) * self.block_tokens
+        return self.pool.decref(dropped, now_s)

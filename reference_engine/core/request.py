@@ -1,0 +1,124 @@
+"""A request's whole life in the engine: its tokens, its blocks and everything that must
+survive a state change (GPU time, preemption count, recompute tokens, deadline).
+
+Token accounting follows vLLM v1: `num_computed_tokens` of the `num_tokens` known tokens have
+KV in the cache; a step schedules some of the rest; a step that reaches `num_tokens` samples one
+new output token. A decode step is simply a step that schedules one token. After a recompute
+preemption `num_computed_tokens` drops to 0 and the same accounting re-prefills prompt + output.
+
+Only the scheduler mutates a request once it has been added to the engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from reference_engine.config import TrafficClass
+
+
+class RequestState(str, Enum):
+    WAITING = "waiting"  # admitted (or queued), no KV yet
+    RUNNING = "running"  # holds blocks, in the batch
+    PREEMPTED = "preempted"  # KV dropped, waits to re-prefill ("recomputing" once rescheduled)
+    RECOMPUTING = "recomputing"  # rescheduled after a recompute preemption, not yet caught up
+    SWAPPED = "swapped"  # KV on the host tier, waits to be swapped back in
+    FINISHED = "finished"
+
+
+class FinishReason(str, Enum):
+    STOP = "stop"  # the model ended its answer (the sim's `eos_after`)
+    LENGTH = "length"  # reached max_new_tokens
+    CANCELLED = "cancelled"  # client cancel or disconnect
+    REJECTED = "rejected"  # left the queue without running (queue deadline)
+    OOM = "oom"  # an allocation failed with nothing to preempt (the `none` baseline)
+    WORKER_LOST = "worker_lost"
+
+
+class PreemptionKind(str, Enum):
+    RECOMPUTE = "recompute"
+    SWAP = "swap"
+
+
+@dataclass(eq=False, slots=True)
+class Request:
+    request_id: str
+    tenant: str
+    traffic_class: TrafficClass
+    num_prompt_tokens: int
+    max_new_tokens: int
+    arrival_s: float
+    prompt_token_ids: list[int] | None = None
+    # Hashes of the prompt's full blocks, when the caller knows them without tokens (replay).
+    prompt_block_hashes: list[int] | None = None
+    eos_after: int | None = None  # the sim stops here with finish reason "stop"
+    session_id: str | None = None
+    streaming: bool = False
+    requested_max_new_tokens: int | None = None  # as the client sent it (None: not set)
+    public_prefix_tokens: int = 0  # leading tokens hashed in the public scope
+
+    # --- set by the engine
+    seq_no: int = 0  # arrival order
+    state: RequestState = RequestState.WAITING
+    deadline_s: float | None = None  # leave the queue with queue_deadline after this
+    estimated_blocks: int = 0
+    pending_blocks: int = 0  # promised at admission, until the request starts
+    reserved_tokens: int = 0  # prompt + max_new_tokens, charged to the tenant's budget
+    output_token_ids: list[int] = field(default_factory=list)
+    num_computed_tokens: int = 0
+    num_dropped_tokens: int = 0  # removed by a token-level (approximate) policy
+    block_ids: list[int] = field(default_factory=list)
+    block_hashes: list[int] = field(default_factory=list)
+    num_registered_blocks: int = 0  # leading blocks whose hash the pool knows
+    num_prefix_hit_tokens: int = 0
+    num_swapped_blocks: int = 0
+    first_scheduled_s: float | None = None
+    first_token_s: float | None = None
+    finish_s: float | None = None
+    finish_reason: FinishReason | None = None
+    finish_detail: str | None = None
+    cancel_received_s: float | None = None
+    last_step_s: float = 0.0
+    gpu_time_s: float = 0.0
+    num_preemptions: int = 0
+    consecutive_preemptions: int = 0
+    recompute_tokens: int = 0
+    swapped_bytes: float = 0.0
+    approximate: bool = False
+    session_rebuilt: bool = False
+    max_tokens_clamped: bool = False
+    # Tokens of this request up to which recompute is "catching up" after a preemption.
+    recompute_target: int = 0
+
+    @property
+    def priority(self) -> int:
+        return self.traffic_class.priority
+
+    @property
+    def num_output_tokens(self) -> int:
+        return len(self.output_token_ids)
+
+    @property
+    def num_tokens(self) -> int:
+        return self.num_prompt_tokens + len(self.output_token_ids)
+
+    @property
+    def num_kv_tokens(self) -> int:
+        """Tokens whose KV occupies blocks (computed minus those a token-level policy dropped)."""
+        return self.num_computed_tokens - self.num_dropped_tokens
+
+    @property
+    def is_finished(self) -> bool:
+        return self.state is RequestState.FINISHED
+
+    @property
+    def is_prefilling(self) -> bool:
+        return self.num_computed_tokens < self.num_tokens - 1 or self.first_token_s is None
+
+    @property
+    def max_total_tokens(self) -> int:
+        return self.num_prompt_tokens + self.max_new_tokens
+
+    def remaining_output(self) -> int:
+        stop = self.max_new_tokens if self.eos_after is None else min(self.eos_after, self.max_new_tokens)
+        return max(0, stop - len(self.output_token_ids))

@@ -1,0 +1,416 @@
+"""Continuous batching with chunked prefill, watermark actions and preemption.
+
+One `schedule(now)` builds the next step under a token budget, in this order:
+
+1. **housekeeping**: queue deadlines (429 `queue_deadline`), idle sessions past their timeout;
+2. **pressure**: at the evict rung idle sessions are evicted (on the policy's tick, at most its
+   per-tick share); at the hard (preempt) rung running work is preempted until usage is below it;
+3. **running** requests continue (decode, or the next prefill chunk). When the pool cannot grow
+   one, idle sessions are reclaimed first, then a victim is preempted (maybe the request itself);
+   with preemption off, the allocation fails as an OOM (the `none` baseline fails the batch);
+4. **swapped** requests come back when they fit;
+5. **waiting** requests start, best effective priority first (see `WaitingQueue`), if their class
+   limit allows (admission rules), batch not paused, and no preemption happened this step.
+
+`update(plan, outcome, t_end)` applies a finished step: computed tokens, sampled tokens, first
+token and finish events, hashes of blocks that became full, token-level compression.
+
+The scheduler owns the request states and the tenant ledger lines; it is the only writer of both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from reference_engine.config import EngineConfig, PreemptionMode, TrafficClass
+from reference_engine.core.admission import AdmissionController
+from reference_engine.core.events import EventKind, EventLog
+from reference_engine.core.host_tier import HostTier
+from reference_engine.core.kv_manager import KVCacheManager
+from reference_engine.core.preemption import choose_mode, pick_victim
+from reference_engine.core.request import FinishReason, PreemptionKind, Request, RequestState
+from reference_engine.core.sessions import Session, SessionStore
+from reference_engine.core.tenants import TenantRegistry
+from reference_engine.core.waiting_queue import WaitingQueue
+from reference_engine.core.watermarks import PressureLevel, Watermarks
+from reference_engine.executors.base import BlockCopy, Executor, ScheduledChunk, StepOutcome, StepPlan
+from reference_engine.memory import MemoryPlan
+from reference_engine.policies.base import EntryMeta
+from reference_engine.policies.policy import Policy
+
+_MAX_SKIPS_PER_STEP = 16  # waiting requests tried and put back per step, at most
+
+
+@dataclass(slots=True)
+class RequestOutput:
+    """What one step produced for one request: new tokens, and whether it ended."""
+
+    request: Request
+    new_token_ids: list[int] = field(default_factory=list)
+    finished: bool = False
+
+
+class Scheduler:
+    def __init__(self, config: EngineConfig, plan: MemoryPlan, policy: Policy, kv: KVCacheManager,
+                 sessions: SessionStore, tenants: TenantRegistry, admission: AdmissionController,
+                 marks: Watermarks, events: EventLog, executor: Executor, host: HostTier) -> None:
+        self.config = config
+        self.plan = plan
+        self.policy = policy
+        self.kv = kv
+        self.pool = kv.pool
+        self.sessions = sessions
+        self.tenants = tenants
+        self.admission = admission
+        self.marks = marks
+        self.events = events
+        self.executor = executor
+        self.host = host
+        self.max_num_seqs = config.engine.max_num_seqs
+        self.token_budget = config.engine.max_num_batched_tokens
+        self.preempt_cfg = config.preemption
+        self.preemption_mode = policy.preemption_mode or config.preemption.mode
+        self.requests: dict[str, Request] = {}
+        self.running: dict[str, Request] = {}  # insertion order = order they started
+        self.waiting = WaitingQueue(config.preemption.aging_s, fcfs=policy.fcfs)
+        self.swapped: dict[str, Request] = {}
+        self.session_of: dict[str, Session] = {}
+        self.pending_blocks = 0  # admitted, not yet started: promised blocks
+        self.prefilling: dict[str, Request] = {}  # running, prompt (or recompute) not done yet
+        self.num_pinned_blocks = 0
+        self.level = PressureLevel.NORMAL
+        self._next_session_tick_s = 0.0
+        self.num_preemptions = {k: 0 for k in PreemptionKind}
+        self.num_oom = 0
+        self.recompute_tokens = 0
+
+    # ------------------------------------------------------------------ usage
+    @property
+    def live_blocks(self) -> int:
+        return self.pool.num_live
+
+    def reclaimable_blocks(self) -> int:
+        """Live blocks held only by idle sessions: what eviction can give back."""
+        return max(0, self.pool.num_retained - self.num_pinned_blocks)
+
+    def committed_prefill_blocks(self) -> int:
+        """Blocks that running prefills will still allocate: promised, not yet live."""
+        blocks_for = self.kv.blocks_for
+        return sum(max(0, blocks_for(r.num_tokens) - len(r.block_ids)) for r in self.prefilling.values())
+
+    def projected_blocks(self) -> int:
+        """Usage admission plans against: live minus reclaimable plus everything promised."""
+        return (self.live_blocks - self.reclaimable_blocks() + self.committed_prefill_blocks()
+                + self.pending_blocks)
+
+    # ------------------------------------------------------------- lifecycle
+    def add(self, r: Request, admitted: bool, session: Session | None) -> None:
+        self.requests[r.request_id] = r
+        if session is not None:
+            self.session_of[r.request_id] = session
+        tenant = self.tenants[r.tenant]
+        tenant.active_seqs += 1
+        tenant.reserved_tokens += r.reserved_tokens
+        tenant.reserved_blocks += r.estimated_blocks
+        if admitted:
+            r.pending_blocks = r.estimated_blocks
+            self.pending_blocks += r.pending_blocks
+        r.state = RequestState.WAITING
+        self.waiting.enqueue(r)
+
+    def _meta(self, r: Request) -> EntryMeta:
+        per_block = self.executor.prefill_time_s(self.kv.block_tokens, max(0, r.num_prompt_tokens // 2))
+        return EntryMeta(size_blocks=1, tokens=r.num_tokens, tenant=r.tenant, priority=r.priority,
+                         saved_prefill_s=per_block, is_active=False)
+
+    def finish(self, r: Request, reason: FinishReason, now_s: float, detail: str | None = None) -> None:
+        """End `r` for any reason: release its KV, its reservation and its session turn."""
+        if r.is_finished:
+            return
+        prev = r.state
+        if prev is RequestState.RUNNING or prev is RequestState.RECOMPUTING:
+            del self.running[r.request_id]
+            self.prefilling.pop(r.request_id, None)
+        elif prev is RequestState.SWAPPED:
+            del self.swapped[r.request_id]
+            self.host.drop(r.swapped_bytes)
+        elif prev in (RequestState.WAITING, RequestState.PREEMPTED):
+            self.waiting.discard(r)
+            self._release_pending(r)
+        session = self.session_of.pop(r.request_id, None)
+        completed = reason in (FinishReason.STOP, FinishReason.LENGTH)
+        if session is not None:
+            self.sessions.end_turn(session, self.kv.retainable_blocks(r) if completed else [], r.num_tokens,
+                                   self._meta(r), now_s, self.executor.prefill_time_s(r.num_tokens), completed)
+        num_blocks = len(r.block_ids)
+        self.kv.free(r, now_s, self._meta(r))
+        r.state, r.finish_reason, r.finish_s, r.finish_detail = RequestState.FINISHED, reason, now_s, detail
+        tenant = self.tenants[r.tenant]
+        tenant.active_seqs -= 1
+        tenant.reserved_tokens -= r.reserved_tokens
+        tenant.reserved_blocks -= r.estimated_blocks
+        tenant.gpu_time_s += r.gpu_time_s
+        del self.requests[r.request_id]
+        ev = self.events.emit
+        common = dict(request_id=r.request_id, tenant=r.tenant, traffic_class=r.traffic_class.value)
+        latency = None if r.cancel_received_s is None else now_s - r.cancel_received_s
+        if num_blocks or r.cancel_received_s is not None:
+            ev(now_s, EventKind.BLOCKS_RELEASED, num_blocks=num_blocks, latency_s=latency, reason=reason.value, **common)
+        ev(now_s, EventKind.FINISHED, num_tokens=r.num_output_tokens, latency_s=now_s - r.arrival_s,
+           reason=reason.value, **common)
+
+    def _release_pending(self, r: Request) -> None:
+        self.pending_blocks -= r.pending_blocks
+        r.pending_blocks = 0
+
+    # -------------------------------------------------------------- schedule
+    def schedule(self, now_s: float) -> StepPlan:
+        plan = StepPlan()
+        self._housekeeping(now_s)
+        preempted = self._relieve_pressure(now_s, plan)
+        budget = self.token_budget
+        scheduled: set[str] = set()
+        for r in list(self.running.values()):
+            if r.state is RequestState.FINISHED or r.request_id not in self.running:
+                continue
+            if budget <= 0:
+                break
+            n = min(r.num_tokens - r.num_computed_tokens, budget)
+            if n <= 0:
+                continue
+            if not self._grow(r, n, now_s, scheduled, plan):
+                preempted = True
+                continue
+            plan.chunks.append(ScheduledChunk(r, n))
+            scheduled.add(r.request_id)
+            budget -= n
+        if not preempted:
+            budget = self._swap_in(now_s, plan, budget)
+            self._start_waiting(now_s, plan, budget)
+        return plan
+
+    def _housekeeping(self, now_s: float) -> None:
+        for r in self.waiting.expired(now_s):
+            self.events.emit(now_s, EventKind.REJECTED, request_id=r.request_id, tenant=r.tenant,
+                             traffic_class=r.traffic_class.value, reason="queue_deadline")
+            self.finish(r, FinishReason.REJECTED, now_s, detail="queue_deadline")
+        for s in self.sessions.expire_idle(now_s):
+            self.events.emit(now_s, EventKind.EXPIRED, tenant=s.tenant.name, num_blocks=None, reason="idle_timeout",
+                             request_id=s.session_id)
+
+    def _relieve_pressure(self, now_s: float, plan: StepPlan) -> bool:
+        if not self.policy.watermarks:
+            return False
+        if self.live_blocks >= self.marks.evict and now_s >= self._next_session_tick_s:
+            self._next_session_tick_s = now_s + self.policy.session_tick_s
+            excess = self.live_blocks - self.marks.evict + 1
+            cap = self.policy.max_session_evict_blocks_per_tick
+            self.evict_sessions(excess if cap is None else min(excess, cap), now_s, "watermark")
+        preempted = False
+        while self.policy.preemption and self.live_blocks >= self.marks.preempt:
+            victim = self._pick_victim(self.running.values(), now_s)
+            if victim is None:
+                break
+            self._preempt(victim, now_s, plan, "watermark")
+            preempted = True
+        return preempted
+
+    def evict_sessions(self, num_blocks: int, now_s: float, reason: str, tenant=None) -> int:
+        before = self.live_blocks
+        for s in self.sessions.evict(num_blocks, now_s, self.config.kv_cache.evict_low_priority_first, tenant):
+            self.events.emit(now_s, EventKind.EVICTED, request_id=s.session_id, tenant=s.tenant.name,
+                             num_blocks=s.num_tokens // self.kv.block_tokens, reason=reason, mode=self.policy.name)
+        return before - self.live_blocks
+
+    def _grow(self, r: Request, n: int, now_s: float, scheduled: set[str], plan: StepPlan) -> bool:
+        """Allocate for `n` more tokens of running `r`, reclaiming or preempting as needed.
+        False if `r` itself was preempted or failed."""
+        while not self.kv.allocate(r, n, now_s):
+            short = self.kv.new_blocks_needed(r, n) - self.pool.num_allocatable
+            if self.policy.watermarks and self.reclaimable_blocks() and self.evict_sessions(short, now_s, "capacity"):
+                continue
+            if not self.policy.preemption:
+                self._oom(r, now_s, self.kv.new_blocks_needed(r, n))
+                return False
+            victim = self._pick_victim((x for x in self.running.values() if x.request_id not in scheduled), now_s)
+            if victim is None:
+                self._oom(r, now_s, self.kv.new_blocks_needed(r, n))
+                return False
+            self._preempt(victim, now_s, plan, "capacity")
+            if victim is r:
+                return False
+        return True
+
+    def _oom(self, r: Request, now_s: float, num_blocks: int) -> None:
+        self.num_oom += 1
+        self.events.emit(now_s, EventKind.OOM, request_id=r.request_id, tenant=r.tenant, num_blocks=num_blocks,
+                         reason="allocation_failed")
+        victims = list(self.running.values()) if self.policy.oom_fails_batch else [r]
+        for v in victims:
+            self.finish(v, FinishReason.OOM, now_s, detail="out of KV memory")
+
+    def _pick_victim(self, candidates: Iterable[Request], now_s: float) -> Request | None:
+        return pick_victim(candidates, self.policy.victim_order, self.preempt_cfg.max_consecutive_preemptions,
+                           now_s, self.preempt_cfg.aging_s, self.pool.num_blocks,
+                           lambda r: self.executor.prefill_time_s(r.num_kv_tokens))
+
+    def _preempt(self, r: Request, now_s: float, plan: StepPlan, reason: str) -> None:
+        kv_bytes = len(r.block_ids) * self.plan.bytes_per_block
+        mode = choose_mode(self.preemption_mode, kv_bytes, self.host.can_hold(kv_bytes),
+                           self.executor.transfer_time_s(kv_bytes), self.executor.prefill_time_s(r.num_kv_tokens))
+        if r.approximate:
+            mode = PreemptionKind.SWAP if self.host.can_hold(kv_bytes) else PreemptionKind.RECOMPUTE
+        del self.running[r.request_id]
+        self.prefilling.pop(r.request_id, None)
+        num_blocks = len(r.block_ids)
+        r.num_preemptions += 1
+        r.consecutive_preemptions += 1
+        self.num_preemptions[mode] += 1
+        common = dict(request_id=r.request_id, tenant=r.tenant, traffic_class=r.traffic_class.value)
+        self.events.emit(now_s, EventKind.PREEMPTED, mode=mode.value, num_blocks=num_blocks, reason=reason, **common)
+        if mode is PreemptionKind.SWAP:
+            plan.swap_out.append(BlockCopy(r, list(r.block_ids), kv_bytes))
+            self.host.store(kv_bytes)
+            r.swapped_bytes = kv_bytes
+            r.num_swapped_blocks = num_blocks
+            self.kv.free(r, now_s, self._meta(r))
+            r.state = RequestState.SWAPPED
+            self.swapped[r.request_id] = r
+            self.events.emit(now_s, EventKind.SWAPPED, num_blocks=num_blocks, value=kv_bytes, **common)
+        else:
+            r.recompute_tokens += r.num_computed_tokens
+            self.recompute_tokens += r.num_computed_tokens
+            self.kv.free(r, now_s, self._meta(r))
+            r.num_computed_tokens = 0
+            r.num_dropped_tokens = 0
+            r.state = RequestState.PREEMPTED
+            self.waiting.push(r)
+        self.events.emit(now_s, EventKind.BLOCKS_RELEASED, num_blocks=num_blocks, reason="preempted", **common)
+
+    def _swap_in(self, now_s: float, plan: StepPlan, budget: int) -> int:
+        for r in list(self.swapped.values()):
+            if budget <= 0 or len(self.running) >= self.max_num_seqs:
+                break
+            need = r.num_swapped_blocks
+            if self.policy.watermarks and self.live_blocks + need >= self.marks.pause_batch:
+                break
+            blocks = self.pool.allocate(need, r.tenant, now_s)
+            if blocks is None:
+                break
+            r.block_ids = blocks
+            r.num_registered_blocks = 0
+            self.host.load(r.swapped_bytes)
+            plan.swap_in.append(BlockCopy(r, list(blocks), r.swapped_bytes))
+            del self.swapped[r.request_id]
+            r.num_swapped_blocks = 0
+            r.state = RequestState.RUNNING
+            self.running[r.request_id] = r
+            self.events.emit(now_s, EventKind.RESUMED, request_id=r.request_id, tenant=r.tenant,
+                             traffic_class=r.traffic_class.value, mode=PreemptionKind.SWAP.value)
+            n = min(r.num_tokens - r.num_computed_tokens, budget)
+            if n > 0 and self.kv.allocate(r, n, now_s):
+                plan.chunks.append(ScheduledChunk(r, n))
+                budget -= n
+        return budget
+
+    def _start_waiting(self, now_s: float, plan: StepPlan, budget: int) -> None:
+        skip = frozenset()
+        if self.policy.watermarks and self.live_blocks >= self.marks.pause_batch:
+            skip = frozenset({TrafficClass.BATCH})
+        batch_waiting = self.waiting.num_by_class[TrafficClass.BATCH] > 0 and not skip
+        reserved_for_batch = int(self.token_budget * self.preempt_cfg.min_batch_token_share) if batch_waiting else 0
+        put_back: list[Request] = []
+        for r in self.waiting.drain_in_order(now_s, skip):
+            room = budget - (reserved_for_batch if r.traffic_class is not TrafficClass.BATCH else 0)
+            if budget <= 0 or len(self.running) >= self.max_num_seqs or len(put_back) >= _MAX_SKIPS_PER_STEP:
+                put_back.append(r)
+                break
+            if room <= 0 or not self._try_start(r, now_s, plan, room):
+                put_back.append(r)
+                if now_s - r.arrival_s >= self.preempt_cfg.aging_s:
+                    break  # it has waited long enough: nothing behind it may overtake it now
+                continue
+            budget -= plan.chunks[-1].num_new_tokens
+            if r.traffic_class is TrafficClass.BATCH:
+                reserved_for_batch = 0
+        for r in put_back:
+            self.waiting.push(r)
+
+    def _try_start(self, r: Request, now_s: float, plan: StepPlan, budget: int) -> bool:
+        if self.policy.admission:
+            projected = self.projected_blocks() - r.pending_blocks
+            if projected + r.estimated_blocks > self.admission.class_limit(r):
+                return False
+        hits = self.kv.take_prefix_hits(r, now_s) if r.num_computed_tokens == 0 and not r.block_ids else 0
+        n = min(r.num_tokens - r.num_computed_tokens, budget)
+        while not self.kv.allocate(r, n, now_s):
+            short = self.kv.new_blocks_needed(r, n) - self.pool.num_allocatable
+            if not (self.policy.watermarks and self.reclaimable_blocks()
+                    and self.evict_sessions(short, now_s, "capacity")):
+                self.kv.free(r, now_s, self._meta(r))
+                r.num_computed_tokens = 0
+                if not self.running and not self.policy.preemption:
+                    self._oom(r, now_s, self.kv.new_blocks_needed(r, n))
+                return False
+        self._release_pending(r)
+        first_start = r.first_scheduled_s is None
+        if first_start:
+            r.first_scheduled_s = now_s
+            r.num_prefix_hit_tokens = hits
+        self.prefilling[r.request_id] = r
+        common = dict(request_id=r.request_id, tenant=r.tenant, traffic_class=r.traffic_class.value)
+        if r.state is RequestState.PREEMPTED:
+            r.state = RequestState.RECOMPUTING
+            self.events.emit(now_s, EventKind.RESUMED, mode=PreemptionKind.RECOMPUTE.value, num_tokens=hits, **common)
+        else:
+            r.state = RequestState.RUNNING
+            self.events.emit(now_s, EventKind.SCHEDULED, num_tokens=hits, **common)
+        self.running[r.request_id] = r
+        plan.chunks.append(ScheduledChunk(r, n))
+        return True
+
+    # ---------------------------------------------------------------- update
+    def update(self, plan: StepPlan, outcome: StepOutcome, t_end_s: float) -> list[RequestOutput]:
+        outputs: list[RequestOutput] = []
+        total = max(1, plan.num_tokens)
+        duration = outcome.duration_s
+        max_ctx = self.admission.max_context_tokens
+        for chunk, token in zip(plan.chunks, outcome.sampled):
+            r = chunk.request
+            if r.is_finished:
+                continue
+            r.num_computed_tokens += chunk.num_new_tokens
+            r.gpu_time_s += duration * chunk.num_new_tokens / total
+            r.last_step_s = t_end_s
+            self.kv.register_full_blocks(r)
+            if token is None:
+                continue
+            if r.state is RequestState.RECOMPUTING:
+                r.state = RequestState.RUNNING
+            self.prefilling.pop(r.request_id, None)
+            r.output_token_ids.append(token)
+            r.consecutive_preemptions = 0
+            out = RequestOutput(r, [token])
+            outputs.append(out)
+            if r.first_token_s is None:
+                r.first_token_s = t_end_s
+                self.events.emit(t_end_s, EventKind.FIRST_TOKEN, request_id=r.request_id, tenant=r.tenant,
+                                 traffic_class=r.traffic_class.value, latency_s=t_end_s - r.arrival_s)
+            if r.remaining_output() == 0 or r.num_tokens >= max_ctx:
+                stop = r.eos_after is not None and r.num_output_tokens >= r.eos_after
+                self.finish(r, FinishReason.STOP if stop else FinishReason.LENGTH, t_end_s)
+                out.finished = True
+            elif self.policy.compressor is not None:
+                self._compress(r, t_end_s)
+        return outputs
+
+    def _compress(self, r: Request, now_s: float) -> None:
+        bt = self.kv.block_tokens
+        head, drop_blocks = self.policy.compressor.plan_drop(r.num_kv_tokens, bt)
+        if drop_blocks <= 0:
+            return
+        released = self.kv.drop_tokens(r, head, drop_blocks, now_s)
+        self.events.emit(now_s, EventKind.APPROXIMATED, request_id=r.request_id, tenant=r.tenant,
+                         traffic_class=r.traffic_class.value, num_tokens=drop_blocks * bt, num_blocks=released,
+                         mode=self.policy.name)

@@ -1,0 +1,74 @@
+"""A point-in-time view of KV usage and queues: what samples, metrics and the admin API show.
+
+Live blocks include retained ones (idle sessions, pins); cached blocks (refcount 0, reusable
+prefixes) are on their own line and are *not* usage, as in vLLM.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from reference_engine.config import TrafficClass
+
+if TYPE_CHECKING:
+    from reference_engine.core.engine import EngineCore
+
+
+@dataclass(frozen=True, slots=True)
+class UsageSnapshot:
+    t_s: float
+    num_blocks: int
+    live_blocks: int
+    retained_blocks: int
+    pinned_blocks: int
+    cached_blocks: int
+    free_blocks: int
+    pending_blocks: int
+    num_running: int
+    num_waiting: int
+    num_swapped: int
+    num_prefilling: int
+    waiting_by_class: dict[str, int]
+    oldest_wait_s_by_class: dict[str, float]
+    tenant_live_blocks: dict[str, int]
+    public_live_blocks: int
+    fragmentation: float  # tail waste of running requests over their block capacity
+    level: str
+    host_used_bytes: float
+
+    @property
+    def usage(self) -> float:
+        return self.live_blocks / self.num_blocks
+
+    @property
+    def active_blocks(self) -> int:
+        return self.live_blocks - self.retained_blocks
+
+    def tenant_share(self, tenant: str) -> float:
+        return self.tenant_live_blocks.get(tenant, 0) / self.num_blocks
+
+
+def take_snapshot(core: "EngineCore") -> UsageSnapshot:
+    pool, sched = core.pool, core.scheduler
+    now = core.clock.now()
+    bt = pool.block_tokens
+    waste = cap = 0
+    for r in sched.running.values():
+        cap += len(r.block_ids) * bt
+        waste += len(r.block_ids) * bt - r.num_kv_tokens
+    oldest: dict[str, float] = {c.value: 0.0 for c in TrafficClass}
+    for r in sched.waiting:
+        c = r.traffic_class.value
+        oldest[c] = max(oldest[c], now - r.arrival_s)
+    return UsageSnapshot(
+        t_s=now, num_blocks=pool.num_blocks, live_blocks=pool.num_live, retained_blocks=pool.num_retained,
+        pinned_blocks=sched.num_pinned_blocks, cached_blocks=pool.num_cached, free_blocks=pool.num_free,
+        pending_blocks=sched.pending_blocks, num_running=len(sched.running), num_waiting=len(sched.waiting),
+        num_swapped=len(sched.swapped), num_prefilling=len(sched.prefilling),
+        waiting_by_class={c.value: n for c, n in sched.waiting.num_by_class.items()},
+        oldest_wait_s_by_class=oldest,
+        tenant_live_blocks={t: n for t, n in pool.live_by_tenant.items() if t is not None},
+        public_live_blocks=pool.live_by_tenant.get(None, 0),
+        fragmentation=waste / cap if cap else 0.0, level=core.marks.level(pool.num_live).name.lower(),
+        host_used_bytes=core.host.used_bytes)

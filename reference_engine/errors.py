@@ -1,0 +1,93 @@
+"""Typed errors of the reference engine, one hierarchy for the core, the server and the CLI.
+
+    KvgateError                     base: a message that says what to fix
+    ├── ConfigError                 a config file or value is invalid (key, value, allowed range)
+    ├── UnknownNameError            a name not in a registry (policy, model, gpu, executor, gate);
+    │                               the message lists the valid names
+    └── RequestError                a request the engine refuses; carries an HTTP status and an
+        │                           OpenAI error `code`, so the server maps it without guessing
+        ├── InvalidRequestError     400 malformed input
+        ├── ContextLengthError      400 context_length_exceeded
+        ├── AuthError               401 unknown API key
+        ├── NotFoundError           404 unknown model or route
+        ├── ContextExpiredError     410 context_expired (session state gone, not rebuildable)
+        ├── CapacityError           429 kv_capacity / tenant_quota / queue_deadline (+ retry_after_s)
+        └── WorkerLostError         503 worker_lost
+
+`assert` is used only for internal invariants; anything a user can cause raises one of these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class KvgateError(Exception):
+    """Base of every error kvgate raises on purpose."""
+
+
+class ConfigError(KvgateError):
+    """An invalid configuration: the message names the key, the value and what is allowed."""
+
+
+class UnknownNameError(KvgateError, KeyError):
+    """A name that is not registered; the message lists the names that are."""
+
+    def __init__(self, kind: str, name: str, valid: Iterable[str]) -> None:
+        self.kind, self.name, self.valid = kind, name, sorted(valid)
+        super().__init__(f"unknown {kind} {name!r}; valid: {', '.join(self.valid)}")
+
+    def __str__(self) -> str:  # KeyError would quote the whole message
+        return self.args[0]
+
+
+class RequestError(KvgateError):
+    """A request the engine refuses. `status` and `code` follow the OpenAI error shape."""
+
+    status: int = 400
+    code: str = "invalid_request"
+    error_type: str = "invalid_request_error"
+
+    def __init__(self, message: str, *, code: str | None = None, param: str | None = None,
+                 retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+        self.param = param
+        self.retry_after_s = retry_after_s
+
+    def to_openai(self) -> dict:
+        """The body OpenAI-compatible clients expect: {"error": {message, type, param, code}}."""
+        return {"error": {"message": self.message, "type": self.error_type,
+                          "param": self.param, "code": self.code}}
+
+
+class InvalidRequestError(RequestError):
+    status, code = 400, "invalid_request"
+
+
+class ContextLengthError(RequestError):
+    status, code = 400, "context_length_exceeded"
+
+
+class AuthError(RequestError):
+    status, code, error_type = 401, "invalid_api_key", "authentication_error"
+
+
+class NotFoundError(RequestError):
+    status, code, error_type = 404, "model_not_found", "not_found_error"
+
+
+class ContextExpiredError(RequestError):
+    status, code = 410, "context_expired"
+
+
+class CapacityError(RequestError):
+    """429: `code` is one of kv_capacity, tenant_quota, queue_deadline."""
+
+    status, code, error_type = 429, "kv_capacity", "rate_limit_error"
+
+
+class WorkerLostError(RequestError):
+    status, code, error_type = 503, "worker_lost", "server_error"

@@ -1,0 +1,78 @@
+"""The executor extension point: what runs a scheduled batch and how long it takes.
+
+The scheduler decides *what* runs; an executor says how long the step took and which token each
+finished-prefill/decode sequence sampled. `sim` computes both from a calibrated roofline model
+on any machine; `torch` runs a real model over a real paged KV tensor. Both see the same
+`StepPlan`, so a policy can be checked for exactness on torch and measured at scale on sim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from reference_engine.core.request import Request
+
+
+@dataclass(slots=True)
+class ScheduledChunk:
+    """`num_new_tokens` tokens of `request`, starting at its `num_computed_tokens`."""
+
+    request: Request
+    num_new_tokens: int
+
+    @property
+    def samples(self) -> bool:
+        """True when this chunk reaches the end of the known tokens, so a token is sampled."""
+        r = self.request
+        return r.num_computed_tokens + self.num_new_tokens >= r.num_tokens
+
+
+@dataclass(slots=True)
+class BlockCopy:
+    """Blocks moving between device and host for a swap (ids on the device side)."""
+
+    request: Request
+    device_blocks: list[int]
+    num_bytes: float
+
+
+@dataclass(slots=True)
+class StepPlan:
+    chunks: list[ScheduledChunk] = field(default_factory=list)
+    swap_out: list[BlockCopy] = field(default_factory=list)
+    swap_in: list[BlockCopy] = field(default_factory=list)
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(c.num_new_tokens for c in self.chunks)
+
+    def is_empty(self) -> bool:
+        return not (self.chunks or self.swap_out or self.swap_in)
+
+
+@dataclass(slots=True)
+class StepOutcome:
+    duration_s: float
+    sampled: list[int | None]  # aligned with plan.chunks; None where no token was sampled
+    attention: dict[str, Sequence[float]] | None = None  # per request: attention mass per KV token
+
+
+class Executor(Protocol):
+    name: str
+
+    def execute(self, plan: StepPlan) -> StepOutcome: ...
+
+    def prefill_time_s(self, num_tokens: int, num_cached_tokens: int = 0) -> float:
+        """Time to (re)compute `num_tokens` of KV on top of `num_cached_tokens` already cached."""
+        ...
+
+    def transfer_time_s(self, num_bytes: float) -> float:
+        """Time to move `num_bytes` between device and host memory."""
+        ...
+
+    def decode_durations_s(self, num_seqs: int, kv_tokens: int, num_steps: int) -> list[float]:
+        """Durations of `num_steps` consecutive decode steps of `num_seqs` sequences holding
+        `kv_tokens` in total before the first: what the engine fast-forwards over."""
+        ...
