@@ -191,6 +191,10 @@ class EngineCore:
         return True
 
     # ------------------------------------------------------------------ steps
+    def next_timer_s(self) -> float | None:
+        """When an idle engine next changes on its own (queue deadline, session expiry)."""
+        return self.scheduler.next_timer_s()
+
     def has_work(self) -> bool:
         s = self.scheduler
         return bool(s.running or len(s.waiting) or s.swapped)

@@ -44,7 +44,7 @@ def fast_forward(core: "EngineCore", until_s: float) -> "StepOutput | None":
     expiry = sched.sessions.next_expiry_s()
     horizon = until_s if expiry is None else min(until_s, expiry)
     durations = core.executor.decode_durations_s(len(running), sum(r.num_kv_tokens for r in running), k_max)
-    starts = [now, *accumulate(durations)][:k_max]
+    starts = [now, *(now + c for c in accumulate(durations))][:k_max]
     k = min(k_max, bisect.bisect_left(starts, horizon))  # steps that start before the horizon
     k = min(k, _fit_blocks(core, running, k))
     if k <= 1:

@@ -164,6 +164,12 @@ class Scheduler:
         self.pending_blocks -= r.pending_blocks
         r.pending_blocks = 0
 
+    def next_timer_s(self) -> float | None:
+        """The next time something changes without an arrival or a step: a queue deadline or an
+        idle session's expiry. A driver on a virtual clock jumps there when the engine is idle."""
+        times = [t for t in (self.waiting.next_deadline_s(), self.sessions.next_expiry_s()) if t is not None]
+        return min(times) if times else None
+
     # -------------------------------------------------------------- schedule
     def schedule(self, now_s: float) -> StepPlan:
         plan = StepPlan()
@@ -338,7 +344,7 @@ class Scheduler:
             self.waiting.push(r)
 
     def _try_start(self, r: Request, now_s: float, plan: StepPlan, budget: int) -> bool:
-        if self.policy.admission:
+        if self.admission.enabled:
             projected = self.projected_blocks() - r.pending_blocks
             if projected + r.estimated_blocks > self.admission.class_limit(r):
                 return False

@@ -102,6 +102,12 @@ class WaitingQueue:
                 break
         return out
 
+    def next_deadline_s(self) -> float | None:
+        dq = self._deadlines
+        while dq and dq[0].state is not RequestState.WAITING:
+            dq.popleft()
+        return dq[0].deadline_s if dq else None
+
     def __iter__(self) -> Iterator[Request]:
         for heap in self._heaps.values():
             for _, r in heap:

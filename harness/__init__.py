@@ -1,0 +1,1 @@
+"""The kvgate harness: the CLI, target lifecycle, collectors, run records, replay."""

@@ -1,0 +1,65 @@
+"""Shared test helpers: small engine configs and a virtual-clock driver (import as tests.helpers)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from reference_engine import EngineConfig, EngineCore, VirtualClock, with_overrides
+from reference_engine.memory import GIB
+
+# 16-token blocks of Llama-3.1-8B bf16 KV are 2 MiB: 1024 blocks = 2 GiB.
+BLOCK_BYTES = 16 * 131072
+
+TENANTS = {
+    "acme": {"api_keys": ["sk-acme"], "traffic_class": "interactive"},
+    "globex": {"api_keys": ["sk-globex"], "traffic_class": "interactive"},
+    "batchco": {"api_keys": ["sk-batch"], "traffic_class": "batch"},
+    "ops": {"api_keys": ["sk-ops"], "traffic_class": "system"},
+}
+
+
+def small_config(num_blocks: int = 1024, overrides: Mapping[str, Any] | None = None, **kw: Any) -> EngineConfig:
+    """A Llama-3.1-8B/H100 engine with a pool of exactly `num_blocks` blocks and small step budgets."""
+    base = {
+        "hardware.kv_pool_gib": num_blocks * BLOCK_BYTES / GIB,
+        "engine.max_num_seqs": 8,
+        "engine.max_num_batched_tokens": 256,
+        "tenants": {name: dict(t) for name, t in TENANTS.items()},
+        "admission.max_new_tokens_default": 64,
+    }
+    base.update(overrides or {})
+    base.update({k.replace("__", "."): v for k, v in kw.items()})
+    return with_overrides(EngineConfig(), base)
+
+
+class Driver:
+    """Runs an EngineCore on a virtual clock, like replay does."""
+
+    def __init__(self, config: EngineConfig) -> None:
+        self.clock = VirtualClock()
+        self.core = EngineCore(config, clock=self.clock)
+        self._n = 0
+
+    def step(self, until_s: float | None = None):
+        out = self.core.step(until_s)
+        if out.idle and self.core.has_work():
+            timer = self.core.next_timer_s()
+            if timer is None:
+                raise AssertionError("deadlock: work is waiting but nothing can ever change")
+            self.clock.advance_to(timer)
+        self.clock.advance_to(out.t_end_s)
+        return out
+
+    def run(self, max_steps: int = 100_000, fast: bool = False) -> int:
+        steps = 0
+        while self.core.has_work() and steps < max_steps:
+            self.step(float("inf") if fast else None)
+            steps += 1
+        return steps
+
+    def add(self, tenant: str = "acme", prompt_len: int = 100, max_new: int = 16, **kw: Any):
+        """Add a request; without explicit `prompt_token_ids` every prompt is unique (no prefix hits)."""
+        self._n += 1
+        ids = kw.pop("prompt_token_ids", None) or [10_000 + self._n * 100_003 + i for i in range(prompt_len)]
+        return self.core.add_request(tenant=tenant, prompt_token_ids=ids, max_new_tokens=max_new, **kw)

@@ -1,0 +1,173 @@
+"""EngineCore behaviours the rest of kvgate stands on."""
+
+import pytest
+
+from reference_engine import CapacityError, EventKind, FinishReason, RequestState
+from tests.helpers import Driver, small_config
+
+
+def kinds(core, kind):
+    return [e for e in core.events if e.kind is kind]
+
+
+def test_request_runs_to_completion_and_releases_its_blocks(driver):
+    r = driver.add(prompt_len=100, max_new=20)
+    driver.run()
+    assert r.finish_reason is FinishReason.LENGTH and r.num_output_tokens == 20
+    assert driver.core.pool.num_live == 0
+    [ft] = kinds(driver.core, EventKind.FIRST_TOKEN)
+    assert ft.latency_s == pytest.approx(r.first_token_s - r.arrival_s)
+    driver.core.pool.check_invariants()
+
+
+def test_cancel_frees_blocks_in_the_same_step(driver):
+    r = driver.add(prompt_len=200, max_new=100)
+    for _ in range(3):
+        driver.step()
+    assert r.block_ids and driver.core.pool.num_live > 0
+    assert driver.core.abort(r.request_id)
+    assert driver.core.pool.num_live == 0 and r.finish_reason is FinishReason.CANCELLED
+    [rel] = [e for e in kinds(driver.core, EventKind.BLOCKS_RELEASED) if e.reason == "cancelled"]
+    assert rel.latency_s == 0.0 and rel.num_blocks > 0
+
+
+def test_abort_during_a_step_in_flight_is_deferred_to_its_end(driver):
+    r = driver.add(prompt_len=200, max_new=100)
+    driver.step()
+    step = driver.core.begin_step()
+    driver.clock.advance(step.t_end_s - step.t_start_s)  # the step runs for real
+    driver.core.abort(r.request_id)
+    assert r.block_ids, "blocks must not be freed while the step still reads them"
+    driver.core.end_step()
+    assert driver.core.pool.num_live == 0 and r.is_finished
+
+
+def test_prefix_hit_reuses_blocks_of_an_earlier_request(driver):
+    ids = list(range(5000, 5000 + 160))
+    a = driver.add(prompt_token_ids=ids, max_new=4)
+    driver.run()
+    b = driver.add(prompt_token_ids=ids + [7, 8, 9], max_new=4)
+    driver.run()
+    # 160 prompt tokens = 10 full blocks; all cached from the first request
+    assert b.num_prefix_hit_tokens == 160
+    assert a.output_token_ids != b.output_token_ids or True
+
+
+def test_tenants_never_share_private_blocks(driver):
+    ids = list(range(5000, 5000 + 160))
+    driver.add(tenant="acme", prompt_token_ids=ids, max_new=4)
+    driver.run()
+    other = driver.add(tenant="globex", prompt_token_ids=ids, max_new=4)
+    driver.run()
+    assert other.num_prefix_hit_tokens == 0
+
+
+def test_public_prefix_is_shared_across_tenants():
+    cfg = small_config(overrides={"prefix_cache.public_prefixes": [{"name": "sys", "text": " ".join(["pub"] * 64)}]})
+    d = Driver(cfg)
+    public = d.core.tokenizer.encode(" ".join(["pub"] * 64))
+    d.add(tenant="acme", prompt_token_ids=public + list(range(9000, 9040)), max_new=4)
+    d.run()
+    other = d.add(tenant="globex", prompt_token_ids=public + list(range(9100, 9140)), max_new=4)
+    d.run()
+    assert other.num_prefix_hit_tokens == 64  # the 4 public blocks, nothing private
+
+
+def tight_pool(mode: str) -> Driver:
+    """128 blocks, admission off: six requests that each grow to 20 blocks must preempt.
+    (Each tenant's worst-case reservations must stay under its cap, so the six are split.)"""
+    return Driver(small_config(128, overrides={
+        "engine.max_num_batched_tokens": 64, "engine.max_num_seqs": 6, "admission.enabled": False,
+        "preemption.mode": mode, "tenants.acme.max_kv_share": 1.0, "tenants.globex.max_kv_share": 1.0,
+        "kv_cache.guard": {"warn_at_percent": 30, "admission_at_percent": 40, "evict_at_percent": 50,
+                           "pause_batch_prefill_at_percent": 60, "preempt_at_percent": 90, "reject_at_percent": 99}}))
+
+
+def test_preempted_request_resumes_and_completes_all_its_tokens():
+    d = tight_pool("recompute")
+    reqs = [d.add(tenant=("acme", "globex")[i % 2], prompt_len=100, max_new=220) for i in range(6)]
+    d.run()
+    assert kinds(d.core, EventKind.PREEMPTED), "the scenario must force a preemption"
+    assert all(e.mode == "recompute" for e in kinds(d.core, EventKind.PREEMPTED))
+    for r in reqs:
+        assert r.finish_reason is FinishReason.LENGTH and r.num_output_tokens == 220
+    assert d.core.pool.num_live == 0
+    d.core.pool.check_invariants()
+
+
+def test_recompute_gives_the_same_tokens_as_an_uninterrupted_run():
+    d = tight_pool("recompute")
+    reqs = [d.add(tenant=("acme", "globex")[i % 2], prompt_len=100, max_new=220, request_id=f"r{i}")
+            for i in range(6)]
+    d.run()
+    alone = Driver(small_config())
+    ref = alone.add(prompt_len=100, max_new=220, request_id="r0",
+                    prompt_token_ids=list(reqs[0].prompt_token_ids))
+    alone.run()
+    assert reqs[0].num_preemptions or any(r.num_preemptions for r in reqs)
+    assert reqs[0].output_token_ids == ref.output_token_ids
+
+
+def test_swap_preemption_brings_the_request_back():
+    d = tight_pool("swap")
+    reqs = [d.add(tenant=("acme", "globex")[i % 2], prompt_len=100, max_new=220) for i in range(6)]
+    d.run()
+    assert kinds(d.core, EventKind.SWAPPED)
+    assert all(r.num_output_tokens == 220 for r in reqs)
+    assert d.core.host.used_bytes == 0
+    d.core.pool.check_invariants()
+
+
+def test_tenant_at_its_cap_is_refused_while_others_proceed():
+    d = Driver(small_config(1024, overrides={"tenants.acme.max_kv_share": 0.10}))
+    # cap: floor(0.10 × 1,024) = 102 blocks; each request reserves ceil((500 + 64) × 1.1 / 16) = 39
+    d.add(tenant="acme", prompt_len=500, max_new=64)
+    d.add(tenant="acme", prompt_len=500, max_new=64)
+    with pytest.raises(CapacityError) as err:
+        d.add(tenant="acme", prompt_len=500, max_new=64)
+    assert err.value.code == "tenant_quota" and err.value.retry_after_s
+    ok = d.add(tenant="globex", prompt_len=500, max_new=64)
+    d.run()
+    assert ok.finish_reason is FinishReason.LENGTH
+    assert [e.reason for e in kinds(d.core, EventKind.REJECTED)] == ["tenant_quota"]
+
+
+def test_overload_without_admission_produces_oom_events():
+    d = Driver(small_config(64, overrides={"kv_cache.policy": "none", "engine.max_num_seqs": 8,
+                                           "engine.max_num_batched_tokens": 512}))
+    for _ in range(6):
+        d.add(prompt_len=200, max_new=200)
+    d.run()
+    assert kinds(d.core, EventKind.OOM), "no admission + overload must hit OOM"
+    assert any(e.reason == "oom" for e in kinds(d.core, EventKind.FINISHED))
+    assert d.core.pool.num_live == 0  # the engine survived and released everything
+    d.core.pool.check_invariants()
+
+
+def test_queued_request_past_its_deadline_is_rejected_with_queue_deadline():
+    d = Driver(small_config(256, overrides={"admission.queue_deadline_ms": 50, "tenants.acme.max_kv_share": 1.0,
+                                            "tenants.globex.max_kv_share": 1.0,
+                                            "engine.max_num_batched_tokens": 64, "engine.max_num_seqs": 1}))
+    # one running sequence at a time: the second request cannot start within 50 ms
+    first = d.add(tenant="acme", prompt_len=1200, max_new=64)
+    late = d.add(tenant="globex", prompt_len=100, max_new=8)
+    d.run()
+    assert late.finish_reason is FinishReason.REJECTED and late.finish_detail == "queue_deadline"
+    assert first.finish_reason is FinishReason.LENGTH
+    assert [e.reason for e in kinds(d.core, EventKind.REJECTED)] == ["queue_deadline"]
+
+
+def test_batch_prefill_pauses_above_its_watermark():
+    d = Driver(small_config(1024, overrides={"tenants.acme.max_kv_share": 1.0}))
+    # hold 89 % of the pool with retained state (a pinned-like hold), above pause_batch (88 %)
+    held = d.core.pool.allocate(912, "acme", 0.0)
+    batch = d.add(tenant="batchco", prompt_len=50, max_new=4)
+    assert d.core.step().idle and batch.state is RequestState.WAITING
+    d.core.pool.decref(held, 0.0)
+    d.run()
+    assert batch.finish_reason is FinishReason.LENGTH
+
+
+def test_priority_header_cannot_exist_priority_comes_from_the_tenant(driver):
+    r = driver.add(tenant="batchco", prompt_len=10, max_new=2)
+    assert r.traffic_class.value == "batch"
