@@ -4,6 +4,8 @@
     ├── ConfigError                 a config file or value is invalid (key, value, allowed range)
     ├── UnknownNameError            a name not in a registry (policy, model, gpu, executor, gate);
     │                               the message lists the valid names
+    ├── DeviceOutOfMemoryError      an executor's device allocation failed mid-step (CUDA OOM);
+    │                               the engine fails that step's requests with an `oom` event
     └── RequestError                a request the engine refuses; carries an HTTP status and an
         │                           OpenAI error `code`, so the server maps it without guessing
         ├── InvalidRequestError     400 malformed input
@@ -11,7 +13,9 @@
         ├── AuthError               401 unknown API key
         ├── NotFoundError           404 unknown model or route
         ├── ContextExpiredError     410 context_expired (session state gone, not rebuildable)
+        ├── PayloadTooLargeError    413 request_too_large (body over server.max_body_bytes)
         ├── CapacityError           429 kv_capacity / tenant_quota / queue_deadline (+ retry_after_s)
+        ├── OutOfMemoryError        503 out_of_memory (an allocation failed with nothing to preempt)
         └── WorkerLostError         503 worker_lost
 
 `assert` is used only for internal invariants; anything a user can cause raises one of these.
@@ -39,6 +43,13 @@ class UnknownNameError(KvgateError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the whole message
         return self.args[0]
+
+
+class DeviceOutOfMemoryError(KvgateError):
+    """The device ran out of memory while executing a step: an admission or sizing bug made real.
+
+    Raised by an executor (torch: from `torch.cuda.OutOfMemoryError`); `EngineCore` turns it
+    into an `oom` event and fails the requests of that step, as a real engine's OOM would."""
 
 
 class RequestError(KvgateError):
@@ -83,10 +94,18 @@ class ContextExpiredError(RequestError):
     status, code = 410, "context_expired"
 
 
+class PayloadTooLargeError(RequestError):
+    status, code = 413, "request_too_large"
+
+
 class CapacityError(RequestError):
     """429: `code` is one of kv_capacity, tenant_quota, queue_deadline."""
 
     status, code, error_type = 429, "kv_capacity", "rate_limit_error"
+
+
+class OutOfMemoryError(RequestError):
+    status, code, error_type = 503, "out_of_memory", "server_error"
 
 
 class WorkerLostError(RequestError):

@@ -203,6 +203,29 @@ class SimConfig(_Table):
     profile: str = ""
 
 
+class TorchTiming(str, Enum):
+    MEASURED = "measured"  # a step lasts as long as it really ran (live serving, calibration)
+    MODELED = "modeled"  # a step lasts what the sim time model says (deterministic tests, replay)
+
+
+class TorchConfig(_Table):
+    """The torch executor: where the model runs and where its weights come from.
+
+    The architecture (layers, heads, kv_heads, head_dim, hidden, intermediate, vocab) is the
+    catalog entry of `model.name` and the dtypes are `model.weight_dtype` / `model.kv_dtype`, so
+    the memory plan and the tensors the executor allocates are computed from the same figures.
+    A `checkpoint` must match that entry; its own config.json then supplies rope and norm."""
+
+    device: str = Field("cpu", pattern=r"^(cpu|cuda(:[0-9]+)?)$")
+    checkpoint: str = Field("", description="local Hugging Face model directory; empty: seeded random weights")
+    rope_theta: float = Field(10_000.0, gt=0, description="random weights only")
+    norm_eps: float = Field(1e-5, gt=0, description="random weights only")
+    timing: TorchTiming = TorchTiming.MEASURED
+    cpu_threads: int = Field(0, ge=0, description="torch threads on CPU (process-wide); 0: torch's default. "
+                             "1 is steadiest on a small machine shared with the server")
+    record_attention: bool = Field(False, description="return per-token attention mass (always on for h2o)")
+
+
 class EngineConfig(_Table):
     model: ModelConfig = ModelConfig()
     hardware: HardwareConfig = HardwareConfig()
@@ -215,6 +238,7 @@ class EngineConfig(_Table):
     tenants: dict[str, TenantConfig] = {}
     server: ServerConfig = ServerConfig()
     sim: SimConfig = SimConfig()
+    torch: TorchConfig = TorchConfig()
     lru: LruConfig = LruConfig()
     multi_queue: MultiQueueConfig = MultiQueueConfig()
     value_density: ValueDensityConfig = ValueDensityConfig()

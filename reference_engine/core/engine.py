@@ -37,7 +37,7 @@ from reference_engine.core.sessions import SessionStore
 from reference_engine.core.snapshot import UsageSnapshot, take_snapshot
 from reference_engine.core.tenants import TenantRegistry, TenantState
 from reference_engine.core.watermarks import PressureLevel, Watermarks
-from reference_engine.errors import ConfigError, RequestError
+from reference_engine.errors import ConfigError, DeviceOutOfMemoryError, RequestError
 from reference_engine.executors.base import Executor, StepOutcome, StepPlan
 from reference_engine.executors.registry import make_executor
 from reference_engine.memory import GIB, MemoryPlan
@@ -110,8 +110,12 @@ class EngineCore:
                     num_prompt_tokens: int | None = None, prompt_block_hashes: list[int] | None = None,
                     max_new_tokens: int | None = None, eos_after: int | None = None, session_id: str | None = None,
                     session_rebuildable: bool = True, streaming: bool = False,
-                    request_id: str | None = None) -> Request:
-        """Admit, queue or refuse a request. Refusals raise a `RequestError` (400/410/429)."""
+                    request_id: str | None = None, public_prefix_tokens: int | None = None) -> Request:
+        """Admit, queue or refuse a request. Refusals raise a `RequestError` (400/410/429).
+
+        `public_prefix_tokens` says how many leading tokens are a declared public prefix when the
+        caller gives `prompt_block_hashes` instead of tokens (replay); by default the engine finds
+        them by matching the config's public prefixes against `prompt_token_ids`."""
         now = self.clock.now()
         t = self.tenants[tenant]
         t.note_request(now)
@@ -127,7 +131,8 @@ class EngineCore:
                     max_new_tokens=granted, arrival_s=now, prompt_token_ids=prompt_token_ids,
                     prompt_block_hashes=prompt_block_hashes, eos_after=eos_after, session_id=session_id,
                     streaming=streaming, requested_max_new_tokens=max_new_tokens, max_tokens_clamped=clamped,
-                    public_prefix_tokens=self._public_prefix_len(prompt_token_ids))
+                    public_prefix_tokens=(self._public_prefix_len(prompt_token_ids) if public_prefix_tokens is None
+                                          else public_prefix_tokens))
         try:
             self.admission.check_context(n_prompt, granted, t)
             session = None
@@ -206,7 +211,11 @@ class EngineCore:
         plan = self.scheduler.schedule(now)
         if plan.is_empty():
             return None
-        outcome = self.executor.execute(plan)
+        try:
+            outcome = self.executor.execute(plan)
+        except DeviceOutOfMemoryError as err:
+            self._fail_step_oom(plan, now, str(err))
+            return None
         self._in_flight = InFlightStep(plan, outcome, now, now + outcome.duration_s)
         return self._in_flight
 
@@ -222,6 +231,16 @@ class EngineCore:
                 self.scheduler.finish(r, FinishReason.CANCELLED, step.t_end_s)
         self._note_level(step.t_end_s)
         return StepOutput(step.t_start_s, step.t_end_s, outputs, 1, step.plan.num_tokens)
+
+    def _fail_step_oom(self, plan: StepPlan, now: float, detail: str) -> None:
+        """The device ran out of memory mid-step: the step's KV may be half-written, so every
+        request in it fails with an `oom` event, as on a real engine (gated: zero OOM)."""
+        self.scheduler.num_oom += 1
+        requests = {id(x.request): x.request for x in (*plan.chunks, *plan.swap_out, *plan.swap_in)}
+        self.events.emit(now, EventKind.OOM, num_blocks=sum(len(r.block_ids) for r in requests.values()),
+                         reason="device_oom")
+        for r in requests.values():
+            self.scheduler.finish(r, FinishReason.OOM, now, detail)
 
     def step(self, until_s: float | None = None) -> StepOutput:
         """One step, or a fast-forwarded run of decode steps that all start before `until_s`."""

@@ -14,7 +14,6 @@ which the pool serves exactly as it would one by one (no other pool operation ha
 from __future__ import annotations
 
 import bisect
-from itertools import accumulate
 from typing import TYPE_CHECKING
 
 from reference_engine.core.request import FinishReason
@@ -44,7 +43,10 @@ def fast_forward(core: "EngineCore", until_s: float) -> "StepOutput | None":
     expiry = sched.sessions.next_expiry_s()
     horizon = until_s if expiry is None else min(until_s, expiry)
     durations = core.executor.decode_durations_s(len(running), sum(r.num_kv_tokens for r in running), k_max)
-    starts = [now, *(now + c for c in accumulate(durations))][:k_max]
+    starts, t = [], now
+    for d in durations:  # accumulate exactly as step-by-step does: t_end = t_start + duration
+        starts.append(t)
+        t = t + d
     k = min(k_max, bisect.bisect_left(starts, horizon))  # steps that start before the horizon
     k = min(k, _fit_blocks(core, running, k))
     if k <= 1:

@@ -1,0 +1,67 @@
+import pytest
+
+from reference_engine import ConfigError, EngineConfig, config_digest, load_config, parse_config, with_overrides
+
+
+def test_default_config_file_loads_and_is_stable(tmp_path):
+    cfg = load_config("configs/default.toml")
+    assert cfg.kv_cache.policy.value == "lru" and cfg.kv_cache.guard.preempt_at_percent == 92
+    assert config_digest(cfg) == config_digest(load_config("configs/default.toml"))
+
+
+def test_digest_ignores_spelling_but_not_meaning():
+    a = parse_config({"kv_cache": {"policy": "lru"}})
+    b = parse_config({})  # lru is the default: same meaning, same digest
+    c = parse_config({"kv_cache": {"policy": "multi_queue"}})
+    assert config_digest(a) == config_digest(b) != config_digest(c)
+
+
+def test_invalid_value_names_key_value_and_range(tmp_path):
+    f = tmp_path / "bad.toml"
+    f.write_text("[kv_cache.guard]\nwarn_at_percent = 150\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(f)
+    msg = str(err.value)
+    assert "kv_cache.guard.warn_at_percent" in msg and "150" in msg and "100" in msg
+
+
+def test_unknown_key_is_an_error_not_a_default():
+    with pytest.raises(ConfigError, match="kv_cache.polcy: unknown key"):
+        parse_config({"kv_cache": {"polcy": "lru"}})
+
+
+def test_watermarks_must_increase():
+    with pytest.raises(ConfigError, match="watermarks must increase"):
+        parse_config({"kv_cache": {"guard": {"evict_at_percent": 95}}})
+
+
+def test_unknown_model_lists_the_valid_ones():
+    with pytest.raises(ConfigError, match="llama-3.1-8b"):
+        parse_config({"model": {"name": "gpt-5"}})
+
+
+def test_api_keys_are_unique_across_tenants():
+    with pytest.raises(ConfigError, match="both tenant"):
+        parse_config({"tenants": {"a": {"api_keys": ["k"]}, "b": {"api_keys": ["k"]}}})
+
+
+def test_not_a_file_and_not_toml(tmp_path):
+    with pytest.raises(ConfigError, match="no such config file"):
+        load_config(tmp_path / "missing.toml")
+    (tmp_path / "x.toml").write_text("[oops")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(tmp_path / "x.toml")
+
+
+def test_overrides_revalidate():
+    cfg = with_overrides(EngineConfig(), {"engine.block_tokens": 32})
+    assert cfg.engine.block_tokens == 32
+    with pytest.raises(ConfigError):
+        with_overrides(cfg, {"engine.block_tokens": 0})
+
+
+def test_watermarks_closer_than_one_step_are_refused():
+    from reference_engine import EngineCore, VirtualClock
+    cfg = with_overrides(EngineConfig(), {"hardware.kv_pool_gib": 0.25})  # 128 blocks, default budgets
+    with pytest.raises(ConfigError, match="closer than one scheduler step"):
+        EngineCore(cfg, clock=VirtualClock())
