@@ -211,6 +211,8 @@ def _read_table(path: Path, columns: tuple[str, ...], dtypes: dict) -> pd.DataFr
     if not path.exists() or path.stat().st_size == 0:
         return pd.DataFrame({c: pd.Series(dtype=dtypes.get(c, float)) for c in columns})
     df = pd.read_csv(path, dtype={k: v for k, v in dtypes.items()}, keep_default_na=True)
+    if df.empty:  # a header without rows reads as all-object columns; keep numbers numeric
+        return pd.DataFrame({c: pd.Series(dtype=dtypes.get(c, float)) for c in columns})
     for c in columns:
         if c not in df.columns:
             df[c] = pd.Series(dtype=dtypes.get(c, float))

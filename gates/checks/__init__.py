@@ -1,0 +1,1 @@
+"""The built-in gates, one module each; `gates.registry` lists them once."""

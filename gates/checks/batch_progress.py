@@ -1,0 +1,49 @@
+"""batch_progress: batch work may pause at peak, but it resumes and does not starve.
+
+Over batch requests that were not cancelled on purpose nor refused explicitly (a 429 is an
+answer, not starvation): the P95 wait for the first token is bounded (a timeout waited
+forever), and most of them complete. `watermark` events entering `pause_batch` are kept as
+evidence that batch did pause at peak.
+"""
+
+from __future__ import annotations
+
+from gates.base import GateResult, Limits, Measurement, Unit
+from gates.query import EXPLICIT_STATUSES, events_of, flag, percentile, ttft_ms, worst
+from harness.run_record import RunRecord
+
+
+class BatchProgressGate:
+    name = "batch_progress"
+    title = "Batch resumes without starving"
+    metrics = {
+        "p95_max_wait_s": "P95 wait for the first token of batch requests, seconds (timeouts: forever)",
+        "min_completed_fraction": "share of batch requests not refused explicitly that complete",
+    }
+
+    def evaluate(self, record: RunRecord, limits: Limits) -> GateResult:
+        req = record.requests
+        if not record.meta.signals.client_requests or req.empty:
+            return GateResult.not_measurable(self.name, "no client requests in the record")
+        batch = req[(req["traffic_class"] == "batch") & (req["status"] != "cancelled") & ~flag(req["cancel_intended"])]
+        refused = (batch["status"] == "error") & batch["http_status"].isin(EXPLICIT_STATUSES)
+        served = batch[~refused]
+        if served.empty:
+            why = "no batch traffic in this run" if batch.empty else "every batch request was refused explicitly"
+            return GateResult.not_measurable(self.name, why)
+        wait_s = ttft_ms(served, "batch") / 1000.0
+        completed = float((served["status"] == "ok").mean())
+        measurements = [Measurement("min_completed_fraction", completed, limits["min_completed_fraction"],
+                                    Unit.FRACTION, is_max=False)]
+        evidence: dict = {"num_batch": len(batch), "num_refused": int(refused.sum()),
+                          "not_completed": served.loc[served["status"] != "ok", "request_id"].head(5).tolist()}
+        explanation = f"{completed:.0%} of {len(served)} admitted batch requests completed"
+        if len(wait_s):
+            p95 = percentile(wait_s, 95)
+            measurements.insert(0, Measurement("p95_max_wait_s", p95, limits["p95_max_wait_s"], Unit.SECONDS))
+            evidence["worst_waits"] = worst(wait_s, served["request_id"])
+            explanation += f", P95 wait {p95:.1f} s"
+        if record.meta.signals.engine_events:
+            pauses = events_of(record, "watermark")
+            evidence["pause_batch_entries"] = int((pauses["reason"] == "pause_batch").sum())
+        return GateResult.judged(self.name, measurements, explanation, evidence)

@@ -1,0 +1,74 @@
+"""cancel_release: a cancelled request's blocks are back in the pool quickly (P99 ≤ 2 s).
+
+The latency of one cancel is, in order of preference:
+  1. the engine's own `blocks_released.latency_s` (cancel_received -> released);
+  2. for a cancel the engine received but released without a latency: release t - received t;
+  3. for a client cancel the engine never heard of (propagation broken): the time from the
+     client's disconnect (`done_s`) to the request's release, whatever the release reason.
+A request's `finished` event also marks its release (finishing frees every block it held). A
+cancel whose blocks were never released counts as infinitely late, so it fails the gate.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from gates.base import GateResult, Limits, Measurement, Unit
+from gates.query import engine_ids, events_of, flag, percentile
+from harness.run_record import RunRecord
+
+
+class CancelReleaseGate:
+    name = "cancel_release"
+    title = "Cancel → blocks released"
+    metrics = {"p99_max_s": "P99 of cancel -> blocks released, seconds"}
+
+    def evaluate(self, record: RunRecord, limits: Limits) -> GateResult:
+        if not record.meta.signals.engine_events:
+            return GateResult.not_measurable(self.name, "no engine events: release times are unknown")
+        latency_s = cancel_latencies(record)
+        if not latency_s:
+            return GateResult.not_measurable(self.name, "no request was cancelled in this run")
+        series = pd.Series(latency_s)
+        p99 = percentile(series, 99)
+        never = series[series == math.inf]
+        evidence = {
+            "num_cancels": len(series),
+            "num_never_released": len(never),
+            "worst": [{"request_id": rid, "latency_s": v} for rid, v in series.nlargest(5).items()],
+        }
+        explanation = f"P99 cancel→release over {len(series)} cancels"
+        if len(never):
+            explanation += f"; {len(never)} never released (e.g. {never.index[0]})"
+        return GateResult.judged(self.name, [Measurement("p99_max_s", p99, limits["p99_max_s"], Unit.SECONDS)],
+                                 explanation, evidence)
+
+
+def cancel_latencies(record: RunRecord) -> dict[str, float]:
+    """Engine request id -> seconds from cancel to release (inf: never released)."""
+    released = events_of(record, "blocks_released")
+    release_t = events_of(record, "blocks_released", "finished").groupby("request_id")["t_s"].max()
+    measured = released.dropna(subset=["latency_s"]).groupby("request_id")["latency_s"].max()
+    latency: dict[str, float] = {str(rid): float(v) for rid, v in measured.items()}
+
+    received = events_of(record, "cancel_received").groupby("request_id")["t_s"].min()
+    for rid, t_cancel in received.items():
+        if rid not in latency:
+            latency[rid] = _since(release_t.get(rid), t_cancel)
+
+    requests = record.requests
+    cancelled = requests[(requests["status"] == "cancelled") | flag(requests["cancel_intended"])]
+    known = set(record.events["request_id"].dropna())
+    for rid, t_disconnect in zip(engine_ids(cancelled), cancelled["done_s"]):
+        if rid in latency or rid not in known or pd.isna(t_disconnect):
+            continue  # already measured, or the engine never saw the request (nothing held)
+        latency[rid] = _since(release_t.get(rid), t_disconnect)
+    return latency
+
+
+def _since(t_release: float | None, t_cancel: float) -> float:
+    if t_release is None or pd.isna(t_release):
+        return math.inf
+    return max(0.0, float(t_release) - float(t_cancel))

@@ -1,0 +1,134 @@
+"""Questions gates and reports ask of a run record: time windows, id joins, percentiles.
+
+Kept in one place so every gate reads phases, booleans and engine ids the same way (a CSV
+boolean column with gaps loads as strings; an engine id may be empty on the client side).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+
+from harness.run_record import RunMeta, RunRecord
+
+Window = tuple[float, float]
+
+WHOLE_RUN: Window = (-math.inf, math.inf)
+
+EXPLICIT_STATUSES = (400, 410, 429, 503)
+"""HTTP statuses that are an explicit answer to overflow (with an OpenAI error code)."""
+
+
+def phase_window(meta: RunMeta, name: str) -> Window | None:
+    phase = meta.phase(name)
+    return None if phase is None else (phase.start_s, phase.end_s)
+
+
+def load_window(meta: RunMeta) -> Window:
+    """The pressure window: the `load` phase, or the whole run when the record has no phases."""
+    return phase_window(meta, "load") or WHOLE_RUN
+
+
+def after_load_window(meta: RunMeta) -> Window | None:
+    """The `cooldown` phase, or everything after `load` ends; None without a load phase."""
+    cooldown = phase_window(meta, "cooldown")
+    if cooldown is not None:
+        return cooldown
+    load = phase_window(meta, "load")
+    return None if load is None else (load[1], math.inf)
+
+
+def window_duration_s(record: RunRecord, window: Window) -> float | None:
+    """A window's length; an open-ended one is clipped to the run's duration."""
+    start, end = window
+    if math.isinf(end):
+        end = record.meta.duration_s or None
+    if math.isinf(start):
+        start = 0.0
+    return None if end is None or end <= start else end - start
+
+
+def in_window(df: pd.DataFrame, column: str, window: Window) -> pd.DataFrame:
+    start, end = window
+    t = df[column]
+    return df[(t >= start) & (t < end)]
+
+
+def requests_in_phase(record: RunRecord, name: str) -> pd.DataFrame:
+    """Requests of a phase: by the `phase` column when the client tagged it, else by send time.
+
+    Without any phases in the record, `load` means the whole run and other phases are empty.
+    """
+    requests = record.requests
+    tagged = requests["phase"].dropna()
+    if len(tagged):
+        return requests[requests["phase"] == name]
+    window = phase_window(record.meta, name)
+    if window is None:
+        return requests if name == "load" and not record.meta.phases else requests.iloc[0:0]
+    return in_window(requests, "sent_s", window)
+
+
+def flag(series: pd.Series) -> pd.Series:
+    """A boolean column as loaded from CSV (bools, 'True'/'False' strings or gaps) -> bool."""
+    if series.dtype == bool:
+        return series
+    return series.astype(str).str.strip().str.lower().isin(("true", "1", "yes"))
+
+
+def engine_ids(requests: pd.DataFrame) -> pd.Series:
+    """The id the engine logged a request under: `engine_request_id`, else the client id."""
+    eid = requests["engine_request_id"]
+    return eid.where(eid.notna() & (eid.astype(str) != ""), requests["request_id"]).astype(str)
+
+
+def events_of(record: RunRecord, *kinds: str) -> pd.DataFrame:
+    events = record.events
+    return events[events["kind"].isin(kinds)]
+
+
+def pool_blocks(record: RunRecord) -> int | None:
+    """The pool size in blocks, from meta.pool or the samples."""
+    if record.meta.pool is not None:
+        return record.meta.pool.num_blocks
+    blocks = record.samples["num_blocks"].dropna()
+    return int(blocks.max()) if len(blocks) else None
+
+
+def percentile(values: Iterable[float], q: float) -> float:
+    """The q-th percentile, never interpolated (the smallest value with q % at or below it);
+    infinite values (a request that never got an answer) stay infinite."""
+    arr = np.asarray(list(values), dtype=float)
+    if arr.size == 0:
+        return math.nan
+    return float(np.percentile(arr, q, method="higher"))
+
+
+def worst(values: pd.Series, ids: pd.Series, n: int = 5) -> list[dict]:
+    """The n largest values with their ids: the evidence a human opens first."""
+    order = values.sort_values(ascending=False, kind="stable").index[:n]
+    return [{"request_id": str(ids[i]), "value": float(values[i])} for i in order]
+
+
+def live_usage(samples: pd.DataFrame) -> pd.Series:
+    """Live blocks / pool per sample (`usage`, else computed from block counts)."""
+    return samples["usage"].fillna(samples["live_blocks"] / samples["num_blocks"])
+
+
+def active_usage(samples: pd.DataFrame) -> pd.Series:
+    """Usage by work in flight: live minus retained state (idle sessions, pins). A scraped
+    target without block counts (vLLM's usage already counts only running requests) keeps `usage`."""
+    active = (samples["live_blocks"] - samples["retained_blocks"]) / samples["num_blocks"]
+    return active.fillna(live_usage(samples))
+
+
+def ttft_ms(requests: pd.DataFrame, traffic_class: str) -> pd.Series:
+    """TTFT in ms of one class's requests, indexed like `requests`. A timeout without a first
+    token is infinite (the user waited and got nothing); cancels and explicit errors have none."""
+    rows = requests[requests["traffic_class"] == traffic_class]
+    answered = rows["ttft_s"].dropna() * 1000.0
+    hung = rows[(rows["status"] == "timeout") & rows["ttft_s"].isna()]
+    return pd.concat([answered, pd.Series(math.inf, index=hung.index)])

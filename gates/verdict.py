@@ -1,0 +1,102 @@
+"""The verdict: every gate's result for one run, and its JSON form (`verdict.json`).
+
+The overall outcome is `fail` when any gate failed, `pass` when at least one gate passed and
+none failed, and `not_measurable` when no gate could be measured at all — a run that proves
+nothing must not read as a pass. The JSON keeps measurements with their limits and directions,
+so a reader (a report, a comparison, a CI summary) needs no gate code to show it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gates.base import GateResult, Measurement, Outcome, Unit, to_jsonable
+from reference_engine.errors import KvgateError
+
+VERDICT_SCHEMA_VERSION = 1
+VERDICT_FILE = "verdict.json"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    run_id: str
+    policy: str
+    config_digest: str
+    thresholds_source: str
+    results: tuple[GateResult, ...]
+    required: tuple[str, ...] = ()
+
+    @property
+    def outcome(self) -> Outcome:
+        counts = self.counts()
+        if counts[Outcome.FAIL]:
+            return Outcome.FAIL
+        return Outcome.PASS if counts[Outcome.PASS] else Outcome.NOT_MEASURABLE
+
+    def counts(self) -> Counter[Outcome]:
+        counts = Counter({outcome: 0 for outcome in Outcome})
+        counts.update(r.outcome for r in self.results)
+        return counts
+
+    def result(self, gate: str) -> GateResult | None:
+        return next((r for r in self.results if r.gate == gate), None)
+
+    def summary_line(self) -> str:
+        c = self.counts()
+        return (f"{self.outcome.value.upper()}: {c[Outcome.PASS]} passed, {c[Outcome.FAIL]} failed, "
+                f"{c[Outcome.NOT_MEASURABLE]} not measurable — policy {self.policy or '?'}, "
+                f"config {self.config_digest or 'digest unknown'}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": VERDICT_SCHEMA_VERSION,
+            "run_id": self.run_id,
+            "policy": self.policy,
+            "config_digest": self.config_digest,
+            "thresholds_source": self.thresholds_source,
+            "outcome": self.outcome.value,
+            "counts": {o.value: n for o, n in self.counts().items()},
+            "required": list(self.required),
+            "results": [_result_to_dict(r) for r in self.results],
+        }
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> "Verdict":
+        if raw.get("schema_version", 0) > VERDICT_SCHEMA_VERSION:
+            raise KvgateError(f"verdict schema {raw['schema_version']} is newer than this kvgate reads")
+        return cls(raw["run_id"], raw["policy"], raw["config_digest"], raw["thresholds_source"],
+                   tuple(_result_from_dict(r) for r in raw["results"]), tuple(raw.get("required", ())))
+
+    def write(self, run_dir: str | Path) -> Path:
+        path = Path(run_dir) / VERDICT_FILE
+        path.write_text(json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n")
+        return path
+
+
+def read_verdict(run_dir: str | Path) -> Verdict | None:
+    """The verdict stored beside a run record, or None when the run was never gated."""
+    path = Path(run_dir) / VERDICT_FILE
+    return Verdict.from_dict(json.loads(path.read_text())) if path.exists() else None
+
+
+def _result_to_dict(r: GateResult) -> dict[str, Any]:
+    return {
+        "gate": r.gate,
+        "outcome": r.outcome.value,
+        "explanation": r.explanation,
+        "measured": r.measured_text(),
+        "threshold": r.threshold_text(),
+        "measurements": [{"metric": m.metric, "value": to_jsonable(m.value), "limit": to_jsonable(m.limit),
+                          "unit": m.unit.value, "is_max": m.is_max, "ok": m.ok} for m in r.measurements],
+        "evidence": r.evidence,
+    }
+
+
+def _result_from_dict(raw: dict[str, Any]) -> GateResult:
+    measurements = tuple(Measurement(m["metric"], float(m["value"]), float(m["limit"]), Unit(m["unit"]), m["is_max"])
+                         for m in raw["measurements"])
+    return GateResult(raw["gate"], Outcome(raw["outcome"]), raw["explanation"], measurements, raw["evidence"])

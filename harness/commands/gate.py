@@ -1,0 +1,61 @@
+"""`kvgate gate RUN_DIR`: judge a stored run record again, with these or other thresholds.
+
+Writes verdict.json and verdict.junit.xml beside the record, prints the table, appends a
+GitHub step summary when `$GITHUB_STEP_SUMMARY` is set. Exit 0 when every measurable gate
+passed, 1 when one failed (or a `--require`d gate was not measurable), 2 when the record or the
+thresholds cannot be read, or nothing at all could be measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from gates import Outcome, Verdict, evaluate, load_thresholds, write_verdict
+from harness.cli import EXIT_GATE_FAILED, EXIT_HARNESS_ERROR, EXIT_OK
+from harness.run_record import RecordError, RunRecord
+
+OUTPUTS = ("json", "junit", "console", "github")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("gate", help="evaluate the gates on a stored run record; exit 1 on a violation")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run record directory")
+    p.add_argument("--gates", metavar="FILE", help="thresholds TOML overriding gates/thresholds.toml")
+    p.add_argument("--only", metavar="NAMES", type=names, action="extend",
+                   help="comma-separated gates to run (default: all)")
+    p.add_argument("--require", metavar="NAMES", type=names, action="extend", default=[],
+                   help="comma-separated gates that must be measurable (not measurable = fail)")
+    p.set_defaults(func=run)
+
+
+def names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def run(args: argparse.Namespace) -> int:
+    record = load_record(args.run_dir)
+    if record is None:
+        return EXIT_HARNESS_ERROR
+    verdict = evaluate(record, load_thresholds(args.gates), only=args.only, require=args.require)
+    write_verdict(record.dir, verdict, OUTPUTS)
+    return verdict_exit_code(verdict)
+
+
+def load_record(run_dir: str) -> RunRecord | None:
+    """The record, or None after saying on stderr why it cannot be read."""
+    try:
+        return RunRecord.load(run_dir)
+    except (RecordError, ValueError, OSError) as err:
+        print(f"kvgate: cannot read run record {run_dir}: {err}", file=sys.stderr)
+        return None
+
+
+def verdict_exit_code(verdict: Verdict) -> int:
+    """0 pass, 1 a gate failed; 2 when no gate could be measured (the run proves nothing)."""
+    if verdict.outcome is Outcome.FAIL:
+        return EXIT_GATE_FAILED
+    if verdict.outcome is Outcome.NOT_MEASURABLE:
+        print("kvgate: no gate could be measured: the record lacks every signal the gates need", file=sys.stderr)
+        return EXIT_HARNESS_ERROR
+    return EXIT_OK

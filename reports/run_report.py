@@ -1,0 +1,27 @@
+"""The report of one run: `render_run_report(record, verdict)` -> report.html beside the record."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from gates import Verdict
+from harness.run_record import RunRecord
+from reports.page import Block, render_page
+from reports.section import DEFAULT_SECTIONS, make_section
+
+REPORT_FILE = "report.html"
+
+
+def render_run_report(record: RunRecord, verdict: Verdict, out: str | Path | None = None,
+                      sections: Sequence[str] = DEFAULT_SECTIONS) -> Path:
+    """Write one self-contained HTML page (gate table first); the path written."""
+    chosen = [make_section(name) for name in sections]
+    blocks = [Block(s.name, s.title, s.render(record, verdict)) for s in chosen]
+    meta = record.meta
+    title = f"kvgate — {meta.policy or 'run'} — {verdict.outcome.value.upper().replace('_', ' ')}"
+    subtitle = (f"run {meta.run_id} · {meta.mode} · config {meta.config_digest or 'digest unknown'} · "
+                f"{meta.duration_s:.0f} s · scenarios: {', '.join(meta.scenarios) or 'n/a'}")
+    path = Path(out) if out is not None else record.dir / REPORT_FILE
+    path.write_text(render_page(title, subtitle, blocks), encoding="utf-8")
+    return path

@@ -1,0 +1,1 @@
+"""The built-in report sections, one module each; `reports.section.SECTIONS` lists them once."""

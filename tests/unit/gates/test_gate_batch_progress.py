@@ -1,0 +1,22 @@
+import math
+
+from gates import Outcome
+
+
+def test_passes_when_batch_waits_boundedly_and_completes(judge, healthy):
+    result = judge(healthy, "batch_progress")
+    assert result.outcome is Outcome.PASS
+    assert result.evidence["num_refused"] == 2 and result.evidence["pause_batch_entries"] == 1
+
+
+def test_starved_batch_fails_it(judge, healthy):
+    for i in range(6):
+        healthy.request(f"starved-{i}", sent_s=30 + i, ttft_s=None, e2e_s=None, status="timeout",
+                        tenant="batchco", traffic_class="batch")
+    result = judge(healthy, "batch_progress")
+    assert result.outcome is Outcome.FAIL and math.isinf(result.measurements[0].value)
+    assert result.evidence["not_completed"][0] == "starved-0"
+
+
+def test_not_measurable_without_batch_traffic(judge, healthy):
+    assert judge(healthy.drop("requests", traffic_class="batch"), "batch_progress").outcome is Outcome.NOT_MEASURABLE

@@ -1,0 +1,29 @@
+from gates import Outcome
+
+
+def test_passes_with_a_trickle_of_evictions(judge, healthy):
+    result = judge(healthy, "eviction_thrash")
+    assert result.outcome is Outcome.PASS
+    assert result.evidence["evicted_blocks"] == 40 and result.evidence["load_s"] == 60
+
+
+def test_churn_above_one_percent_of_the_pool_per_second_fails_it(judge, healthy):
+    for t in range(20, 60):
+        healthy.event("evicted", t + 0.5, num_blocks=20, reason="watermark")
+    result = judge(healthy, "eviction_thrash")
+    assert result.outcome is Outcome.FAIL and result.headline.metric == "max_evicted_fraction_per_s"
+
+
+def test_cached_prefix_churn_from_the_final_counter_counts(judge, healthy):
+    # 1,000 cached blocks/s over the 100 s run on a 1,000-block pool: 100 %/s of churn.
+    result = judge(healthy.final(num_evicted_cached_blocks=100_000), "eviction_thrash")
+    assert result.outcome is Outcome.FAIL and result.evidence["evicted_cached_blocks"] == 100_000
+
+
+def test_prefix_hit_rate_below_its_band_fails_it(judge, healthy):
+    result = judge(healthy, "eviction_thrash", min_prefix_hit_rate=0.5)
+    assert result.outcome is Outcome.FAIL and result.headline.metric == "min_prefix_hit_rate"
+
+
+def test_not_measurable_without_engine_events(judge, healthy):
+    assert judge(healthy.signals(engine_events=False), "eviction_thrash").outcome is Outcome.NOT_MEASURABLE

@@ -1,0 +1,44 @@
+import math
+
+from gates import Outcome
+
+
+def test_passes_under_900_ms_and_within_10x_of_baseline(judge, healthy):
+    result = judge(healthy, "interactive_ttft")
+    assert result.outcome is Outcome.PASS
+    assert [m.metric for m in result.measurements] == ["p95_max_ms", "max_degradation"]
+    assert result.evidence["baseline_p95_ms"] == 80
+
+
+def test_slow_interactive_traffic_fails_it_with_the_worst_ids(judge, healthy):
+    for i in range(5):
+        healthy.request(f"slow-{i}", sent_s=40 + i, ttft_s=2.5)
+    result = judge(healthy, "interactive_ttft")
+    assert result.outcome is Outcome.FAIL and result.headline.metric == "p95_max_ms"
+    assert {w["request_id"] for w in result.evidence["worst"]} >= {f"slow-{i}" for i in range(5)}
+
+
+def test_order_of_magnitude_degradation_fails_it_even_under_the_absolute_limit(judge, healthy):
+    healthy.drop("requests", phase="baseline")
+    for i in range(4):
+        healthy.request(f"fast-base-{i}", sent_s=1 + i, ttft_s=0.02)
+    result = judge(healthy, "interactive_ttft")
+    assert result.outcome is Outcome.FAIL and result.headline.metric == "max_degradation"
+
+
+def test_a_hang_counts_as_infinitely_slow(judge, healthy):
+    for i in range(3):
+        healthy.request(f"hang-{i}", sent_s=30 + i, ttft_s=None, e2e_s=None, status="timeout")
+    result = judge(healthy, "interactive_ttft")
+    assert result.outcome is Outcome.FAIL and math.isinf(result.headline.value)
+
+
+def test_without_baseline_only_the_absolute_limit_is_judged(judge, healthy):
+    result = judge(healthy.drop("requests", phase="baseline"), "interactive_ttft")
+    assert result.outcome is Outcome.PASS and len(result.measurements) == 1
+    assert "degradation not measured" in result.explanation
+
+
+def test_not_measurable_without_interactive_answers_under_load(judge, healthy):
+    healthy.drop("requests", traffic_class="interactive")
+    assert judge(healthy, "interactive_ttft").outcome is Outcome.NOT_MEASURABLE

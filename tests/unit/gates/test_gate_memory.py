@@ -1,0 +1,43 @@
+"""memory_recovery and memory_level_off: the two memory-shape gates."""
+
+from gates import Outcome
+from tests.fixtures.records import RecordBuilder
+
+
+def test_recovery_passes_when_in_flight_kv_falls_back(judge, healthy):
+    result = judge(healthy, "memory_recovery")
+    assert result.outcome is Outcome.PASS and result.headline.value == 0
+
+
+def test_recovery_fails_when_blocks_stay_held_after_load(judge, healthy):
+    healthy.sample(99.5, 640, retained_blocks=40)  # 600 in-flight blocks after every request ended
+    result = judge(healthy, "memory_recovery")
+    assert result.outcome is Outcome.FAIL and result.evidence["last_after_load"]["t_s"] == 99.5
+
+
+def test_recovery_ignores_retained_idle_sessions(judge, healthy):
+    assert judge(healthy.sample(99.5, 500, retained_blocks=500), "memory_recovery").outcome is Outcome.PASS
+
+
+def test_recovery_not_measurable_without_samples_or_phases(judge, healthy):
+    assert judge(healthy.signals(engine_samples=False), "memory_recovery").outcome is Outcome.NOT_MEASURABLE
+    no_phases = RecordBuilder().healthy().meta(phases=[])
+    assert judge(no_phases, "memory_recovery").outcome is Outcome.NOT_MEASURABLE
+
+
+def test_level_off_passes_below_evict_plus_margin(judge, healthy):
+    result = judge(healthy, "memory_level_off")
+    assert result.outcome is Outcome.PASS
+    assert result.headline.value == 0.8 and result.headline.limit == 0.85 + 0.07
+
+
+def test_level_off_fails_when_usage_climbs_to_the_full_pool(judge, healthy):
+    for t in range(50, 70):
+        healthy.sample(t + 0.5, 800 + 10 * (t - 49))
+    result = judge(healthy, "memory_level_off")
+    assert result.outcome is Outcome.FAIL and result.evidence["peak"]["usage"] == 1.0
+    assert result.evidence["late_growth"] > 0
+
+
+def test_level_off_not_measurable_without_an_evict_watermark(judge, healthy):
+    assert judge(healthy.meta(watermarks={}), "memory_level_off").outcome is Outcome.NOT_MEASURABLE

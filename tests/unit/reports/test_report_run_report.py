@@ -1,0 +1,74 @@
+import re
+
+import pytest
+
+from reference_engine.errors import UnknownNameError
+from reports import DEFAULT_SECTIONS, make_section, render_run_report
+from tests.fixtures.records import RecordBuilder
+
+
+def _sections(html: str) -> list[str]:
+    return re.findall(r'<section id="([a-z_]+)">', html)
+
+
+def test_report_has_the_gate_table_first_then_every_chart(healthy_run):
+    record, verdict = healthy_run
+    path = render_run_report(record, verdict)
+    assert path == record.dir / "report.html"
+    html = path.read_text()
+    assert _sections(html) == list(DEFAULT_SECTIONS) and DEFAULT_SECTIONS[0] == "gates"
+    for div in ("fig-kv-usage", "fig-tenant-share", "fig-queues", "fig-ttft", "fig-cancel-release", "fig-churn",
+                "fig-rejections"):
+        assert f'id="{div}"' in html
+    assert "cfg-0123456789ab" in html and "<code>no_oom</code>" in html
+
+
+def test_report_is_self_contained_with_plotly_inlined_once(healthy_run):
+    html = render_run_report(*healthy_run).read_text()
+    assert html.count("plotly.js v") == 1  # the library's banner
+    start = html.index("<script")
+    own = html[:start] + html[html.index("</script>", start):]  # the page without the library itself
+    assert not re.search(r"<script[^>]+src=", own) and not re.search(r"(href|src)=.https?:", own)
+
+
+def test_failed_gates_lead_the_table_and_the_worst_tenant_sample_is_marked(failing_run):
+    html = render_run_report(*failing_run).read_text()
+    table = html[html.index('<section id="gates">'):html.index('<section id="kv_usage">')]
+    rows = re.findall(r"<code>([a-z_]+)</code></td><td><span class=\"badge (\w+)\"", table)
+    outcomes = [outcome for _, outcome in rows]
+    assert outcomes == sorted(outcomes, key=lambda o: o != "fail") and outcomes[0] == "fail"
+    assert "worst sample" in html
+
+
+def test_rendering_is_deterministic(healthy_run, tmp_path):
+    a = render_run_report(*healthy_run, out=tmp_path / "a.html").read_bytes()
+    b = render_run_report(*healthy_run, out=tmp_path / "b.html").read_bytes()
+    assert a == b
+
+
+def test_missing_signals_render_as_notes_not_charts(tmp_path):
+    from gates import evaluate
+
+    record = RecordBuilder().request().signals(engine_events=False, engine_samples=False, tenant_samples=False,
+                                               gpu_memory=False).build(tmp_path)
+    html = render_run_report(record, evaluate(record)).read_text()
+    assert "no usage samples in this record" in html and "no per-tenant samples" in html
+    assert 'id="fig-kv-usage"' not in html
+
+
+def test_long_series_are_downsampled(tmp_path, healthy_run):
+    from gates import evaluate
+
+    builder = RecordBuilder()
+    for i in range(20_000):
+        builder.sample(i * 0.5, 400 + i % 300, waiting_batch=i % 7)
+    long = builder.build(tmp_path / "long")
+    small_size = render_run_report(*healthy_run, out=tmp_path / "small.html").stat().st_size
+    long_size = render_run_report(long, evaluate(long)).stat().st_size
+    assert long_size - small_size < 600_000
+
+
+def test_unknown_section_lists_the_valid_ones(healthy_run):
+    with pytest.raises(UnknownNameError, match="cancel_release, churn, config"):
+        render_run_report(*healthy_run, sections=["gates", "heatmap"])
+    assert make_section("ttft").title
