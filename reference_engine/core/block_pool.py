@@ -152,22 +152,24 @@ class BlockPool:
     # ------------------------------------------------------------- references
     def incref(self, blocks: Sequence[int], now_s: float, *, hold: bool = False) -> None:
         """Take one more reference on each block (a prefix hit, or a session retaining it)."""
-        ref, holds, owner, cached = self._ref, self._hold, self._tenant, self._cached
+        ref, holds, hashes, cached = self._ref, self._hold, self._hash, self._cached
+        revived: list[int] = []
         for b in blocks:
             r = ref[b]
             if r == 0:
-                assert self._hash[b] is not None, f"block {b} is free; only cached blocks can be hit"
+                assert hashes[b] is not None, f"block {b} is free; only cached blocks can be hit"
                 cached.remove(b)
-                self.num_live += 1
-                t = owner[b]
-                self.live_by_tenant[t] = self.live_by_tenant.get(t, 0) + 1
+                revived.append(b)
             elif holds[b] == r:
-                self.num_retained -= 1
+                self.num_retained -= 1  # a request now shares a block only a session held
             ref[b] = r + 1
             if hold:
                 holds[b] += 1
                 if holds[b] == r + 1:
                     self.num_retained += 1
+        if revived:
+            self.num_live += len(revived)
+            self._count_tenants(revived, +1)
 
     def decref(self, blocks: Sequence[int], now_s: float, meta: EntryMeta | None = None,
                *, hold: bool = False) -> int:
@@ -176,15 +178,15 @@ class BlockPool:
         Blocks reaching refcount 0 go to the cached tier if hashed (tail first, so a chain is
         evicted from its end) and to the free stack otherwise.
         """
-        ref, holds, hashes, owner = self._ref, self._hold, self._hash, self._tenant
-        to_cache: list[int] = []
-        released = 0
+        ref, holds = self._ref, self._hold
+        released: list[int] = []
         for b in reversed(blocks):
             r = ref[b] - 1
             assert r >= 0, f"block {b} released more often than referenced"
+            ref[b] = r
             h = holds[b]
-            assert h or not hold, f"block {b} has no hold to release"
-            if h:
+            if h or hold:  # the rare path: retained state is involved
+                assert h, f"block {b} has no hold to release"
                 if h == r + 1:
                     self.num_retained -= 1
                 if hold:
@@ -192,19 +194,30 @@ class BlockPool:
                     holds[b] = h
                 if r and h == r:
                     self.num_retained += 1
-            ref[b] = r
             if r == 0:
-                released += 1
-                t = owner[b]
-                self.live_by_tenant[t] -= 1
-                if hashes[b] is None:
-                    self._free.append(b)
-                else:
-                    to_cache.append(b)
-        self.num_live -= released
+                released.append(b)
+        if not released:
+            return 0
+        self.num_live -= len(released)
+        self._count_tenants(released, -1)
+        hashes = self._hash
+        to_cache = [b for b in released if hashes[b] is not None]
+        if len(to_cache) < len(released):
+            self._free.extend([b for b in released if hashes[b] is None])
         if to_cache:
             self._cached.insert(to_cache, meta or EntryMeta(), now_s)
-        return released
+        return len(released)
+
+    def _count_tenants(self, blocks: list[int], sign: int) -> None:
+        counts = self.live_by_tenant
+        owner = self._tenant
+        first = owner[blocks[0]]
+        if all(owner[b] == first for b in blocks):  # the common case: one request, one tenant
+            counts[first] = counts.get(first, 0) + sign * len(blocks)
+            return
+        for b in blocks:
+            t = owner[b]
+            counts[t] = counts.get(t, 0) + sign
 
     def touch_cached(self, block: int, now_s: float) -> None:
         if self.is_cached(block):

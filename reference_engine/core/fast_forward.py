@@ -14,6 +14,7 @@ which the pool serves exactly as it would one by one (no other pool operation ha
 from __future__ import annotations
 
 import bisect
+import math
 from typing import TYPE_CHECKING
 
 from reference_engine.core.request import FinishReason
@@ -29,9 +30,9 @@ def fast_forward(core: "EngineCore", until_s: float) -> "StepOutput | None":
     from reference_engine.core.engine import StepOutput
 
     sched, pool, kv = core.scheduler, core.pool, core.kv
-    sample_at = getattr(core.executor, "sample_at", None)
+    sample_run = getattr(core.executor, "sample_run", None)
     running = list(sched.running.values())
-    if (sample_at is None or not running or len(sched.waiting) or sched.swapped or sched.prefilling
+    if (sample_run is None or not running or len(sched.waiting) or sched.swapped or sched.prefilling
             or core.policy.compressor is not None or core._in_flight is not None):
         return None
     max_ctx = core.admission.max_context_tokens
@@ -42,7 +43,13 @@ def fast_forward(core: "EngineCore", until_s: float) -> "StepOutput | None":
     now = core.clock.now()
     expiry = sched.sessions.next_expiry_s()
     horizon = until_s if expiry is None else min(until_s, expiry)
-    durations = core.executor.decode_durations_s(len(running), sum(r.num_kv_tokens for r in running), k_max)
+    num_kv = sum(r.num_kv_tokens for r in running)
+    # Price only the steps that can start before the horizon: at most (horizon - now) / first step,
+    # since later steps are no shorter. (A cap on how many to fuse; correctness rests on bisect below.)
+    first_s = core.executor.decode_durations_s(len(running), num_kv, 1)[0]
+    if horizon < math.inf and first_s > 0:
+        k_max = min(k_max, int((horizon - now) / first_s) + 1)
+    durations = core.executor.decode_durations_s(len(running), num_kv, k_max)
     starts, t = [], now
     for d in durations:  # accumulate exactly as step-by-step does: t_end = t_start + duration
         starts.append(t)
@@ -57,8 +64,7 @@ def fast_forward(core: "EngineCore", until_s: float) -> "StepOutput | None":
     outputs = []
     for r in running:
         kv.allocate(r, k, now)  # checked by _fit_blocks: cannot fail
-        base = r.num_tokens
-        tokens = [sample_at(r.request_id, base + j) for j in range(k)]
+        tokens = sample_run(r.request_id, r.num_tokens, k)
         r.num_computed_tokens += k
         r.output_token_ids.extend(tokens)
         r.gpu_time_s += total_s / len(running)

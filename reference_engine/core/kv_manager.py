@@ -70,14 +70,17 @@ class KVCacheManager:
         return True
 
     def register_full_blocks(self, r: Request) -> None:
-        """Publish the hashes of blocks that became full, so later requests can hit them."""
-        if not self.prefix_cache or r.approximate:
-            return
-        self.update_hashes(r)
-        num_full = min(r.num_computed_tokens // self.block_tokens, len(r.block_hashes), len(r.block_ids))
-        pool, blocks, hashes = self.pool, r.block_ids, r.block_hashes
-        for i in range(r.num_registered_blocks, num_full):
-            pool.register(blocks[i], hashes[i])
+        """Publish the hashes of blocks that became full, so later requests can hit them.
+
+        Afterwards `num_registered_blocks` covers every full block, hashable or not (replay
+        outputs have no tokens to hash; approximate KV is never published), so the caller's
+        cheap "did a block fill up?" check stays cheap."""
+        num_full = r.num_computed_tokens // self.block_tokens
+        if self.prefix_cache and not r.approximate:
+            self.update_hashes(r)
+            pool, blocks, hashes = self.pool, r.block_ids, r.block_hashes
+            for i in range(r.num_registered_blocks, min(num_full, len(hashes), len(blocks))):
+                pool.register(blocks[i], hashes[i])
         r.num_registered_blocks = max(r.num_registered_blocks, num_full)
 
     def retainable_blocks(self, r: Request) -> list[int]:

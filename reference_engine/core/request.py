@@ -119,6 +119,10 @@ class Request:
     def max_total_tokens(self) -> int:
         return self.num_prompt_tokens + self.max_new_tokens
 
+    @property
+    def output_limit(self) -> int:
+        """Output tokens after which the request ends (max_new_tokens, or the sim's eos)."""
+        return self.max_new_tokens if self.eos_after is None else min(self.eos_after, self.max_new_tokens)
+
     def remaining_output(self) -> int:
-        stop = self.max_new_tokens if self.eos_after is None else min(self.eos_after, self.max_new_tokens)
-        return max(0, stop - len(self.output_token_ids))
+        return max(0, self.output_limit - len(self.output_token_ids))

@@ -177,17 +177,23 @@ class Scheduler:
         preempted = self._relieve_pressure(now_s, plan)
         budget = self.token_budget
         scheduled: set[str] = set()
-        for r in list(self.running.values()):
-            if r.state is RequestState.FINISHED or r.request_id not in self.running:
-                continue
+        bt = self.kv.block_tokens
+        running = self.running
+        for r in list(running.values()):  # a copy: preemption removes entries as we go
             if budget <= 0:
                 break
-            n = min(r.num_tokens - r.num_computed_tokens, budget)
+            if r.request_id not in running:
+                continue
+            n = r.num_prompt_tokens + len(r.output_token_ids) - r.num_computed_tokens
             if n <= 0:
                 continue
-            if not self._grow(r, n, now_s, scheduled, plan):
-                preempted = True
-                continue
+            if n > budget:
+                n = budget
+            # the common decode case has room in its last block: no allocation at all
+            if r.num_computed_tokens - r.num_dropped_tokens + n > len(r.block_ids) * bt:
+                if not self._grow(r, n, now_s, scheduled, plan):
+                    preempted = True
+                    continue
             plan.chunks.append(ScheduledChunk(r, n))
             scheduled.add(r.request_id)
             budget -= n
@@ -379,17 +385,20 @@ class Scheduler:
     # ---------------------------------------------------------------- update
     def update(self, plan: StepPlan, outcome: StepOutcome, t_end_s: float) -> list[RequestOutput]:
         outputs: list[RequestOutput] = []
-        total = max(1, plan.num_tokens)
-        duration = outcome.duration_s
+        gpu_s_per_token = outcome.duration_s / max(1, plan.num_tokens)
         max_ctx = self.admission.max_context_tokens
+        bt = self.kv.block_tokens
+        finished = RequestState.FINISHED
         for chunk, token in zip(plan.chunks, outcome.sampled):
             r = chunk.request
-            if r.is_finished:
+            if r.state is finished:
                 continue
-            r.num_computed_tokens += chunk.num_new_tokens
-            r.gpu_time_s += duration * chunk.num_new_tokens / total
+            n = chunk.num_new_tokens
+            r.num_computed_tokens += n
+            r.gpu_time_s += gpu_s_per_token * n
             r.last_step_s = t_end_s
-            self.kv.register_full_blocks(r)
+            if r.num_computed_tokens // bt > r.num_registered_blocks:  # a block became full
+                self.kv.register_full_blocks(r)
             if token is None:
                 continue
             if r.state is RequestState.RECOMPUTING:
@@ -403,7 +412,7 @@ class Scheduler:
                 r.first_token_s = t_end_s
                 self.events.emit(t_end_s, EventKind.FIRST_TOKEN, request_id=r.request_id, tenant=r.tenant,
                                  traffic_class=r.traffic_class.value, latency_s=t_end_s - r.arrival_s)
-            if r.remaining_output() == 0 or r.num_tokens >= max_ctx:
+            if len(r.output_token_ids) >= r.output_limit or r.num_tokens >= max_ctx:
                 stop = r.eos_after is not None and r.num_output_tokens >= r.eos_after
                 self.finish(r, FinishReason.STOP if stop else FinishReason.LENGTH, t_end_s)
                 out.finished = True

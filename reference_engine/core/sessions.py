@@ -109,6 +109,7 @@ class SessionStore:
             s.rebuilds += 1
         elif s.state is SessionState.IDLE:
             self._unindex(s)
+            del self._idle[s.key]
             s.state = SessionState.ACTIVE
         s.rebuildable = s.rebuildable and rebuildable
         s.active_turns += 1
@@ -195,10 +196,10 @@ class SessionStore:
         return best
 
     def _release(self, s: Session, state: SessionState, reason: str, now_s: float, indexed: bool = True) -> None:
-        if s.state is SessionState.IDLE:
-            self._idle.pop(s.key, None)
-            if indexed:
-                self._unindex(s)
+        assert s.state is not SessionState.ACTIVE or not self._idle.get(s.key), "an active session was idle-listed"
+        self._idle.pop(s.key, None)
+        if s.state is SessionState.IDLE and indexed:
+            self._unindex(s)
         self._pool.decref(s.blocks, now_s, EntryMeta(tokens=s.num_tokens, tenant=s.tenant.name,
                                                       priority=s.tenant.traffic_class.priority), hold=True)
         s.tenant.retained_blocks -= len(s.blocks)

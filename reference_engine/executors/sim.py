@@ -31,10 +31,13 @@ _GEN_LO = len(SPECIAL_TOKENS)
 _GEN_SPAN = VOCAB_SIZE - _GEN_LO
 
 
+_GOLDEN, _MIX, _MASK64 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0xFFFFFFFFFFFFFFFF
+
+
 def fake_token(request_seed: int, position: int) -> int:
     """A deterministic generated token id for a request at an absolute position."""
-    x = (request_seed ^ (position * 0x9E3779B97F4A7C15)) & 0xFFFFFFFFFFFFFFFF
-    x = (x * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    x = (request_seed ^ (position * _GOLDEN)) & _MASK64
+    x = (x * _MIX) & _MASK64
     return _GEN_LO + (x >> 31) % _GEN_SPAN
 
 
@@ -77,11 +80,13 @@ class SimExecutor:
         sampled: list[int | None] = []
         for chunk in plan.chunks:
             r, n = chunk.request, chunk.num_new_tokens
-            start = r.num_kv_tokens
+            start = r.num_computed_tokens - r.num_dropped_tokens
             new += n
             pairs += n * start + n * (n + 1) // 2
             read += start
-            sampled.append(fake_token(self._seed(r.request_id), r.num_computed_tokens + n) if chunk.samples else None)
+            end = r.num_computed_tokens + n
+            samples = end >= r.num_prompt_tokens + len(r.output_token_ids)
+            sampled.append(fake_token(self._seed(r.request_id), end) if samples else None)
         moved = sum(c.num_bytes for c in plan.swap_out) + sum(c.num_bytes for c in plan.swap_in)
         duration = (self._step_s(new, pairs, read) if plan.chunks else self._overhead_s) + self.transfer_time_s(moved)
         return StepOutcome(duration, sampled)
@@ -101,6 +106,9 @@ class SimExecutor:
             out.append(step(num_seqs, ctx + num_seqs, ctx))
         return out
 
-    def sample_at(self, request_id: str, position: int) -> int:
-        """The token the sim samples for a request at a position (used by fast-forward)."""
-        return fake_token(self._seed(request_id), position)
+    def sample_run(self, request_id: str, start: int, num: int) -> list[int]:
+        """The tokens the sim samples for a request at positions start .. start + num - 1: what
+        fast-forward appends for a fused run. `fake_token` inlined: this is replay's hottest loop."""
+        seed = self._seed(request_id)
+        return [_GEN_LO + ((((seed ^ (p * _GOLDEN)) & _MASK64) * _MIX & _MASK64) >> 31) % _GEN_SPAN
+                for p in range(start, start + num)]

@@ -80,7 +80,7 @@ class LruIndex(Generic[K]):
 
     def insert(self, keys: Sequence[K], meta: EntryMeta, now_s: float) -> None:
         size = meta.size_blocks
-        self._order.update((k, size) for k in keys)
+        self._order.update(dict.fromkeys(keys, size))
 
     def touch(self, key: K, now_s: float) -> None:
         self._order.move_to_end(key)
