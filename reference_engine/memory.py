@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from reference_engine.catalog import GpuSpec, ModelSpec, get_gpu, get_model
+from reference_engine.catalog import DType, GpuSpec, ModelSpec, get_gpu, get_model
 from reference_engine.config import EngineConfig
 from reference_engine.errors import ConfigError
 
@@ -30,10 +30,16 @@ class MemoryPlan:
     pool_bytes: float
     num_blocks: int
     weight_bytes: float
+    weight_dtype: DType
+    kv_dtype: DType
 
     @property
     def bytes_per_block(self) -> float:
         return self.bytes_per_token * self.block_tokens
+
+    @property
+    def model_digest(self) -> str:
+        return self.model.digest(self.weight_dtype, self.kv_dtype)
 
     @property
     def capacity_tokens(self) -> int:
@@ -63,4 +69,5 @@ class MemoryPlan:
         if num_blocks < 1:
             raise ConfigError(f"the KV pool ({pool / GIB:.3f} GiB) holds no block of {block} tokens")
         return cls(model=model, gpu=gpu, block_tokens=block, bytes_per_token=bpt, pool_bytes=pool,
-                   num_blocks=num_blocks, weight_bytes=weights)
+                   num_blocks=num_blocks, weight_bytes=weights, weight_dtype=config.model.weight_dtype,
+                   kv_dtype=config.model.kv_dtype)

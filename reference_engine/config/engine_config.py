@@ -57,12 +57,14 @@ class PreemptionMode(str, Enum):
 
 
 class ModelConfig(_Table):
-    name: str = "llama-3.1-8b"
-    weight_dtype: DType = DType.BF16
-    kv_dtype: DType = DType.BF16
-    tokenizer: str = "kvgate-words-v1"
-    chat_template: str = "kvgate-chat-v1"
-    adapter: str = ""
+    """The served model: a catalog entry (reference_engine/catalog/models.py) and its dtypes."""
+
+    name: str = Field("llama-3.1-8b", description="catalog model name; decides KV bytes, context limit, time model")
+    weight_dtype: DType = Field(DType.BF16, description="bf16 | fp16 | fp8 | fp32: weight bytes in the memory plan")
+    kv_dtype: DType = Field(DType.BF16, description="KV cache dtype: fp8 halves bytes per token")
+    tokenizer: str = Field("kvgate-words-v1", description="part of the prefix-cache scope")
+    chat_template: str = Field("kvgate-chat-v1", description="part of the prefix-cache scope")
+    adapter: str = Field("", description="LoRA adapter name; part of the prefix-cache scope")
 
     @model_validator(mode="after")
     def _known(self) -> "ModelConfig":
@@ -72,8 +74,10 @@ class ModelConfig(_Table):
 
 
 class HardwareConfig(_Table):
-    gpu: str = "h100-sxm"
-    gpu_memory_utilization: float = Field(0.90, gt=0, le=1)
+    """The GPU the memory plan and the time model assume."""
+
+    gpu: str = Field("h100-sxm", description="catalog GPU name (a100-80g, h100-sxm, h200)")
+    gpu_memory_utilization: float = Field(0.90, gt=0, le=1, description="share of GPU memory the engine may use")
     workspace_gib: float = Field(4.0, ge=0, description="activations and runtime workspace, not KV")
     kv_pool_gib: float | None = Field(None, gt=0, description="pin the KV pool size instead of deriving it")
 
@@ -87,18 +91,20 @@ class HardwareConfig(_Table):
 class BindingConfig(_Table):
     """What the config was calibrated for; a non-empty field that does not match is an error."""
 
-    model_digest: str = ""
-    runtime_version: str = ""
-    gpu_sku: str = ""
+    model_digest: str = Field("", description="digest of the model spec + dtypes (shown by `kvgate serve`)")
+    runtime_version: str = Field("", description="kvgate version the thresholds were tuned on")
+    gpu_sku: str = Field("", description="GPU the thresholds were tuned on (must equal hardware.gpu)")
 
 
 class EngineSection(_Table):
-    block_tokens: int = Field(16, ge=1, le=1024)
-    max_num_seqs: int = Field(256, ge=1)
+    """Paging and batching limits, and which executor runs the steps."""
+
+    block_tokens: int = Field(16, ge=1, le=1024, description="tokens per KV block (page)")
+    max_num_seqs: int = Field(256, ge=1, description="running sequences per step at most")
     max_num_batched_tokens: int = Field(8192, ge=16, description="per-step token budget (chunked prefill)")
-    executor: str = "sim"
+    executor: str = Field("sim", description="sim (time model, any machine) | torch (real model, optional extra)")
     kv_bytes_safety: float = Field(1.0, ge=1.0, le=2.0, description="the `safety` factor in bytes_per_token")
-    seed: int = 0
+    seed: int = Field(0, description="reserved for executors that sample; the sim's tokens depend on request ids")
 
 
 class GuardConfig(_Table):
@@ -107,7 +113,7 @@ class GuardConfig(_Table):
     warn_at_percent: float = Field(75, gt=0, le=100, description="shorten max output of new requests")
     admission_at_percent: float = Field(82, gt=0, le=100, description="stop admitting low-priority long requests")
     evict_at_percent: float = Field(85, gt=0, le=100, description="evict reusable cached state")
-    pause_batch_prefill_at_percent: float = Field(88, gt=0, le=100)
+    pause_batch_prefill_at_percent: float = Field(88, gt=0, le=100, description="no new batch prefill")
     preempt_at_percent: float = Field(92, gt=0, le=100, description="the hard watermark: preempt recoverable work")
     reject_at_percent: float = Field(95, gt=0, le=100, description="reject new requests")
     interactive_reserve_percent: float = Field(25, ge=0, lt=100, description="pool share batch traffic cannot take")
@@ -127,80 +133,93 @@ class GuardConfig(_Table):
 
 
 class AccountingConfig(_Table):
-    track_tenant: bool = True
-    track_page_count: bool = True
-    track_rebuild_cost: bool = True
-    expose_admin_query: bool = True
+    """The ledger (seed 000 kv_cache_accounting); expose_admin_query serves it on /admin/ledger."""
+
+    track_tenant: bool = Field(True, description="ledger lines per tenant")
+    track_page_count: bool = Field(True, description="pages per request and session")
+    track_rebuild_cost: bool = Field(True, description="re-prefill cost per request and session")
+    expose_admin_query: bool = Field(True, description="serve the ledger on the admin API")
 
 
 class KvCacheConfig(_Table):
-    policy: PolicyName = PolicyName.LRU
-    max_session_idle_seconds: float = Field(120, gt=0)
-    max_tokens_per_session: int = Field(8192, ge=1)
-    evict_low_priority_first: bool = True
+    """The seed articles' [kv_cache] table: policy, session limits, guard ladder, accounting."""
+
+    policy: PolicyName = Field(PolicyName.LRU, description="lru | multi_queue | value_density | streamingllm | h2o | none | vllm_like")
+    max_session_idle_seconds: float = Field(120, gt=0, description="idle sessions past this expire (410 or rebuild)")
+    max_tokens_per_session: int = Field(8192, ge=1, description="longer sessions are not retained between turns")
+    evict_low_priority_first: bool = Field(True, description="evict batch sessions before interactive, system last")
     pinned_max_percent: float = Field(20, ge=0, le=50, description="hard cap on pinned prefixes (seed 002: 20-25 %)")
     guard: GuardConfig = GuardConfig()
     accounting: AccountingConfig = AccountingConfig()
 
 
 class AdmissionConfig(_Table):
-    enabled: bool = True
+    """Admission before the run queue (seed 003): estimate, then admit / queue / reject."""
+
+    enabled: bool = Field(True, description="off: everything is admitted (a broken-target setting)")
     max_new_tokens_default: int = Field(1024, ge=1, description="assumed when a request sets no max_tokens")
     estimate_safety: float = Field(1.1, ge=1.0, le=4.0, description="multiplies the block estimate")
-    queue_deadline_ms: float = Field(8000, gt=0)
-    max_queue_len: int = Field(512, ge=0)
+    queue_deadline_ms: float = Field(8000, gt=0, description="a request not running by then gets 429 queue_deadline")
+    max_queue_len: int = Field(512, ge=0, description="waiting requests at most; beyond: 429 kv_capacity")
 
 
 class PreemptionConfig(_Table):
-    enabled: bool = True
-    mode: PreemptionMode = PreemptionMode.AUTO
-    host_swap_gib: float = Field(64, ge=0)
+    """Preemption of running work and the starvation guards shared by every policy."""
+
+    enabled: bool = Field(True, description="off: an allocation that does not fit is an OOM")
+    mode: PreemptionMode = Field(PreemptionMode.AUTO, description="auto | recompute | swap")
+    host_swap_gib: float = Field(64, ge=0, description="host memory for swapped-out KV")
     max_consecutive_preemptions: int = Field(2, ge=1, description="then the request is protected until it progresses")
     aging_s: float = Field(10, gt=0, description="waiting this long raises priority by one class")
     min_batch_token_share: float = Field(0.05, ge=0, le=1, description="step budget batch keeps while it waits")
 
 
 class TenantConfig(_Table):
-    api_keys: list[str] = Field(min_length=1)
-    traffic_class: TrafficClass = TrafficClass.INTERACTIVE
+    api_keys: list[str] = Field(min_length=1, description="Bearer keys that identify the tenant")
+    traffic_class: TrafficClass = Field(TrafficClass.INTERACTIVE, description="system | interactive | batch: the only source of priority")
     max_kv_share: float = Field(0.15, gt=0, le=1, description="hard cap on live KV share of the pool")
-    max_active_seqs: int = Field(128, ge=1)
+    max_active_seqs: int = Field(128, ge=1, description="queued + running requests at most")
     max_reserved_tokens: int = Field(4_000_000, ge=1, description="input used + output still allowed")
-    max_context_tokens: int | None = Field(None, ge=1)
-    rebuildable_sessions: bool = True
+    max_context_tokens: int | None = Field(None, ge=1, description="prompt + max_tokens per request (default: the model's)")
+    rebuildable_sessions: bool = Field(True, description="an expired session is rebuilt (re-prefilled) instead of 410")
     permission_version: int = Field(0, ge=0, description="bump to invalidate this tenant's cached prefixes")
 
 
 class PublicPrefix(_Table):
     """A prompt prefix that may be shared across tenants (e.g. a common system prompt)."""
 
-    name: str
-    text: str
-    pinned: bool = False
+    name: str = Field(description="label in logs and the ledger")
+    text: str = Field(description="the prefix text; matched as raw text or as a chat system message")
+    pinned: bool = Field(False, description="load at warm-up and never evict (capped by pinned_max_percent)")
 
 
 class PrefixCacheConfig(_Table):
-    enabled: bool = True
-    hash: str = Field("builtin", pattern="^(builtin|sha256)$")
-    public_prefixes: list[PublicPrefix] = []
+    """Prefix caching: chained block hashes, tenant-scoped unless declared public."""
+
+    enabled: bool = Field(True, description="off: no block is ever shared")
+    hash: str = Field("builtin", pattern="^(builtin|sha256)$",
+                      description="builtin (fast) | sha256 (collision-resistant against crafted prompts)")
+    public_prefixes: list[PublicPrefix] = Field([], description="see [[prefix_cache.public_prefixes]]")
 
 
 class ServerConfig(_Table):
-    admin_key: str = "sk-kvgate-admin"
-    served_model_name: str = ""
-    max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024)
-    orphan_check_interval_s: float = Field(5.0, gt=0)
-    sample_interval_s: float = Field(0.5, gt=0)
+    """The HTTP server (`kvgate serve`)."""
+
+    admin_key: str = Field("sk-kvgate-admin", description="Bearer key of the /admin API")
+    served_model_name: str = Field("", description="model id clients send (default: model.name)")
+    max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024, description="larger bodies get 413")
+    orphan_check_interval_s: float = Field(5.0, gt=0, description="period of the orphan-block reconciliation")
+    sample_interval_s: float = Field(0.5, gt=0, description="period of usage samples")
     cancel_propagation: bool = Field(True, description="abort on disconnect; off only to build a broken target")
 
 
 class SimConfig(_Table):
     """Roofline efficiency constants; `profile` points at a file written by `kvgate calibrate`."""
 
-    mfu: float = Field(0.65, gt=0, le=1)
-    mbu: float = Field(0.70, gt=0, le=1)
-    step_overhead_ms: float = Field(1.7, ge=0)
-    profile: str = ""
+    mfu: float = Field(0.65, gt=0, le=1, description="model FLOPs utilisation of prefill")
+    mbu: float = Field(0.70, gt=0, le=1, description="memory bandwidth utilisation of decode")
+    step_overhead_ms: float = Field(1.7, ge=0, description="fixed cost of every step")
+    profile: str = Field("", description="TOML written by `kvgate calibrate`; overrides the three above")
 
 
 class TorchTiming(str, Enum):

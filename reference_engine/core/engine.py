@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from reference_engine.clock import Clock, MonotonicClock
 from reference_engine.config import EngineConfig, config_digest
+from reference_engine.config.binding import check_binding
 from reference_engine.core.admission import AdmissionController, Verdict
 from reference_engine.core.block_pool import BlockPool
 from reference_engine.core.events import EventKind, EventLog
@@ -73,6 +74,7 @@ class EngineCore:
         self.digest = config_digest(config)
         self.clock = clock or MonotonicClock()
         self.memory = MemoryPlan.from_config(config)
+        check_binding(config, self.memory.model_digest)
         self.tokenizer = WordTokenizer()
         self.policy = make_policy(config, self.memory.num_blocks)
         bt = self.memory.block_tokens
@@ -227,8 +229,8 @@ class EngineCore:
         aborts, self._deferred_aborts = self._deferred_aborts, []
         for rid in aborts:
             r = self.scheduler.requests.get(rid)
-            if r is not None:
-                self.scheduler.finish(r, FinishReason.CANCELLED, step.t_end_s)
+            if r is not None:  # a live loop may end a step after its modelled end: never release before the cancel
+                self.scheduler.finish(r, FinishReason.CANCELLED, max(step.t_end_s, r.cancel_received_s))
         self._note_level(step.t_end_s)
         return StepOutput(step.t_start_s, step.t_end_s, outputs, 1, step.plan.num_tokens)
 

@@ -65,3 +65,25 @@ def test_watermarks_closer_than_one_step_are_refused():
     cfg = with_overrides(EngineConfig(), {"hardware.kv_pool_gib": 0.25})  # 128 blocks, default budgets
     with pytest.raises(ConfigError, match="closer than one scheduler step"):
         EngineCore(cfg, clock=VirtualClock())
+
+
+def test_binding_refuses_a_config_tuned_for_another_gpu_or_model():
+    from reference_engine import EngineCore, VirtualClock
+    from reference_engine.memory import MemoryPlan
+    with pytest.raises(ConfigError, match="binding.gpu_sku = 'h200' but this engine has 'h100-sxm'"):
+        EngineCore(with_overrides(EngineConfig(), {"binding.gpu_sku": "h200"}), clock=VirtualClock())
+    with pytest.raises(ConfigError, match="binding.model_digest"):
+        EngineCore(with_overrides(EngineConfig(), {"binding.model_digest": "0123456789ab"}), clock=VirtualClock())
+    digest = MemoryPlan.from_config(EngineConfig()).model_digest
+    EngineCore(with_overrides(EngineConfig(), {"binding.model_digest": digest, "binding.gpu_sku": "h100-sxm"}),
+               clock=VirtualClock())
+    fp8 = MemoryPlan.from_config(with_overrides(EngineConfig(), {"model.kv_dtype": "fp8"})).model_digest
+    assert fp8 != digest
+
+
+def test_config_reference_page_is_up_to_date():
+    from pathlib import Path
+
+    from reference_engine.config.doc import render
+    assert Path("docs/config.md").read_text() == render(), \
+        "docs/config.md is stale: python -m reference_engine.config.doc > docs/config.md"
