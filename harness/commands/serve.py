@@ -1,0 +1,44 @@
+"""`kvgate serve`: the reference engine behind its OpenAI-compatible HTTP API.
+
+    kvgate serve --config configs/default.toml --port 8000            one engine, one process
+    kvgate serve --config configs/default.toml --port 8000 --workers 2   router + 2 engine workers
+
+Runs until interrupted (Ctrl-C / SIGTERM). docs/server.md describes the API.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from reference_engine import load_config
+from reference_engine.server import serve
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="run the reference engine's OpenAI-compatible server")
+    p.add_argument("--config", required=True, help="engine config (TOML)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--workers", type=_non_negative, default=0, metavar="N",
+                   help="N engine worker processes behind a router, each with its own KV pool "
+                        "(default 0: one engine in this process, no router)")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--access-log", action="store_true", help="log every HTTP request (costs CPU under load)")
+    p.set_defaults(func=run)
+
+
+def _non_negative(value: str) -> int:
+    n = int(value)
+    if n < 0:
+        raise argparse.ArgumentTypeError("must be 0 (one engine in this process) or a positive number of workers")
+    return n
+
+
+def run(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # the router's own calls to workers
+    serve(config, host=args.host, port=args.port, workers=args.workers, log_level=args.log_level,
+          access_log=args.access_log)
+    return 0

@@ -1,0 +1,82 @@
+"""The admin API of one engine process, behind `Authorization: Bearer <server.admin_key>`.
+
+    GET /admin/ledger              who holds which pages: requests, sessions, tenants, pool
+    GET /admin/events?since=&limit= events after a cursor, as columns + rows, with next_cursor
+                                   and how many a slow reader `missed` (the log is a ring)
+    GET /admin/snapshot            usage now (the harness's sampler reads this)
+    GET /admin/config              the validated config and its digest
+    GET /admin/workers             this process as the only worker: pid, state
+
+Engine times (`t_s`, event times) are engine-clock seconds; every answer also carries
+`engine_clock_offset_unix`, the wall unix time at engine time 0, to align them with client
+wall times. In multi-worker mode the router serves the same paths over all workers.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request
+
+from reference_engine.core.events import EVENT_COLUMNS
+from reference_engine.core.ledger import ledger
+from reference_engine.server.state import ServerState
+
+EVENTS_COLUMNS = (*EVENT_COLUMNS, "worker")
+
+
+def _state(request: Request) -> ServerState:
+    return request.app.state.kvgate
+
+
+async def _admin(request: Request) -> ServerState:
+    state = _state(request)
+    state.check_admin(request.headers.get("authorization"))
+    return state
+
+
+Admin = Annotated[ServerState, Depends(_admin)]
+router = APIRouter(prefix="/admin", tags=["admin"])
+
+
+def _clock(state: ServerState) -> dict:
+    return {"t_s": state.core.clock.now(), "engine_clock_offset_unix": state.loop.engine_clock_offset_unix,
+            "worker": state.worker}
+
+
+@router.get("/ledger")
+async def get_ledger(state: Admin, max_rows: Annotated[int, Query(ge=1, le=100_000)] = 1000) -> dict:
+    return {**ledger(state.core, max_rows), **_clock(state)}
+
+
+@router.get("/events")
+async def get_events(state: Admin, since: Annotated[int, Query(ge=0)] = 0,
+                     limit: Annotated[int, Query(ge=1, le=1_000_000)] = 100_000) -> dict:
+    state.loop.pump()
+    page = state.core.events.since(since, limit)
+    worker = state.worker
+    rows = [[e.seq, e.t_s, e.kind.value, e.request_id, e.tenant, e.traffic_class, e.num_blocks, e.num_tokens,
+             e.latency_s, e.value, e.reason, e.mode, worker] for e in page.events]
+    return {"columns": EVENTS_COLUMNS, "rows": rows, "next_cursor": page.next_cursor, "missed": page.missed,
+            **_clock(state)}
+
+
+@router.get("/snapshot")
+async def get_snapshot(state: Admin) -> dict:
+    snap = state.core.snapshot()
+    return {**asdict(snap), "usage": snap.usage, "active_blocks": snap.active_blocks,
+            "num_open_streams": state.loop.num_open_streams, **_clock(state)}
+
+
+@router.get("/config")
+async def get_config(state: Admin) -> dict:
+    return {"config": state.config.model_dump(mode="json"), "digest": state.core.digest}
+
+
+@router.get("/workers")
+async def get_workers(state: Admin) -> dict:
+    return {"workers": [{"worker": state.worker, "pid": os.getpid(),
+                         "state": "ready" if state.loop.ready else "warming_up",
+                         "in_flight": state.loop.num_open_streams, "step_errors": state.loop.num_step_errors}]}

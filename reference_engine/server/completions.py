@@ -1,0 +1,148 @@
+"""The OpenAI-compatible routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models.
+
+A completion request is checked in this order, each failure a typed error with an OpenAI body:
+API key (401) -> body shape (400, via the pydantic models) -> model name (404) -> the engine's
+admission (400 context_length_exceeded, 410 context_expired, 429 kv_capacity / tenant_quota).
+Priority is the tenant's configured class alone: headers such as `X-Priority` are never read.
+
+`X-Request-Id`, when sent, becomes the engine request id (the router uses this to name a request
+before a worker answers); otherwise the server makes one. Session headers: `X-Session-Id` keeps a
+conversation's KV between turns (scoped to the tenant); `X-Session-Rebuildable: false` declares
+that the client cannot resend the context, so an evicted session answers 410 instead of being
+re-prefilled.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Annotated, TypeVar
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, ValidationError
+from starlette.datastructures import Headers
+
+from reference_engine.core.tenants import TenantState
+from reference_engine.errors import InvalidRequestError
+from reference_engine.server.completion_response import CompletionResponse
+from reference_engine.server.openai_format import Kind, ResponseFormat, models_list
+from reference_engine.server.protocol import ChatCompletionRequest, CompletionRequest
+from reference_engine.server.state import ServerState
+
+Body = TypeVar("Body", ChatCompletionRequest, CompletionRequest)
+_bearer = HTTPBearer(auto_error=False, description="a tenant API key from the engine config")
+_ERRORS = {code: {"description": what} for code, what in (
+    (400, "malformed input or context_length_exceeded"), (401, "unknown API key"), (404, "unknown model"),
+    (410, "context_expired: the session's KV is gone and it is not rebuildable"), (413, "body too large"),
+    (429, "kv_capacity, tenant_quota or queue_deadline, with Retry-After"),
+    (503, "out_of_memory or worker_lost"))}
+
+
+def _state(request: Request) -> ServerState:
+    return request.app.state.kvgate
+
+
+async def _tenant(request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> TenantState:
+    return _state(request).authenticate(request.headers.get("authorization"))
+
+
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+# The optional headers, read by hand; documented here for the OpenAPI schema.
+_HEADER_DOCS = [
+    {"name": "X-Session-Id", "in": "header", "required": False, "schema": {"type": "string", "maxLength": 256},
+     "description": "keeps this conversation's KV between turns"},
+    {"name": "X-Session-Rebuildable", "in": "header", "required": False,
+     "schema": {"type": "string", "enum": ["true", "false"]},
+     "description": "'false': answer 410 rather than re-prefill an evicted session"},
+    {"name": "X-Request-Id", "in": "header", "required": False,
+     "schema": {"type": "string", "pattern": _REQUEST_ID.pattern},
+     "description": "use this as the engine request id (must be unique)"},
+]
+
+
+def _rebuildable(value: str | None) -> bool:
+    if value is None or value.lower() in ("true", "1", "yes"):
+        return True
+    if value.lower() in ("false", "0", "no"):
+        return False
+    raise InvalidRequestError(f"X-Session-Rebuildable must be 'true' or 'false', not {value!r}",
+                              param="X-Session-Rebuildable")
+
+
+def _session_and_request_ids(headers: Headers) -> tuple[str | None, str | None]:
+    session_id, request_id = headers.get("x-session-id") or None, headers.get("x-request-id")
+    if session_id is not None and len(session_id) > 256:
+        raise InvalidRequestError("X-Session-Id is longer than 256 characters", param="X-Session-Id")
+    if request_id is not None and not _REQUEST_ID.fullmatch(request_id):
+        raise InvalidRequestError(f"X-Request-Id must match {_REQUEST_ID.pattern}", param="X-Request-Id")
+    return session_id, request_id
+
+
+def _inline_schema(model: type[BaseModel]) -> dict:
+    """The model's JSON schema with its `$defs` inlined, to document a body read by hand."""
+    schema = model.model_json_schema()
+    defs = schema.pop("$defs", {})
+
+    def resolve(node: object) -> object:
+        if isinstance(node, dict):
+            if "$ref" in node:
+                return resolve(defs[node["$ref"].rsplit("/", 1)[-1]])
+            return {k: resolve(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [resolve(v) for v in node]
+        return node
+
+    return resolve(schema)
+
+
+def _openapi(model: type[BaseModel]) -> dict:
+    return {"parameters": _HEADER_DOCS, "security": [{"HTTPBearer": []}], "requestBody": {
+        "required": True, "content": {"application/json": {"schema": _inline_schema(model)}}}}
+
+
+def _parse(model: type[Body], raw: bytes) -> Body:
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as err:
+        raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in err.errors()]) from None
+
+
+Tenant = Annotated[TenantState, Depends(_tenant)]
+router = APIRouter(tags=["openai"])
+
+
+async def _start(request: Request, kind: Kind, model: type[Body]) -> CompletionResponse:
+    """Check and submit one completion request, in the order the module docstring gives."""
+    state = _state(request)
+    tenant = state.authenticate(request.headers.get("authorization"))
+    body = _parse(model, await request.body())
+    state.check_model(body.model)
+    session_id, request_id = _session_and_request_ids(request.headers)
+    rebuild_ok = _rebuildable(request.headers.get("x-session-rebuildable")) and tenant.config.rebuildable_sessions
+    prompt_ids = body.prompt_token_ids(state.core.tokenizer)
+    request_id = request.state.request_id = request_id or state.new_request_id(kind)
+    stream = state.loop.submit(tenant=tenant.name, prompt_token_ids=prompt_ids, max_new_tokens=body.max_new_tokens(),
+                               session_id=session_id, session_rebuildable=rebuild_ok,
+                               streaming=body.stream, request_id=request_id)
+    fmt = ResponseFormat(kind, request_id, body.model, int(time.time()), body.include_usage)
+    return CompletionResponse(state.loop, stream, fmt, state.core.tokenizer, state.worker)
+
+
+# The hot endpoints read their body and headers by hand: FastAPI's parameter machinery cost more
+# than all the rest of a request's intake. `openapi_extra` documents what they read.
+@router.post("/v1/chat/completions", responses=_ERRORS, openapi_extra=_openapi(ChatCompletionRequest))
+async def chat_completions(request: Request) -> CompletionResponse:
+    return await _start(request, "chat", ChatCompletionRequest)
+
+
+@router.post("/v1/completions", responses=_ERRORS, openapi_extra=_openapi(CompletionRequest))
+async def completions(request: Request) -> CompletionResponse:
+    return await _start(request, "text", CompletionRequest)
+
+
+@router.get("/v1/models", responses={401: _ERRORS[401]})
+async def models(request: Request, tenant: Tenant) -> dict:
+    state = _state(request)
+    return models_list(state.model_name, int(state.started_unix), state.core.memory.model.max_context_tokens)

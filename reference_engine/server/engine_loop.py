@@ -1,0 +1,285 @@
+"""The engine loop: the one asyncio task per process that owns the EngineCore and lets its
+modelled GPU time pass for real.
+
+    begin_step() -> sleep until the step's t_end_s on the engine clock -> end_step()
+                 -> wake the responses whose requests produced tokens or ended -> next step
+
+The core stamps every event with the step's *modelled* end time, so wall-clock TTFT and
+inter-token gaps follow the sim's time model. What the server adds on top is the time between
+one step's modelled end and the start of the next (CPU spent in HTTP handlers, JSON, sockets):
+`on_step(lag_s)` reports it for every step, so the metric that matters is measured, not guessed.
+
+Handlers never step the core: they `submit` (admission runs synchronously and raises a
+`RequestError` straight away) and `abort`; both are plain calls, safe between awaits because
+everything runs on one event loop, and an abort during a step in flight is deferred by the
+core itself. Data flows one way: after every step the loop reads the core's event log by cursor
+(`pump`), closes the streams of finished requests and hands the events to observers (metrics).
+
+An exception inside a step is logged, the requests in the engine end with worker_lost, and the
+loop goes on serving; an observer that raises is logged and skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import Sequence
+from typing import Protocol
+
+from reference_engine.core.engine import EngineCore
+from reference_engine.core.events import Event, EventKind
+from reference_engine.core.request import FinishReason, Request
+
+log = logging.getLogger("kvgate.engine")
+
+_BLOCKED_POLL_S = 0.005  # work waiting but nothing schedulable: re-check this often
+_ERROR_BACKOFF_S = 0.01
+_TIMER_SLACK_S = 0.0015
+_LATE_S = 0.002  # steps ending this late on average: coalesce stream writes
+_MAX_FLUSH_EVERY = 8
+
+
+class LoopObserver(Protocol):
+    def on_events(self, events: Sequence[Event]) -> None: ...
+
+    def on_step(self, lag_s: float) -> None: ...
+
+
+class RequestStream:
+    """What one HTTP response waits on: the progress of one engine request.
+
+    The engine loop is the only writer: `notify` after a step gave the request tokens, `close`
+    once the core finished it (for any reason). The response is the only reader and reads the
+    tokens straight from `request.output_token_ids` past what it already sent (output tokens
+    only ever grow, preemption included), so nothing is copied per token. One waiter at most.
+    """
+
+    __slots__ = ("request", "streaming", "turn", "finished", "_waiter")
+
+    def __init__(self, request: Request, streaming: bool, turn: int = 0) -> None:
+        self.request = request
+        self.streaming = streaming
+        self.turn = turn  # staggers coalesced writes across steps
+        self.finished = False
+        self._waiter: asyncio.Future[None] | None = None
+
+    @property
+    def request_id(self) -> str:
+        return self.request.request_id
+
+    def notify(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def close(self) -> None:
+        self.finished = True
+        self.notify()
+
+    async def wait(self, num_sent: int) -> None:
+        """Return once there are tokens past `num_sent`, the request ended, or `notify` was called."""
+        if self.finished or len(self.request.output_token_ids) > num_sent:
+            return
+        self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+
+
+class EngineLoop:
+    """Steps one EngineCore in real time. Owns `core`; the only caller of its step methods.
+
+    `engine_clock_offset_unix` is the wall-clock unix time at engine time 0, so a harness can
+    put engine event times (engine-clock seconds) next to its own wall-clock times.
+    """
+
+    def __init__(self, core: EngineCore, *, cancel_propagation: bool = True,
+                 orphan_check_interval_s: float = 5.0) -> None:
+        self.core = core
+        self.cancel_propagation = cancel_propagation
+        self.orphan_check_interval_s = orphan_check_interval_s
+        self.engine_clock_offset_unix = time.time() - core.clock.now()
+        self.ready = False
+        self.num_step_errors = 0
+        self.flush_every = 1  # steps between writes of a stream past its first token (see _deliver)
+        self._late_ewma_s = 0.0
+        self._turns = itertools.count()
+        self._observers: list[LoopObserver] = []
+        self._streams: dict[str, RequestStream] = {}
+        self._cursor = core.events.next_cursor
+        self._wakeup = asyncio.Event()
+        self._wake_requested_s: float | None = None
+        self._prev_step_end_s: float | None = None
+        self._next_orphan_check_s = core.clock.now() + orphan_check_interval_s
+        self._task: asyncio.Task[None] | None = None
+
+    def add_observer(self, observer: LoopObserver) -> None:
+        self._observers.append(observer)
+
+    # -------------------------------------------------------------- lifecycle
+    async def start(self) -> None:
+        """Warm up (load pinned prefixes), start stepping; `ready` once the load time has passed."""
+        load_s = self.core.pin_prefixes()
+        self._task = asyncio.create_task(self._run(), name="kvgate-engine-loop")
+        asyncio.get_running_loop().call_later(load_s, self._set_ready)
+        log.info("engine warming up: pinned prefixes take %.1f ms to load", load_s * 1000)
+
+    def _set_ready(self) -> None:
+        self.ready = True
+        log.info("engine ready")
+
+    async def stop(self) -> None:
+        self.ready = False
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+        self.core.fail_all(FinishReason.WORKER_LOST, "the server is shutting down")
+        self.pump()
+
+    # ---------------------------------------------------------------- intake
+    def submit(self, *, streaming: bool, **request_args) -> RequestStream:
+        """Add a request to the engine; raises the core's `RequestError` when it is refused."""
+        r = self.core.add_request(streaming=streaming, **request_args)
+        stream = RequestStream(r, streaming, turn=next(self._turns))
+        self._streams[r.request_id] = stream
+        if not self._wakeup.is_set():
+            self._wake_requested_s = self.core.clock.now()
+            self._wakeup.set()
+        return stream
+
+    def abort(self, stream: RequestStream) -> None:
+        """The client went away: free the request's KV now (or at the end of the step in flight)."""
+        if stream.finished or not self.cancel_propagation:
+            return
+        self.core.abort(stream.request_id)
+        self._wakeup.set()
+
+    @property
+    def num_open_streams(self) -> int:
+        return len(self._streams)
+
+    # ----------------------------------------------------------------- events
+    def pump(self) -> None:
+        """Read new core events: close finished requests' streams, feed the observers."""
+        page = self.core.events.since(self._cursor)
+        self._cursor = page.next_cursor
+        if not page.events:
+            return
+        streams = self._streams
+        for event in page.events:
+            if event.kind is EventKind.FINISHED:
+                stream = streams.pop(event.request_id, None)
+                if stream is not None:
+                    stream.close()
+        for observer in self._observers:
+            try:
+                observer.on_events(page.events)
+            except Exception:
+                log.exception("observer %r failed on %d events; skipped", observer, len(page.events))
+
+    def _observe_step(self, lag_s: float) -> None:
+        for observer in self._observers:
+            try:
+                observer.on_step(lag_s)
+            except Exception:
+                log.exception("observer %r failed on a step; skipped", observer)
+
+    # ------------------------------------------------------------------- loop
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self._step_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                self.num_step_errors += 1
+                log.exception("engine step failed; failing the requests in the engine and serving on")
+                self._recover()
+                await asyncio.sleep(_ERROR_BACKOFF_S)
+
+    async def _step_once(self) -> None:
+        core, clock = self.core, self.core.clock
+        now = clock.now()
+        if now >= self._next_orphan_check_s:
+            self._next_orphan_check_s = now + self.orphan_check_interval_s
+            freed = core.reconcile()
+            if freed:
+                log.warning("orphan check released %d block references nobody owned", freed)
+        step = core.begin_step()
+        self.pump()
+        if step is None:
+            self._prev_step_end_s = None
+            await self._wait_for_work()
+            return
+        started_after = self._prev_step_end_s if self._prev_step_end_s is not None else self._wake_requested_s
+        self._wake_requested_s = None
+        if started_after is not None:
+            self._observe_step(max(0.0, step.t_start_s - started_after))
+        await self._sleep_until(step.t_end_s)
+        out = core.end_step()
+        self._prev_step_end_s = out.t_end_s
+        self._deliver(out.outputs, clock.now() - out.t_end_s)
+        self.pump()
+
+    def _deliver(self, outputs: list, late_s: float) -> None:
+        """Wake the streams that got tokens. While the loop keeps ending steps late (the CPU
+        cannot write every stream every step), a stream past its first token is woken only every
+        `flush_every` steps, in staggered turns, and then sends the tokens it accumulated in one
+        chunk: steps stay on the time model and first tokens stay immediate. Back to 1 when the
+        loop is on time again."""
+        self._late_ewma_s += 0.2 * (late_s - self._late_ewma_s)
+        if self._late_ewma_s > _LATE_S and self.flush_every < _MAX_FLUSH_EVERY:
+            self.flush_every += 1
+        elif self._late_ewma_s < _LATE_S / 4 and self.flush_every > 1:
+            self.flush_every -= 1
+        every, turn = self.flush_every, self.core.num_steps
+        streams = self._streams
+        for o in outputs:
+            stream = streams.get(o.request.request_id)
+            if stream is not None and stream.streaming and (
+                    every == 1 or len(o.request.output_token_ids) == 1 or (stream.turn + turn) % every == 0):
+                stream.notify()
+
+    async def _sleep_until(self, t_end_s: float) -> None:
+        """Let the step's modelled time pass. asyncio timers fire up to a millisecond or two late
+        (epoll counts whole milliseconds), which would stretch every step; so sleep short and
+        yield to the other tasks for the rest. Always yields at least once: handlers never starve."""
+        clock = self.core.clock
+        delay = t_end_s - clock.now()
+        if delay > _TIMER_SLACK_S:
+            await asyncio.sleep(delay - _TIMER_SLACK_S)
+        await asyncio.sleep(0)
+        while clock.now() < t_end_s:
+            await asyncio.sleep(0)
+
+    async def _wait_for_work(self) -> None:
+        core = self.core
+        now = core.clock.now()
+        timeout = self._next_orphan_check_s - now
+        timer = core.next_timer_s()  # queue deadline or session expiry
+        if timer is not None:
+            timeout = min(timeout, timer - now)
+        if core.has_work():
+            timeout = min(timeout, _BLOCKED_POLL_S)
+        self._wakeup.clear()
+        try:
+            await asyncio.wait_for(self._wakeup.wait(), max(0.0, timeout))
+        except TimeoutError:
+            pass
+
+    def _recover(self) -> None:
+        try:
+            self.core.fail_all(FinishReason.WORKER_LOST, "the engine step failed; the error was logged")
+            self.pump()
+        except Exception:
+            log.exception("could not fail the engine's requests cleanly; closing their streams")
+        for stream in list(self._streams.values()):
+            stream.close()
+        self._streams.clear()
+        self._prev_step_end_s = None

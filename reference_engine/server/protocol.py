@@ -1,0 +1,95 @@
+"""The OpenAI request bodies the server accepts, as pydantic models (they are also the OpenAPI
+schema that the fuzz tests generate requests from).
+
+Only what the engine uses is validated strictly (`model`, `messages`/`prompt`, `max_tokens`,
+`max_completion_tokens`, `stream`, `stream_options`, `n`); sampling parameters are accepted
+with their OpenAI types and ignored, because the sim executor's tokens are deterministic.
+Unknown fields are ignored, as OpenAI-compatible servers do, so a newer client still works.
+Types are strict (`"5"` is not a number): a wrong type is a 400 that names the field.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from reference_engine.errors import InvalidRequestError
+from reference_engine.tokenizer import Tokenizer, apply_chat_template
+
+_STRICT = ConfigDict(extra="ignore", strict=True)
+TokenId = Annotated[int, Field(ge=0)]
+
+
+class TextPart(BaseModel):
+    model_config = _STRICT
+    type: Literal["text"]
+    text: str
+
+
+class ChatMessage(BaseModel):
+    model_config = _STRICT
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[TextPart] | None = None
+
+    def text(self) -> str:
+        if self.content is None:
+            return ""
+        if isinstance(self.content, str):
+            return self.content
+        return " ".join(part.text for part in self.content)
+
+
+class StreamOptions(BaseModel):
+    model_config = _STRICT
+    include_usage: bool = False
+
+
+class _CompletionParams(BaseModel):
+    model_config = _STRICT
+    model: str
+    max_tokens: int | None = Field(None, ge=1, description="output tokens at most (prompt + this must fit the context)")
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    n: int = Field(1, ge=1, le=1, description="only one choice per request is supported")
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, ge=0, le=1)
+    stop: str | list[str] | None = None
+    seed: int | None = None
+    user: str | None = None
+
+    @property
+    def include_usage(self) -> bool:
+        return self.stream_options is not None and self.stream_options.include_usage
+
+
+class ChatCompletionRequest(_CompletionParams):
+    messages: list[ChatMessage] = Field(min_length=1, description="at least one message")
+    max_completion_tokens: int | None = Field(None, ge=1, description="replaces max_tokens when both are set")
+
+    def max_new_tokens(self) -> int | None:
+        return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
+
+    def prompt_token_ids(self, tokenizer: Tokenizer) -> list[int]:
+        """The prompt as the chat template renders it (`developer` is the system role)."""
+        messages = [{"role": "system" if m.role == "developer" else m.role, "content": m.text()}
+                    for m in self.messages]
+        return tokenizer.encode(apply_chat_template(messages))
+
+
+class CompletionRequest(_CompletionParams):
+    prompt: str | list[str] | list[TokenId] = Field(description="one prompt: text, [text] or token ids")
+
+    def max_new_tokens(self) -> int | None:
+        return self.max_tokens
+
+    def prompt_token_ids(self, tokenizer: Tokenizer) -> list[int]:
+        p = self.prompt
+        if isinstance(p, str):
+            return tokenizer.encode(p)
+        if p and isinstance(p[0], str):
+            if len(p) != 1:
+                raise InvalidRequestError(f"'prompt' holds {len(p)} prompts; batched prompts are not supported, "
+                                          f"send one prompt per request", param="prompt")
+            return tokenizer.encode(p[0])
+        return list(p)

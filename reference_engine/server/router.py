@@ -1,0 +1,305 @@
+"""The router of multi-worker mode: least-load routing, the reservation ledger, worker loss.
+
+`Router` sends each completion request to the ready worker with the fewest reserved blocks
+(ties: fewest requests), except that a session stays on the worker that holds its KV. Before
+forwarding it reserves the request's worst-case blocks on that worker in its
+`ReservationLedger`; the reservation is released when the response ends.
+
+When the supervisor reports a worker dead (kill -9), the router records `worker_died`,
+releases every reservation on it (`reservation_released`, reason worker_lost), and the streams
+it was relaying end with a `worker_lost` SSE error event (503 if no byte was sent yet). A
+request that could not reach its worker at all (connection refused) is retried on another
+one: its reservation is released first, so it never holds two. A session whose worker died is
+re-prefilled elsewhere and says so (`x-kvgate-session-rebuilt: true`), or answers 410
+`context_expired` when the client declared it not rebuildable.
+
+`ProxyResponse` relays one request: bytes pass through untouched, so the worker's SSE chunks,
+ids and headers reach the client as they are; a client disconnect closes the upstream
+connection, which makes the worker abort the request (its own cancel-on-disconnect).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+import math
+import secrets
+import time
+from collections import OrderedDict
+
+import httpx
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from reference_engine.clock import MonotonicClock
+from reference_engine.config import EngineConfig
+from reference_engine.errors import AuthError, ContextExpiredError, RequestError, WorkerLostError
+from reference_engine.memory import MemoryPlan
+from reference_engine.server.errors import error_response
+from reference_engine.server.merged_events import MergedEventLog, WorkerEventPuller
+from reference_engine.server.openai_format import DONE, error_event
+from reference_engine.server.protocol import ChatCompletionRequest, CompletionRequest
+from reference_engine.server.reservations import ReservationLedger
+from reference_engine.server.state import bearer_key
+from reference_engine.server.supervisor import Supervisor, WorkerSlot, WorkerState
+from reference_engine.tokenizer import WordTokenizer
+
+log = logging.getLogger("kvgate.router")
+
+_FORWARDED = ("authorization", "content-type", "x-session-id", "x-session-rebuildable")
+_HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"transfer-encoding", b"date", b"server"})
+_PULL_INTERVAL_S = 0.2
+_MAX_SESSIONS = 100_000
+
+
+class Router:
+    def __init__(self, config: EngineConfig, num_workers: int, log_level: str = "info") -> None:
+        self.config = config
+        self.clock = MonotonicClock()
+        self.engine_clock_offset_unix = time.time() - self.clock.now()
+        self.events = MergedEventLog()
+        self.ledger = ReservationLedger(self.clock, self.events, num_workers)
+        self.supervisor = Supervisor(config, num_workers, on_ready=self._on_ready, on_death=self._on_death,
+                                     log_level=log_level)
+        self.puller = WorkerEventPuller(self.events, self.engine_clock_offset_unix, config.server.admin_key,
+                                        num_workers)
+        self.memory = MemoryPlan.from_config(config)
+        self.tokenizer = WordTokenizer()
+        self.model_name = config.server.served_model_name or config.model.name
+        self.started_unix = time.time()
+        self.num_worker_lost_requests = 0
+        self.num_retries = 0
+        self._tenants = {key: name for name, t in config.tenants.items() for key in t.api_keys}
+        self._clients: list[httpx.AsyncClient | None] = [None] * num_workers
+        self._sessions: OrderedDict[str, tuple[int, int]] = OrderedDict()  # session -> (worker, incarnation)
+        self._nonce = secrets.token_hex(3)
+        self._ids = itertools.count()
+        self._turns = itertools.count()
+        self._puller_task: asyncio.Task[None] | None = None
+
+    @property
+    def slots(self) -> list[WorkerSlot]:
+        return self.supervisor.slots
+
+    @property
+    def ready(self) -> bool:
+        return all(s.state is WorkerState.READY for s in self.slots)
+
+    # -------------------------------------------------------------- lifecycle
+    async def start(self) -> None:
+        await self.supervisor.start()
+        self._puller_task = asyncio.create_task(self._pull_events_forever(), name="kvgate-router-events")
+
+    async def stop(self) -> None:
+        if self._puller_task is not None:
+            self._puller_task.cancel()
+        await self.supervisor.stop()
+        for client in self._clients:
+            if client is not None:
+                await client.aclose()
+
+    def _on_ready(self, slot: WorkerSlot) -> None:
+        old = self._clients[slot.worker]
+        self._clients[slot.worker] = httpx.AsyncClient(
+            base_url=slot.url, timeout=httpx.Timeout(None, connect=2.0),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=256))
+        if old is not None:
+            asyncio.ensure_future(old.aclose())
+
+    def _on_death(self, slot: WorkerSlot, cause: str) -> None:
+        released = self.ledger.release_worker(slot.worker, cause)
+        client, self._clients[slot.worker] = self._clients[slot.worker], None
+        if client is not None:
+            asyncio.ensure_future(client.aclose())
+        log.warning("router: worker %d (pid %s) lost (%s); released %d reservations (%d blocks); its streams end "
+                    "with worker_lost", slot.worker, slot.pid, cause, len(released),
+                    sum(r.num_blocks for r in released))
+
+    def client(self, worker: int) -> httpx.AsyncClient | None:
+        return self._clients[worker]
+
+    async def pull_events(self) -> None:
+        """Bring every ready worker's new events into the merged log."""
+        for slot in self.slots:
+            client = self._clients[slot.worker]
+            if client is None or slot.state is not WorkerState.READY:
+                continue
+            try:
+                await self.puller.pull(client, slot.worker, slot.incarnation)
+            except (httpx.HTTPError, ValueError) as err:
+                log.debug("could not pull events from worker %d: %s", slot.worker, err)
+
+    async def _pull_events_forever(self) -> None:
+        while True:
+            await asyncio.sleep(_PULL_INTERVAL_S)
+            await self.pull_events()
+
+    # ---------------------------------------------------------------- routing
+    def authenticate(self, authorization: str | None) -> str | None:
+        """The tenant of a key (None in open mode, where every key is welcome)."""
+        if not self._tenants:
+            return None
+        tenant = self._tenants.get(bearer_key(authorization) or "")
+        if tenant is None:
+            raise AuthError("unknown API key: send 'Authorization: Bearer <key>' with a key listed under "
+                            "[tenants.<name>] api_keys in the engine config")
+        return tenant
+
+    def new_request_id(self, kind: str) -> str:
+        return f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-r{self._nonce}-{next(self._ids):x}"
+
+    def estimate_blocks(self, kind: str, payload: object) -> int:
+        """Worst-case blocks as the workers' admission counts them; 0 for a body the worker will refuse."""
+        model = ChatCompletionRequest if kind == "chat" else CompletionRequest
+        try:
+            req = model.model_validate(payload)
+            num_prompt = len(req.prompt_token_ids(self.tokenizer))
+        except (ValueError, RequestError):
+            return 0
+        max_new = req.max_new_tokens() or self.config.admission.max_new_tokens_default
+        total = (num_prompt + max_new) * self.config.admission.estimate_safety
+        return math.ceil(total / self.memory.block_tokens)
+
+    def pick(self, exclude: set[int], session_key: str | None) -> tuple[WorkerSlot | None, bool]:
+        """(worker to use, whether the session moved off a lost worker)."""
+        ready = [s for s in self.slots if s.state is WorkerState.READY and s.worker not in exclude]
+        home = self._sessions.get(session_key) if session_key is not None else None
+        if home is None:
+            return self._least_loaded(ready), False
+        worker, incarnation = home
+        slot = self.slots[worker]
+        if slot.incarnation == incarnation and slot in ready:
+            return slot, False
+        del self._sessions[session_key]
+        return self._least_loaded(ready), True
+
+    def _least_loaded(self, ready: list[WorkerSlot]) -> WorkerSlot | None:
+        if not ready:
+            return None
+        turn = next(self._turns)  # rotates ties, so an idle pool spreads its requests
+        n = len(self.slots)
+        return min(ready, key=lambda s: (self.ledger.reserved_blocks[s.worker], self.ledger.num_requests(s.worker),
+                                         (s.worker - turn) % n))
+
+    async def proxy(self, request: Request, kind: str) -> "ProxyResponse":
+        """The response that relays this completion request (401 here for an unknown key)."""
+        tenant = self.authenticate(request.headers.get("authorization"))
+        body = await request.body()
+        request_id = request.state.request_id = self.new_request_id(kind)
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            payload = None
+        headers = {k: v for k in _FORWARDED if (v := request.headers.get(k)) is not None}
+        headers["x-request-id"] = request_id
+        session_id = request.headers.get("x-session-id")
+        rebuildable = (request.headers.get("x-session-rebuildable") or "true").lower() not in ("false", "0", "no")
+        return ProxyResponse(self, path=request.url.path, body=body, headers=headers, request_id=request_id,
+                             tenant=tenant, num_blocks=self.estimate_blocks(kind, payload),
+                             streaming=isinstance(payload, dict) and payload.get("stream") is True,
+                             session_key=f"{tenant}/{session_id}" if session_id else None, rebuildable=rebuildable)
+
+    def remember_session(self, session_key: str, slot: WorkerSlot) -> None:
+        self._sessions[session_key] = (slot.worker, slot.incarnation)
+        self._sessions.move_to_end(session_key)
+        while len(self._sessions) > _MAX_SESSIONS:
+            self._sessions.popitem(last=False)
+
+
+class ProxyResponse(Response):
+    """Relays one completion request to a worker (see the module docstring)."""
+
+    background = None
+    status_code = 200
+
+    def __init__(self, router: Router, *, path: str, body: bytes, headers: dict[str, str], request_id: str,
+                 tenant: str | None, num_blocks: int, streaming: bool, session_key: str | None,
+                 rebuildable: bool) -> None:
+        self.router = router
+        self.path = path
+        self.body = body
+        self.forward_headers = headers
+        self.request_id = request_id
+        self.tenant = tenant
+        self.num_blocks = num_blocks
+        self.streaming = streaming
+        self.session_key = session_key
+        self.rebuildable = rebuildable
+        self.worker: int | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        relay = asyncio.ensure_future(self._relay(scope, receive, send))
+        watcher = asyncio.ensure_future(self._watch_disconnect(receive))
+        try:
+            await asyncio.wait({relay, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watcher.cancel()
+            if not relay.done():  # the client left: closing upstream makes the worker abort
+                relay.cancel()
+            await asyncio.gather(relay, return_exceptions=True)
+
+    async def _watch_disconnect(self, receive: Receive) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+    async def _connect(self) -> tuple[httpx.Response | None, bool]:
+        """Reserve and send to a worker, retrying others that cannot be reached. (response, rebuilt)"""
+        router, tried, rebuilt = self.router, set(), False
+        while True:
+            slot, moved = router.pick(tried, self.session_key)
+            rebuilt = rebuilt or moved
+            if moved and not self.rebuildable:
+                raise ContextExpiredError("the worker that held this session's KV was lost and the session is not "
+                                          "rebuildable; start a new session (new X-Session-Id) with the full context")
+            if slot is None:
+                raise WorkerLostError("no engine worker is ready; retry shortly", retry_after_s=1.0)
+            tried.add(slot.worker)
+            client = router.client(slot.worker)
+            if client is None:
+                continue
+            router.ledger.reserve(self.request_id, slot.worker, self.num_blocks, self.tenant)
+            self.worker = slot.worker
+            try:
+                request = client.build_request("POST", self.path, content=self.body, headers=self.forward_headers)
+                response = await client.send(request, stream=True)
+            except (httpx.ConnectError, httpx.ConnectTimeout) as err:
+                router.ledger.release(self.request_id, "worker_lost")
+                router.num_retries += 1
+                log.warning("request %s: worker %d unreachable (%s); retrying on another worker",
+                            self.request_id, slot.worker, err)
+                continue
+            if self.session_key is not None:
+                router.remember_session(self.session_key, slot)
+            return response, rebuilt
+
+    async def _relay(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started, upstream, reason = False, None, "finished"
+        try:
+            upstream, rebuilt = await self._connect()
+            headers = [(k, v) for k, v in upstream.headers.raw if k.lower() not in _HOP_BY_HOP]
+            if rebuilt:
+                headers.append((b"x-kvgate-session-rebuilt", b"true"))
+            await send({"type": "http.response.start", "status": upstream.status_code, "headers": headers})
+            started = True
+            async for chunk in upstream.aiter_raw():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except RequestError as err:
+            await error_response(err, self.request_id)(scope, receive, send)
+        except httpx.TransportError as err:
+            reason = "worker_lost"
+            self.router.num_worker_lost_requests += 1
+            lost = WorkerLostError(f"engine worker {self.worker} was lost while serving this request "
+                                   f"({type(err).__name__}); retry it", retry_after_s=1.0)
+            if not started:
+                await error_response(lost, self.request_id)(scope, receive, send)
+            else:
+                tail = error_event(lost) + DONE if self.streaming else b""
+                await send({"type": "http.response.body", "body": tail, "more_body": False})
+        finally:
+            if upstream is not None:
+                await upstream.aclose()
+            self.router.ledger.release(self.request_id, reason)

@@ -1,0 +1,183 @@
+"""The supervisor: starts N engine worker processes, watches them, restarts the ones that die.
+
+Each worker slot owns a listening socket that the supervisor binds once (127.0.0.1, a free
+port) and hands to every incarnation of that worker (`pass_fds`), so a slot keeps its port
+across restarts and there is no race for a free port. A slot's life:
+
+    starting --(GET /ready answers 200)--> ready --(process exits, e.g. kill -9)--> dead
+       ^                                                                            |
+       +---------------------- restart (backoff if it died young) -----------------+
+
+The router learns about deaths and readiness through two callbacks; every transition is
+logged with the pid, so a kill -9 in a chaos run reads plainly in the logs. Workers get
+PR_SET_PDEATHSIG (Linux), so they do not outlive a supervisor that is itself killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+
+import httpx
+
+from reference_engine.config import EngineConfig
+
+log = logging.getLogger("kvgate.supervisor")
+
+_READY_POLL_S = 0.05
+_READY_TIMEOUT_S = 120.0
+_YOUNG_DEATH_S = 5.0
+_MAX_BACKOFF_S = 5.0
+
+
+class WorkerState(str, Enum):
+    STARTING = "starting"
+    READY = "ready"
+    DEAD = "dead"
+    STOPPED = "stopped"
+
+
+@dataclass(eq=False)
+class WorkerSlot:
+    """One worker position. Only the supervisor writes these fields."""
+
+    worker: int
+    sock: socket.socket | None = None  # bound by Supervisor.start, kept across incarnations
+    state: WorkerState = WorkerState.STARTING
+    pid: int | None = None
+    incarnation: int = 0
+    restarts: int = 0
+    started_unix: float = 0.0
+    last_exit: str | None = None
+    process: asyncio.subprocess.Process | None = field(default=None, repr=False)
+
+    @property
+    def port(self) -> int | None:
+        return None if self.sock is None else self.sock.getsockname()[1]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def describe(self) -> dict:
+        return {"worker": self.worker, "pid": self.pid, "state": self.state.value, "port": self.port,
+                "incarnation": self.incarnation, "restarts": self.restarts, "started_unix": self.started_unix,
+                "last_exit": self.last_exit}
+
+
+def exit_cause(returncode: int) -> str:
+    """'killed by SIGKILL' / 'exit code 1' from a subprocess return code."""
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit code {returncode}"
+
+
+class Supervisor:
+    def __init__(self, config: EngineConfig, num_workers: int, *, on_ready: Callable[[WorkerSlot], None],
+                 on_death: Callable[[WorkerSlot, str], None], log_level: str = "info") -> None:
+        if num_workers < 1:
+            raise ValueError("a supervisor needs at least one worker")
+        self.config = config
+        self.on_ready = on_ready
+        self.on_death = on_death
+        self.log_level = log_level
+        self.slots = [WorkerSlot(i) for i in range(num_workers)]
+        self._config_path: str | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._ready_tasks: set[asyncio.Task[None]] = set()
+        self._stopping = False
+
+    async def start(self) -> None:
+        with tempfile.NamedTemporaryFile("w", prefix="kvgate-config-", suffix=".json", delete=False) as f:
+            json.dump(self.config.model_dump(mode="json"), f)
+        self._config_path = f.name
+        for slot in self.slots:
+            slot.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            slot.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            slot.sock.bind(("127.0.0.1", 0))
+            slot.sock.listen(1024)
+            slot.sock.set_inheritable(True)
+        self._tasks = [asyncio.create_task(self._keep_alive(slot), name=f"kvgate-worker-{slot.worker}")
+                       for slot in self.slots]
+
+    async def stop(self) -> None:
+        self._stopping = True
+        for task in (*self._tasks, *self._ready_tasks):
+            task.cancel()
+        for slot in self.slots:
+            slot.state = WorkerState.STOPPED
+            if slot.process is not None and slot.process.returncode is None:
+                slot.process.terminate()
+        for slot in self.slots:
+            if slot.process is not None:
+                try:
+                    await asyncio.wait_for(slot.process.wait(), 5.0)
+                except TimeoutError:
+                    slot.process.kill()
+                    await slot.process.wait()
+            if slot.sock is not None:
+                slot.sock.close()
+        if self._config_path is not None:
+            os.unlink(self._config_path)
+
+    async def _keep_alive(self, slot: WorkerSlot) -> None:
+        backoff = 0.1
+        while not self._stopping:
+            await self._spawn(slot)
+            returncode = await slot.process.wait()
+            if self._stopping:
+                return
+            cause = exit_cause(returncode)
+            lived_s = time.time() - slot.started_unix
+            slot.state, slot.last_exit = WorkerState.DEAD, cause
+            log.warning("worker %d (pid %s) died after %.1f s: %s", slot.worker, slot.pid, lived_s, cause)
+            self.on_death(slot, cause)
+            backoff = min(backoff * 2, _MAX_BACKOFF_S) if lived_s < _YOUNG_DEATH_S else 0.1
+            await asyncio.sleep(backoff)
+            slot.restarts += 1
+            log.warning("restarting worker %d (restart %d)", slot.worker, slot.restarts)
+
+    async def _spawn(self, slot: WorkerSlot) -> None:
+        fd = slot.sock.fileno()
+        slot.process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "reference_engine.server.worker", "--config-json", self._config_path,
+            "--fd", str(fd), "--worker", str(slot.worker), "--log-level", self.log_level, pass_fds=(fd,))
+        slot.pid, slot.incarnation = slot.process.pid, slot.incarnation + 1
+        slot.state, slot.started_unix = WorkerState.STARTING, time.time()
+        log.info("worker %d started: pid %d on port %d", slot.worker, slot.pid, slot.port)
+        task = asyncio.create_task(self._await_ready(slot, slot.incarnation))
+        self._ready_tasks.add(task)
+        task.add_done_callback(self._ready_tasks.discard)
+
+    async def _await_ready(self, slot: WorkerSlot, incarnation: int) -> None:
+        deadline = time.monotonic() + _READY_TIMEOUT_S
+        async with httpx.AsyncClient(timeout=2.0) as client:
+            while slot.incarnation == incarnation and slot.state is WorkerState.STARTING:
+                try:
+                    if (await client.get(f"{slot.url}/ready")).status_code == 200:
+                        slot.state = WorkerState.READY
+                        log.info("worker %d (pid %d) ready after %.2f s", slot.worker, slot.pid,
+                                 time.time() - slot.started_unix)
+                        self.on_ready(slot)
+                        return
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline:
+                    log.error("worker %d (pid %d) not ready after %.0f s; killing it", slot.worker, slot.pid,
+                              _READY_TIMEOUT_S)
+                    slot.process.kill()
+                    return
+                await asyncio.sleep(_READY_POLL_S)

@@ -1,0 +1,112 @@
+"""Start `kvgate serve` as a subprocess on a free port for integration tests, and stop it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+ADMIN = {"Authorization": "Bearer sk-kvgate-admin"}
+
+# A test-sized model on a 65,536-block pool: steps cost `step_overhead_ms`, so streams are paced
+# like a real engine's but short. Tenants may run many sequences at once; `tiny` may hold nothing.
+SYSTEM_PROMPT = ("You are a helpful assistant . Answer briefly and precisely , cite sources when you can , and say "
+                 "so when you do not know . Keep every answer short .")
+CONFIG_TOML = """
+[model]
+name = "kvgate-tiny"
+
+[hardware]
+gpu = "h100-sxm"
+kv_pool_gib = 0.25
+
+[sim]
+step_overhead_ms = {step_ms}
+
+[admission]
+max_new_tokens_default = 32
+
+[[prefix_cache.public_prefixes]]
+name = "system"
+text = "{system}"
+pinned = true
+
+[tenants.acme]
+api_keys = ["sk-acme"]
+max_active_seqs = 1000
+max_kv_share = 0.5
+
+[tenants.globex]
+api_keys = ["sk-globex"]
+max_active_seqs = 1000
+max_kv_share = 0.5
+
+[tenants.tiny]
+api_keys = ["sk-tiny"]
+max_kv_share = 0.00001
+
+[server]
+admin_key = "sk-kvgate-admin"
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def running_server(tmp_dir: Path, *, workers: int = 0, step_ms: float = 2.0,
+                   ready_timeout_s: float = 60.0) -> Iterator[str]:
+    """Yields the base URL of a ready server; the server (and its workers) stop afterwards."""
+    config = tmp_dir / "engine.toml"
+    config.write_text(CONFIG_TOML.format(step_ms=step_ms, system=SYSTEM_PROMPT))
+    port = free_port()
+    cmd = [sys.executable, "-m", "harness.cli", "serve", "--config", str(config), "--port", str(port),
+           "--log-level", "warning"]
+    if workers:
+        cmd += ["--workers", str(workers)]
+    proc = subprocess.Popen(cmd, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + ready_timeout_s
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"kvgate serve exited with {proc.returncode} before it was ready")
+            try:
+                if httpx.get(f"{base}/ready", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"kvgate serve not ready after {ready_timeout_s} s")
+            time.sleep(0.05)
+        yield base
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def wait_until_drained(base: str, timeout_s: float = 20.0) -> dict:
+    """The engine's snapshot once nothing runs or waits (raises if that never happens)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        snap = httpx.get(f"{base}/admin/snapshot", headers=ADMIN, timeout=5).json()
+        if snap["num_running"] == 0 and snap["num_waiting"] == 0 and snap["num_swapped"] == 0:
+            return snap
+        if time.monotonic() > deadline:
+            raise AssertionError(f"engine still busy after {timeout_s} s: {snap}")
+        time.sleep(0.05)

@@ -1,0 +1,57 @@
+"""The admin API: behind the admin key, and what it says is the engine's own state."""
+
+import os
+import time
+
+import pytest
+
+from reference_engine.config import config_digest
+from reference_engine.core.events import EVENT_COLUMNS
+from reference_engine.server.admin import EVENTS_COLUMNS
+from tests.unit.server.server_support import ACME, ADMIN, chat, server_config, serving
+
+pytestmark = pytest.mark.anyio
+
+PATHS = ("/admin/ledger", "/admin/events", "/admin/snapshot", "/admin/config", "/admin/workers")
+
+
+@pytest.mark.parametrize("path", PATHS)
+async def test_admin_needs_the_admin_key(path):
+    async with serving(server_config()) as (client, _):
+        assert (await client.get(path)).status_code == 401
+        assert (await client.get(path, headers=ACME)).status_code == 401
+        assert (await client.get(path, headers=ADMIN)).status_code == 200
+
+
+def test_event_rows_follow_the_event_columns_plus_worker():
+    assert EVENTS_COLUMNS == (*EVENT_COLUMNS, "worker")
+
+
+async def test_events_page_by_cursor_and_match_the_engine_log():
+    async with serving(server_config()) as (client, app):
+        for _ in range(2):
+            await client.post("/v1/chat/completions", json=chat(max_tokens=2), headers=ACME)
+        first = (await client.get("/admin/events", params={"since": 0, "limit": 3}, headers=ADMIN)).json()
+        rest = (await client.get("/admin/events", params={"since": first["next_cursor"]}, headers=ADMIN)).json()
+        rows = first["rows"] + rest["rows"]
+        expected = [[*e.to_row().values(), None] for e in app.state.kvgate.core.events]
+        assert first["columns"] == list(EVENTS_COLUMNS) and len(first["rows"]) == 3
+        assert rows == expected and rest["missed"] == 0 and rest["next_cursor"] == len(expected)
+        assert abs(first["engine_clock_offset_unix"] + first["t_s"] - time.time()) < 5
+        assert (await client.get("/admin/events", params={"since": -1}, headers=ADMIN)).status_code == 400
+
+
+async def test_snapshot_ledger_config_and_workers_describe_this_engine():
+    config = server_config()
+    async with serving(config) as (client, app):
+        await client.post("/v1/chat/completions", json=chat(max_tokens=2), headers={**ACME, "X-Session-Id": "s1"})
+        core = app.state.kvgate.core
+        snap = (await client.get("/admin/snapshot", headers=ADMIN)).json()
+        assert snap["live_blocks"] == core.pool.num_live and snap["num_blocks"] == core.pool.num_blocks
+        assert snap["num_running"] == 0 and snap["usage"] == pytest.approx(core.pool.num_live / core.pool.num_blocks)
+        ledger = (await client.get("/admin/ledger", headers=ADMIN)).json()
+        assert ledger["config_digest"] == core.digest and [s["session_id"] for s in ledger["sessions"]] == ["s1"]
+        cfg = (await client.get("/admin/config", headers=ADMIN)).json()
+        assert cfg["digest"] == config_digest(config) and cfg["config"]["engine"]["max_num_seqs"] == 32
+        [worker] = (await client.get("/admin/workers", headers=ADMIN)).json()["workers"]
+        assert worker["pid"] == os.getpid() and worker["state"] == "ready"

@@ -1,0 +1,163 @@
+"""The engine loop: steps in real time, cancels at once, survives failures, sleeps when idle."""
+
+import asyncio
+import json
+
+import pytest
+
+from reference_engine import EngineCore
+from reference_engine.core.events import EventKind
+from reference_engine.core.request import FinishReason
+from reference_engine.server.engine_loop import EngineLoop
+from tests.unit.server.server_support import server_config, serving
+
+pytestmark = pytest.mark.anyio
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.kinds: list[EventKind] = []
+        self.lags: list[float] = []
+
+    def on_events(self, events) -> None:
+        self.kinds.extend(e.kind for e in events)
+
+    def on_step(self, lag_s: float) -> None:
+        self.lags.append(lag_s)
+
+
+async def started_loop(**overrides) -> EngineLoop:
+    loop = EngineLoop(EngineCore(server_config(**overrides)))
+    await loop.start()
+    return loop
+
+
+def submit(loop: EngineLoop, max_new_tokens: int = 50, streaming: bool = True):
+    return loop.submit(tenant="acme", prompt_token_ids=list(range(40)), max_new_tokens=max_new_tokens,
+                       streaming=streaming)
+
+
+async def test_tokens_arrive_step_by_step_and_the_stream_closes_at_the_end():
+    loop = await started_loop()
+    stream = submit(loop, max_new_tokens=5)
+    seen = []
+    while not stream.finished:
+        await stream.wait(len(stream.request.output_token_ids))
+        seen.append(len(stream.request.output_token_ids))
+    assert stream.request.finish_reason is FinishReason.LENGTH and seen[-1] == 5 and len(set(seen)) >= 2
+    await loop.stop()
+
+
+async def test_a_cancel_releases_the_blocks_within_one_step_and_is_timed():
+    loop = await started_loop()
+    core = loop.core
+    stream = submit(loop, max_new_tokens=1000)
+    while len(stream.request.output_token_ids) < 3:
+        await stream.wait(len(stream.request.output_token_ids))
+    loop.abort(stream)
+    while not stream.finished:
+        await stream.wait(10**9)
+    assert stream.request.finish_reason is FinishReason.CANCELLED
+    [released] = [e for e in core.events if e.kind is EventKind.BLOCKS_RELEASED]
+    assert released.reason == "cancelled" and released.num_blocks > 0
+    assert 0 <= released.latency_s <= 0.05  # one decode step is ~7 ms on this model
+    assert core.snapshot().active_blocks == 0
+    await loop.stop()
+
+
+async def test_a_failing_step_fails_its_requests_and_the_loop_serves_on(monkeypatch):
+    loop = await started_loop()
+    execute = loop.core.executor.execute
+    calls = {"n": 0}
+
+    def flaky(plan):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise RuntimeError("injected executor failure")
+        return execute(plan)
+
+    monkeypatch.setattr(loop.core.executor, "execute", flaky)
+    doomed = submit(loop, max_new_tokens=20)
+    while not doomed.finished:
+        await doomed.wait(10**9)
+    assert doomed.request.finish_reason is FinishReason.WORKER_LOST and loop.num_step_errors == 1
+    survivor = submit(loop, max_new_tokens=3)
+    while not survivor.finished:
+        await survivor.wait(10**9)
+    assert survivor.request.finish_reason is FinishReason.LENGTH
+    await loop.stop()
+
+
+async def test_an_observer_that_raises_is_skipped_and_others_still_see_events():
+    class Broken(Recorder):
+        def on_events(self, events) -> None:
+            raise ValueError("broken observer")
+
+    loop = EngineLoop(EngineCore(server_config()))
+    good = Recorder()
+    loop.add_observer(Broken())
+    loop.add_observer(good)
+    await loop.start()
+    stream = submit(loop, max_new_tokens=3)
+    while not stream.finished:
+        await stream.wait(10**9)
+    assert EventKind.FINISHED in good.kinds and good.lags
+    await loop.stop()
+
+
+async def test_an_idle_loop_sleeps_instead_of_spinning(monkeypatch):
+    loop = await started_loop()
+    calls = {"n": 0}
+    begin = loop.core.begin_step
+
+    def counting():
+        calls["n"] += 1
+        return begin()
+
+    monkeypatch.setattr(loop.core, "begin_step", counting)
+    await asyncio.sleep(0.2)
+    assert calls["n"] <= 2
+    await loop.stop()
+
+
+async def call_and_disconnect(app, path: str, body: dict, after_s: float) -> list[dict]:
+    """Call the ASGI app as a client that hangs up `after_s` seconds after sending its request."""
+    raw = json.dumps(body).encode()
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+             "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
+             "headers": [(b"content-type", b"application/json"), (b"authorization", b"Bearer sk-ops"),
+                         (b"content-length", str(len(raw)).encode())],
+             "client": ("127.0.0.1", 50000), "server": ("kvgate", 80)}
+    pending = [{"type": "http.request", "body": raw, "more_body": False}]
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        if pending:
+            return pending.pop()
+        await asyncio.sleep(after_s)
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    await app(scope, receive, send)
+    return sent
+
+
+@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize("prompt_len, phase", [(40, "decode"), (12_000, "prefill")])
+async def test_a_client_that_hangs_up_is_aborted_in_the_engine(stream, prompt_len, phase):
+    async with serving(server_config(tenants__ops__max_kv_share=1.0)) as (_, app):
+        core = app.state.kvgate.core
+        body = {"model": "llama-3.1-8b", "prompt": list(range(prompt_len)), "max_tokens": 1000, "stream": stream}
+        await call_and_disconnect(app, "/v1/completions", body, after_s=0.1)
+        for _ in range(100):  # an abort during a step in flight lands at that step's end
+            if not core.scheduler.requests:
+                break
+            await asyncio.sleep(0.005)
+        kinds = [e.kind for e in core.events]
+        assert EventKind.CANCEL_RECEIVED in kinds
+        assert (EventKind.FIRST_TOKEN in kinds) == (phase == "decode")
+        [released] = [e for e in core.events if e.kind is EventKind.BLOCKS_RELEASED]
+        assert released.reason == "cancelled" and released.latency_s <= 0.05
+        assert not core.scheduler.requests and core.snapshot().active_blocks == 0

@@ -1,0 +1,69 @@
+"""The SSE chunks and bodies parse as the `openai` client's own models, byte templates included."""
+
+import json
+
+from openai.types import Completion
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+from reference_engine.config import TrafficClass
+from reference_engine.core.request import FinishReason, Request
+from reference_engine.errors import CapacityError
+from reference_engine.server.openai_format import DONE, ResponseFormat, error_event, extension
+
+
+def finished_request(output: list[int]) -> Request:
+    r = Request(request_id="chatcmpl-x-1", tenant="acme", traffic_class=TrafficClass.INTERACTIVE,
+                num_prompt_tokens=7, max_new_tokens=len(output), arrival_s=0.0)
+    r.output_token_ids = output
+    r.num_prefix_hit_tokens = 4
+    r.finish_reason = FinishReason.LENGTH
+    return r
+
+
+def events(raw: bytes) -> list[str]:
+    out = [part for part in raw.decode().split("\n\n") if part]
+    assert all(p.startswith("data: ") for p in out)
+    return [p[len("data: "):] for p in out]
+
+
+def test_chat_stream_chunks_are_openai_chunks_with_the_request_id():
+    fmt = ResponseFormat("chat", "chatcmpl-x-1", "m", 1700000000, include_usage=True)
+    r = finished_request([5, 6])
+    raw = (fmt.role_chunk() + fmt.content_chunk('say "hi"\n') + fmt.content_chunk(" more")
+           + fmt.final_chunk("length", extension(r, None)) + fmt.usage_chunk(r) + DONE)
+    *chunks, done = events(raw)
+    assert done == "[DONE]"
+    parsed = [ChatCompletionChunk.model_validate_json(c) for c in chunks]
+    assert {c.id for c in parsed} == {"chatcmpl-x-1"}
+    assert parsed[0].choices[0].delta.role == "assistant" and parsed[0].choices[0].delta.content == ""
+    assert "".join(c.choices[0].delta.content or "" for c in parsed if c.choices) == 'say "hi"\n more'
+    assert parsed[3].choices[0].finish_reason == "length"
+    assert parsed[3].model_extra["kvgate"]["request_id"] == "chatcmpl-x-1"
+    assert parsed[4].choices == [] and parsed[4].usage.completion_tokens == 2
+    assert parsed[4].usage.prompt_tokens_details.cached_tokens == 4
+    assert all(c.usage is None for c in parsed[:4])
+
+
+def test_text_stream_chunks_have_no_role_chunk_and_no_usage_unless_asked():
+    fmt = ResponseFormat("text", "cmpl-x-2", "m", 1, include_usage=False)
+    assert fmt.role_chunk() == b"" and fmt.usage_chunk(finished_request([1])) == b""
+    [chunk] = events(fmt.content_chunk("abc"))
+    assert json.loads(chunk) == {"id": "cmpl-x-2", "object": "text_completion", "created": 1, "model": "m",
+                                 "system_fingerprint": None,
+                                 "choices": [{"index": 0, "text": "abc", "logprobs": None, "finish_reason": None}]}
+
+
+def test_whole_bodies_parse_as_openai_responses():
+    r = finished_request([5, 6, 7])
+    chat = ResponseFormat("chat", r.request_id, "m", 1, False).body("a b c", "length", r, extension(r, 3))
+    parsed = ChatCompletion.model_validate(chat)
+    assert parsed.choices[0].message.content == "a b c" and parsed.usage.total_tokens == 10
+    assert parsed.model_extra["kvgate"]["worker"] == 3
+    text = ResponseFormat("text", r.request_id, "m", 1, False).body("a b c", "stop", r, extension(r, None))
+    assert Completion.model_validate(text).choices[0].finish_reason == "stop"
+
+
+def test_error_event_is_the_shape_the_openai_client_raises():
+    [payload] = events(error_event(CapacityError("full", code="kv_capacity")))
+    assert json.loads(payload) == {"error": {"message": "full", "type": "rate_limit_error", "param": None,
+                                             "code": "kv_capacity"}}

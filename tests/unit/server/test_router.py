@@ -1,0 +1,159 @@
+"""Router pieces that need no processes: routing, relaying, snapshot and metrics aggregation."""
+
+import asyncio
+import json
+
+import httpx
+import pytest
+
+from reference_engine.core.events import EventKind
+from reference_engine.server.merged_events import MergedEventLog, WorkerEventPuller
+from reference_engine.server.router import ProxyResponse, Router
+from reference_engine.server.router_app import aggregate_snapshots, merge_worker_metrics
+from reference_engine.server.state import bearer_key
+from reference_engine.server.supervisor import WorkerState, exit_cause
+from tests.unit.server.server_support import ACME, chat, server_config, serving
+
+
+def ready_router(num_workers: int = 2) -> Router:
+    router = Router(server_config(), num_workers)
+    for slot in router.slots:
+        slot.state, slot.incarnation = WorkerState.READY, 1
+    return router
+
+
+def test_least_loaded_worker_wins_and_ties_rotate():
+    router = ready_router()
+    router.ledger.reserve("big", 0, 100, "acme")
+    assert [router.pick(set(), None)[0].worker for _ in range(3)] == [1, 1, 1]
+    router.ledger.release("big", "finished")
+    assert {router.pick(set(), None)[0].worker for _ in range(4)} == {0, 1}
+    assert router.pick({0, 1}, None) == (None, False)
+
+
+def test_a_session_sticks_to_its_worker_until_that_worker_is_replaced():
+    router = ready_router()
+    router.remember_session("acme/s", router.slots[1])
+    router.ledger.reserve("x", 1, 1000, "acme")  # busy, but it holds the session's KV
+    assert router.pick(set(), "acme/s") == (router.slots[1], False)
+    router.slots[1].incarnation += 1  # killed and restarted: the KV is gone
+    assert router.pick(set(), "acme/s") == (router.slots[0], True)
+    assert router.pick(set(), "acme/s") == (router.slots[0], False)  # a new session now
+
+
+def test_block_estimate_matches_admission_and_is_zero_for_bad_bodies():
+    router = ready_router()
+    assert router.estimate_blocks("text", {"model": "m", "prompt": list(range(100)), "max_tokens": 60}) == 11
+    assert router.estimate_blocks("chat", {"model": "m"}) == 0 and router.estimate_blocks("chat", None) == 0
+
+
+def snapshot(live: int, level: str, waiting: int, frag: float) -> dict:
+    return {"num_blocks": 100, "live_blocks": live, "retained_blocks": 1, "pinned_blocks": 1, "cached_blocks": 2,
+            "free_blocks": 100 - live - 2, "pending_blocks": 0, "num_running": 1, "num_waiting": waiting,
+            "num_swapped": 0, "num_prefilling": 0, "public_live_blocks": 1, "host_used_bytes": 0.0,
+            "active_blocks": live - 1, "num_open_streams": 1, "waiting_by_class": {"batch": waiting},
+            "tenant_live_blocks": {"acme": live - 1}, "oldest_wait_s_by_class": {"batch": float(waiting)},
+            "fragmentation": frag, "level": level}
+
+
+def test_snapshots_aggregate_as_one_larger_pool():
+    agg = aggregate_snapshots({0: snapshot(10, "normal", 1, 0.5), 1: snapshot(30, "evict", 3, 0.1)})
+    assert agg["num_blocks"] == 200 and agg["live_blocks"] == 40 and agg["usage"] == 0.2
+    assert agg["waiting_by_class"] == {"batch": 4} and agg["oldest_wait_s_by_class"] == {"batch": 3.0}
+    assert agg["tenant_live_blocks"] == {"acme": 38} and agg["level"] == "evict"
+    assert agg["fragmentation"] == pytest.approx((10 * 0.5 + 30 * 0.1) / 40)
+
+
+def test_worker_metrics_merge_into_one_family_per_name_with_a_worker_label():
+    text = ('# HELP vllm:num_requests_running Running.\n# TYPE vllm:num_requests_running gauge\n'
+            'vllm:num_requests_running{model_name="m"} 3.0\n')
+    [family] = merge_worker_metrics({0: text, 1: text.replace("3.0", "5.0")})
+    assert [(s.labels["worker"], s.value) for s in family.samples] == [("0", 3.0), ("1", 5.0)]
+
+
+def test_exit_causes_name_the_signal():
+    assert exit_cause(-9) == "killed by SIGKILL" and exit_cause(3) == "exit code 3"
+
+
+@pytest.mark.parametrize("header, key", [("Bearer k", "k"), ("bearer  k ", "k"), ("Basic k", None), (None, None),
+                                         ("Bearer", None)])
+def test_bearer_keys(header, key):
+    assert bearer_key(header) == key
+
+
+@pytest.mark.anyio
+async def test_worker_events_are_pulled_by_cursor_retimed_and_tagged():
+    async with serving(server_config()) as (client, app):
+        await client.post("/v1/chat/completions", json=chat(max_tokens=2), headers=ACME)
+        offset = app.state.kvgate.loop.engine_clock_offset_unix
+        merged = MergedEventLog()
+        puller = WorkerEventPuller(merged, offset - 10.0, "sk-kvgate-admin", num_workers=2)
+        await puller.pull(client, 1, incarnation=1)
+        await puller.pull(client, 1, incarnation=1)  # nothing new: nothing twice
+        rows, _, _ = merged.page(0, 1000)
+        engine = list(app.state.kvgate.core.events)
+        assert len(rows) == len(engine) and {r[-1] for r in rows} == {1}
+        assert rows[0][1] == pytest.approx(engine[0].t_s + 10.0)
+        assert [r[2] for r in rows] == [e.kind.value for e in engine]
+        await puller.pull(client, 1, incarnation=2)  # a restarted worker: its log starts again
+        assert len(merged.page(0, 1000)[0]) == 2 * len(engine)
+        assert EventKind(rows[-1][2]) is EventKind.FINISHED
+
+
+async def relay(router: Router, body: dict, streaming: bool = False) -> list[dict]:
+    """Run one ProxyResponse against the router's (mock) workers; the ASGI messages it sent."""
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        await asyncio.Event().wait()  # the client never hangs up
+        return {}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    response = ProxyResponse(router, path="/v1/completions", body=json.dumps(body).encode(), headers={},
+                             request_id="r-1", tenant="acme", num_blocks=7, streaming=streaming, session_key=None,
+                             rebuildable=True)
+    await response({"type": "http"}, receive, send)
+    return sent
+
+
+def mock_worker(handler) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.MockTransport(handler), base_url="http://worker")
+
+
+@pytest.mark.anyio
+async def test_an_unreachable_worker_is_retried_elsewhere_without_two_reservations():
+    router = ready_router()
+    held: list[int] = []
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        held.append(len(router.ledger))
+        raise httpx.ConnectError("connection refused", request=request)
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        held.append(len(router.ledger))
+        return httpx.Response(200, json={"id": "r-1"})
+
+    router._clients = [mock_worker(refuse), mock_worker(answer)]  # what _on_ready sets up for live workers
+    router.ledger.reserve("other", 1, 100, "acme")  # worker 0 is the least loaded: tried first
+    sent = await relay(router, {"model": "m", "prompt": "x"})
+    assert sent[0]["status"] == 200 and held == [2, 2]  # "other" + this request, never a third
+    rows, _, _ = router.events.page(0, 10)
+    assert [(r[3], r[10], r[-1]) for r in rows] == [("r-1", "worker_lost", 0), ("r-1", "finished", 1)]
+    assert router.num_retries == 1 and router.ledger.get("r-1") is None
+
+
+@pytest.mark.anyio
+async def test_a_stream_cut_by_a_lost_worker_ends_with_a_worker_lost_event():
+    router = ready_router(1)
+
+    async def cut_short():
+        yield b'data: {"id":"r-1"}\n\n'
+        raise httpx.ReadError("connection reset by peer")
+
+    router._clients = [mock_worker(lambda request: httpx.Response(200, content=cut_short()))]
+    sent = await relay(router, {"model": "m", "prompt": "x", "stream": True}, streaming=True)
+    tail = sent[-1]["body"].decode()
+    assert sent[0]["status"] == 200 and '"code":"worker_lost"' in tail and tail.endswith("data: [DONE]\n\n")
+    assert router.num_worker_lost_requests == 1 and len(router.ledger) == 0
