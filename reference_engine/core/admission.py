@@ -93,6 +93,11 @@ class AdmissionController:
             limit = min(limit, m.admission)
         return limit
 
+    def tenant_block_overage(self, tenant: TenantState, need_blocks: int, session_blocks: int) -> int:
+        """Blocks by which this request would put `tenant` over its hard share (0: it fits)."""
+        held = tenant.reserved_blocks + tenant.retained_blocks - session_blocks
+        return max(0, held + need_blocks - tenant.max_blocks)
+
     def check_tenant(self, r: Request, tenant: TenantState, need_blocks: int, session_blocks: int) -> Decision | None:
         """A tenant_quota rejection, or None if the tenant may take this request."""
         if not self.tenant_caps:
@@ -104,7 +109,7 @@ class AdmissionController:
         elif tenant.reserved_tokens + r.max_total_tokens > c.max_reserved_tokens:
             why = (f"tenant {tenant.name!r} has {tenant.reserved_tokens} tokens reserved; this request's "
                    f"{r.max_total_tokens} would pass max_reserved_tokens {c.max_reserved_tokens}")
-        elif tenant.reserved_blocks + tenant.retained_blocks - session_blocks + need_blocks > tenant.max_blocks:
+        elif self.tenant_block_overage(tenant, need_blocks, session_blocks):
             why = (f"tenant {tenant.name!r} would hold more than its KV share cap ({c.max_kv_share:.0%} = "
                    f"{tenant.max_blocks} blocks): {tenant.reserved_blocks} reserved + {tenant.retained_blocks} "
                    f"retained + {need_blocks} for this request")

@@ -158,7 +158,7 @@ class BlockPool:
             r = ref[b]
             if r == 0:
                 assert hashes[b] is not None, f"block {b} is free; only cached blocks can be hit"
-                cached.remove(b)
+                cached.remove(b, now_s)
                 revived.append(b)
             elif holds[b] == r:
                 self.num_retained -= 1  # a request now shares a block only a session held

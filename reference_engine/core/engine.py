@@ -35,7 +35,7 @@ from reference_engine.core.prefix_hash import BlockHasher
 from reference_engine.core.request import FinishReason, Request
 from reference_engine.core.scheduler import RequestOutput, Scheduler
 from reference_engine.core.sessions import SessionStore
-from reference_engine.core.snapshot import UsageSnapshot, take_snapshot
+from reference_engine.core.snapshot import PolicyStats, UsageSnapshot, take_policy_stats, take_snapshot
 from reference_engine.core.tenants import TenantRegistry, TenantState
 from reference_engine.core.watermarks import PressureLevel, Watermarks
 from reference_engine.errors import ConfigError, DeviceOutOfMemoryError, RequestError
@@ -76,7 +76,7 @@ class EngineCore:
         self.memory = MemoryPlan.from_config(config)
         check_binding(config, self.memory.model_digest)
         self.tokenizer = WordTokenizer()
-        self.policy = make_policy(config, self.memory.num_blocks)
+        self.policy = make_policy(config, self.memory)
         bt = self.memory.block_tokens
         self.marks = Watermarks(config.kv_cache.guard, self.memory.num_blocks)
         if self.policy.watermarks:
@@ -143,7 +143,7 @@ class EngineCore:
             r.estimated_blocks = self.admission.estimate_blocks(r)
             r.reserved_tokens = r.max_total_tokens
             session_blocks = len(session.blocks) if session is not None and session.is_retained else 0
-            decision = self._decide(r, t, session_blocks)
+            decision = self._decide(r, t, session_blocks, session_id)
             if decision.verdict is Verdict.REJECT:
                 raise decision.to_error()
         except RequestError as err:
@@ -162,12 +162,14 @@ class EngineCore:
         self.scheduler.add(r, admitted, session)
         return r
 
-    def _decide(self, r: Request, t: TenantState, session_blocks: int):
+    def _decide(self, r: Request, t: TenantState, session_blocks: int, session_id: str | None):
         adm, sched = self.admission, self.scheduler
         quota = adm.check_tenant(r, t, r.estimated_blocks, session_blocks)
-        if quota is not None and t.retained_blocks > session_blocks:
-            # Over its cap with idle sessions of its own: reclaim those, never another tenant's.
-            sched.evict_sessions(quota.estimated_blocks, self.clock.now(), "tenant_quota", tenant=t)
+        overage = adm.tenant_block_overage(t, r.estimated_blocks, session_blocks)
+        if quota is not None and overage and t.retained_blocks - session_blocks >= overage:
+            # Over its cap with idle sessions of its own: reclaim just the overage from those
+            # (never another tenant's, never the session this turn continues).
+            sched.evict_sessions(overage, self.clock.now(), "tenant_quota", tenant=t, keep=session_id)
             quota = adm.check_tenant(r, t, r.estimated_blocks, session_blocks)
         if quota is not None:
             return quota
@@ -315,6 +317,10 @@ class EngineCore:
     # ------------------------------------------------------------ observation
     def snapshot(self) -> UsageSnapshot:
         return take_snapshot(self)
+
+    def policy_stats(self) -> PolicyStats:
+        """The counters that compare policies: evictions by reason, hits, re-prefill, approximation."""
+        return take_policy_stats(self)
 
     def get_request(self, request_id: str) -> Request | None:
         return self.scheduler.requests.get(request_id)

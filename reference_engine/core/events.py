@@ -19,10 +19,12 @@ which kinds exist and what each carries; `docs/run_record.md` repeats it for rea
                                              reason = cancelled | finished | preempted | failed
     finished              yes        yes     reason = stop | length | cancelled | oom | worker_lost,
                                              num_tokens = output tokens, latency_s = end-to-end
-    evicted               opt        yes     num_blocks, reason = watermark | idle_timeout |
-                                             session_cap | capacity | tick, mode = policy name
+    evicted               opt        yes     an idle session evicted: num_blocks it held, reason =
+                                             watermark | capacity | tenant_quota | overflow,
+                                             mode = policy name
     expired               opt        yes     session idle timeout: num_blocks released
-    approximated          yes        yes     num_tokens dropped by a token-level policy
+    approximated          yes        yes     num_tokens dropped by a token-level policy, num_blocks
+                                             freed, mode = policy name
     oom                   opt        opt     num_blocks that could not be allocated, reason
     watermark             -          -       reason = level name entered (warn, evict, ...), value = usage
     worker_died           -          -       value = worker id, reason = signal/exit

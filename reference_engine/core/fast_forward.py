@@ -9,6 +9,10 @@ request gains K tokens and K steps' worth of blocks, and the step durations are 
 
 Block boundaries do not stop a run: each request's blocks for all K steps are allocated at once,
 which the pool serves exactly as it would one by one (no other pool operation happens between).
+All requests grow before any of them finishes, as in the last fused step, whose schedule()
+allocates for the whole batch before update() releases the finished requests' blocks: otherwise
+a finished request's freed blocks would feed the next request's growth instead of the free stack
+and cached blocks it would use step by step (same live blocks, different cached/free split).
 """
 
 from __future__ import annotations
@@ -61,9 +65,10 @@ def fast_forward(core: "EngineCore", until_s: float) -> "StepOutput | None":
 
     t_end = starts[k - 1] + durations[k - 1]
     total_s = t_end - now
+    for r in running:  # every request's growth before any finish frees blocks, as step by step
+        kv.allocate(r, k, now)  # checked by _fit_blocks: cannot fail
     outputs = []
     for r in running:
-        kv.allocate(r, k, now)  # checked by _fit_blocks: cannot fail
         tokens = sample_run(r.request_id, r.num_tokens, k)
         r.num_computed_tokens += k
         r.output_token_ids.extend(tokens)

@@ -7,9 +7,12 @@ exactly its KV tokens: `len(block_ids) == ceil(num_kv_tokens / block_tokens)` af
 
 from __future__ import annotations
 
+import numpy as np
+
 from reference_engine.core.block_pool import BlockPool
 from reference_engine.core.prefix_hash import BlockHasher
 from reference_engine.core.request import Request
+from reference_engine.executors.base import KVCompaction
 from reference_engine.policies.base import EntryMeta
 
 
@@ -104,17 +107,40 @@ class KVCacheManager:
         r.num_registered_blocks = 0
         return released
 
-    def drop_tokens(self, r: Request, keep_head_blocks: int, num_blocks: int, now_s: float) -> int:
-        """Approximate eviction: free `num_blocks` blocks right after the first `keep_head_blocks`.
+    def shared_prefix_tokens(self, r: Request) -> int:
+        """KV tokens of `r` up to the end of its last block that someone else also references
+        (another request's prefix hit, a session hold, a pin): a compaction must keep them in
+        place. Only hashed blocks can be shared, so only `r`'s registered prefix is looked at."""
+        ref, blocks, last = self.pool.ref_count, r.block_ids, 0
+        for i in range(min(r.num_registered_blocks, len(blocks))):
+            if ref(blocks[i]) > 1:
+                last = i + 1
+        return min(last * self.block_tokens, r.num_kv_tokens)
 
-        Their tokens are gone for good and the request is approximate from then on: it publishes
-        no more hashes (blocks computed over a compacted cache are not exact prefixes), while the
-        blocks it already published stay valid, since they were computed exactly."""
-        dropped = r.block_ids[keep_head_blocks: keep_head_blocks + num_blocks]
-        if not dropped:
-            return 0
+    def compact(self, r: Request, keep: np.ndarray, now_s: float, meta: EntryMeta) -> tuple[KVCompaction | None, int]:
+        """Approximate eviction: keep only the KV tokens at sorted indices `keep`, compacted to the
+        front of `r`'s blocks in order; free the blocks left over. Returns the data move an
+        executor must apply (None if no kept token moves) and the number of blocks released.
+
+        The request is approximate from then on and publishes no more hashes (blocks computed
+        over a compacted cache are not exact prefixes). Blocks before the first moved token keep
+        their content and hashes; blocks that receive moved tokens lose theirs (`unregister`):
+        no one else may read them, which `shared_prefix_tokens` guarantees. Freed blocks keep
+        exact content, so hashed ones go to the cached tier as usual."""
+        bt, n, kept = self.block_tokens, r.num_kv_tokens, len(keep)
+        moved = np.flatnonzero(keep != np.arange(kept))
+        first_moved = int(moved[0]) if len(moved) else kept
+        old = r.block_ids
+        num_blocks = -(-kept // bt)
+        pool = self.pool
+        for b in old[first_moved // bt: num_blocks]:
+            assert pool.ref_count(b) == 1, f"block {b} is shared; a compaction may not rewrite it"
+            pool.unregister(b)
+        r.kept_positions = r.kv_positions()[keep]
+        r.num_dropped_tokens += n - kept
         r.approximate = True
-        del r.block_ids[keep_head_blocks: keep_head_blocks + num_blocks]
-        r.num_registered_blocks = min(r.num_registered_blocks, keep_head_blocks)
-        r.num_dropped_tokens += len(dropped) * self.block_tokens
-        return self.pool.decref(dropped, now_s)
+        r.num_registered_blocks = min(r.num_registered_blocks, first_moved // bt)
+        r.block_ids = old[:num_blocks]
+        released = pool.decref(old[num_blocks:], now_s, meta)
+        move = KVCompaction(r, old, keep[first_moved:], first_moved) if first_moved < kept else None
+        return move, released

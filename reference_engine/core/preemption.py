@@ -12,7 +12,8 @@ Victim choice keeps the request with the highest *keep score*:
 and preempts the lowest. A request preempted `max_consecutive_preemptions` times in a row is
 not a candidate until it has made progress, unless nothing else can be preempted; together with
 the aging term that bounds how long any request can be starved. `vllm_like` instead preempts
-the most recently admitted request, as vLLM does.
+the most recently admitted request, as vLLM does, under the same cap: starvation protection is
+the same for every policy.
 
 Mode: recompute drops KV and re-prefills; swap copies KV to the host tier and back. `auto`
 swaps when the round trip `2 · kv_bytes / link_bw` is cheaper than `prefill_time(len)`.
@@ -41,9 +42,9 @@ def pick_victim(candidates: Iterable[Request], order: VictimOrder, max_consecuti
     pool = [r for r in candidates if r.block_ids]
     if not pool:
         return None
-    if order is VictimOrder.NEWEST:
-        return max(pool, key=lambda r: r.seq_no)
     eligible = [r for r in pool if r.consecutive_preemptions < max_consecutive] or pool
+    if order is VictimOrder.NEWEST:
+        return max(eligible, key=lambda r: r.seq_no)
     return min(eligible, key=lambda r: (keep_score(r, now_s, aging_s, pool_blocks, recompute_cost_s(r)), -r.seq_no))
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+import numpy as np
+
 from reference_engine.config import TrafficClass
 
 
@@ -67,6 +69,8 @@ class Request:
     output_token_ids: list[int] = field(default_factory=list)
     num_computed_tokens: int = 0
     num_dropped_tokens: int = 0  # removed by a token-level (approximate) policy
+    # Positions of the KV tokens a token-level policy kept at its last compaction (None: none yet).
+    kept_positions: np.ndarray | None = None
     block_ids: list[int] = field(default_factory=list)
     block_hashes: list[int] = field(default_factory=list)
     num_registered_blocks: int = 0  # leading blocks whose hash the pool knows
@@ -106,6 +110,14 @@ class Request:
     def num_kv_tokens(self) -> int:
         """Tokens whose KV occupies blocks (computed minus those a token-level policy dropped)."""
         return self.num_computed_tokens - self.num_dropped_tokens
+
+    def kv_positions(self, num_new: int = 0) -> np.ndarray:
+        """Absolute positions of the KV tokens (and of the next `num_new`), in KV order: those
+        kept at the last compaction, then the ones computed since (contiguous, after all the
+        dropped ones). O(kv tokens)."""
+        kept = self.kept_positions if self.kept_positions is not None else np.zeros(0, dtype=np.int64)
+        fresh = np.arange(len(kept), self.num_kv_tokens + num_new) + self.num_dropped_tokens
+        return np.concatenate((kept, fresh))
 
     @property
     def is_finished(self) -> bool:

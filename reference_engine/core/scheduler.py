@@ -6,21 +6,24 @@ One `schedule(now)` builds the next step under a token budget, in this order:
 2. **pressure**: at the evict rung idle sessions are evicted (on the policy's tick, at most its
    per-tick share); at the hard (preempt) rung running work is preempted until usage is below it;
 3. **running** requests continue (decode, or the next prefill chunk). When the pool cannot grow
-   one, idle sessions are reclaimed first, then a victim is preempted (maybe the request itself);
-   with preemption off, the allocation fails as an OOM (the `none` baseline fails the batch);
+   one, idle sessions are reclaimed first (under every policy that retains any), then a victim
+   is preempted (maybe the request itself); with preemption off, the allocation fails as an OOM
+   (the `none` baseline fails the batch);
 4. **swapped** requests come back when they fit;
 5. **waiting** requests start, best effective priority first (see `WaitingQueue`), if their class
    limit allows (admission rules), batch not paused, and no preemption happened this step.
 
 `update(plan, outcome, t_end)` applies a finished step: computed tokens, sampled tokens, first
-token and finish events, hashes of blocks that became full, token-level compression.
+token and finish events, hashes of blocks that became full, token-level compression (the
+policy's compressor sees each request's attention; the KV moves it implies travel in the next
+step's plan, `StepPlan.compactions`, which an executor applies before anything else).
 
 The scheduler owns the request states and the tenant ledger lines; it is the only writer of both.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from reference_engine.config import EngineConfig, PreemptionMode, TrafficClass
@@ -34,7 +37,7 @@ from reference_engine.core.sessions import Session, SessionStore
 from reference_engine.core.tenants import TenantRegistry
 from reference_engine.core.waiting_queue import WaitingQueue
 from reference_engine.core.watermarks import PressureLevel, Watermarks
-from reference_engine.executors.base import BlockCopy, Executor, ScheduledChunk, StepOutcome, StepPlan
+from reference_engine.executors.base import BlockCopy, Executor, KVCompaction, ScheduledChunk, StepOutcome, StepPlan
 from reference_engine.memory import MemoryPlan
 from reference_engine.policies.base import EntryMeta
 from reference_engine.policies.policy import Policy
@@ -81,9 +84,13 @@ class Scheduler:
         self.num_pinned_blocks = 0
         self.level = PressureLevel.NORMAL
         self._next_session_tick_s = 0.0
+        self._compactions: list[KVCompaction] = []  # planned in update(), applied by the next step
         self.num_preemptions = {k: 0 for k in PreemptionKind}
         self.num_oom = 0
         self.recompute_tokens = 0
+        self.approximated_tokens = 0
+        self.num_evicted_sessions: dict[str, int] = {}  # by reason
+        self.num_evicted_session_blocks: dict[str, int] = {}  # by reason
 
     # ------------------------------------------------------------------ usage
     @property
@@ -119,10 +126,13 @@ class Scheduler:
         r.state = RequestState.WAITING
         self.waiting.enqueue(r)
 
-    def _meta(self, r: Request) -> EntryMeta:
+    def _meta(self, r: Request, active: bool = False) -> EntryMeta:
+        """What the policy learns about `r`'s blocks as they become reusable; `active`: `r` (or
+        its session) goes on and may come back for them."""
         per_block = self.executor.prefill_time_s(self.kv.block_tokens, max(0, r.num_prompt_tokens // 2))
         return EntryMeta(size_blocks=1, tokens=r.num_tokens, tenant=r.tenant, priority=r.priority,
-                         saved_prefill_s=per_block, is_active=False)
+                         saved_prefill_s=per_block, is_active=active,
+                         last_access_s=None if self.policy.touch_on_decode else r.first_scheduled_s)
 
     def finish(self, r: Request, reason: FinishReason, now_s: float, detail: str | None = None) -> None:
         """End `r` for any reason: release its KV, its reservation and its session turn."""
@@ -142,7 +152,11 @@ class Scheduler:
         completed = reason in (FinishReason.STOP, FinishReason.LENGTH)
         if session is not None:
             self.sessions.end_turn(session, self.kv.retainable_blocks(r) if completed else [], r.num_tokens,
-                                   self._meta(r), now_s, self.executor.prefill_time_s(r.num_tokens), completed)
+                                   self._meta(r, active=True), now_s, self.executor.prefill_time_s(r.num_tokens),
+                                   completed)
+            self._note_evicted(self.sessions.evict_overflow(session.tenant, now_s), "overflow", now_s)
+        if self.policy.compressor is not None:
+            self.policy.compressor.forget(r.request_id)
         num_blocks = len(r.block_ids)
         self.kv.free(r, now_s, self._meta(r))
         r.state, r.finish_reason, r.finish_s, r.finish_detail = RequestState.FINISHED, reason, now_s, detail
@@ -173,6 +187,9 @@ class Scheduler:
     # -------------------------------------------------------------- schedule
     def schedule(self, now_s: float) -> StepPlan:
         plan = StepPlan()
+        if self._compactions:
+            plan.compactions = [c for c in self._compactions if not c.request.is_finished]
+            self._compactions = []
         self._housekeeping(now_s)
         preempted = self._relieve_pressure(now_s, plan)
         budget = self.token_budget
@@ -215,12 +232,17 @@ class Scheduler:
         if not self.policy.watermarks:
             return False
         if self.live_blocks >= self.marks.evict and now_s >= self._next_session_tick_s:
-            self._next_session_tick_s = now_s + self.policy.session_tick_s
+            policy = self.policy
+            self._next_session_tick_s = now_s + policy.session_tick_s
             excess = self.live_blocks - self.marks.evict + 1
-            cap = self.policy.max_session_evict_blocks_per_tick
-            self.evict_sessions(excess if cap is None else min(excess, cap), now_s, "watermark")
+            cap = policy.max_session_evict_blocks_per_tick
+            self.evict_sessions(excess if cap is None else min(excess, cap), now_s, "watermark", strict=cap is not None)
         preempted = False
         while self.policy.preemption and self.live_blocks >= self.marks.preempt:
+            # the service is at risk: idle state goes first, whatever the policy's pace
+            if self.reclaimable_blocks() and self.evict_sessions(self.live_blocks - self.marks.preempt + 1, now_s,
+                                                                 "capacity"):
+                continue
             victim = self._pick_victim(self.running.values(), now_s)
             if victim is None:
                 break
@@ -228,19 +250,27 @@ class Scheduler:
             preempted = True
         return preempted
 
-    def evict_sessions(self, num_blocks: int, now_s: float, reason: str, tenant=None) -> int:
+    def evict_sessions(self, num_blocks: int, now_s: float, reason: str, tenant=None, *, strict: bool = False,
+                       keep: str | None = None) -> int:
         before = self.live_blocks
-        for s in self.sessions.evict(num_blocks, now_s, self.config.kv_cache.evict_low_priority_first, tenant):
-            self.events.emit(now_s, EventKind.EVICTED, request_id=s.session_id, tenant=s.tenant.name,
-                             num_blocks=s.num_tokens // self.kv.block_tokens, reason=reason, mode=self.policy.name)
+        self._note_evicted(self.sessions.evict(num_blocks, now_s, self.config.kv_cache.evict_low_priority_first,
+                                               tenant, strict=strict, keep=keep), reason, now_s)
         return before - self.live_blocks
+
+    def _note_evicted(self, evicted: list[tuple[Session, int]], reason: str, now_s: float) -> None:
+        """An `evicted` event (reason, mode = policy name) and the per-reason counters."""
+        for s, num_blocks in evicted:
+            self.num_evicted_sessions[reason] = self.num_evicted_sessions.get(reason, 0) + 1
+            self.num_evicted_session_blocks[reason] = self.num_evicted_session_blocks.get(reason, 0) + num_blocks
+            self.events.emit(now_s, EventKind.EVICTED, request_id=s.session_id, tenant=s.tenant.name,
+                             num_blocks=num_blocks, reason=reason, mode=self.policy.name)
 
     def _grow(self, r: Request, n: int, now_s: float, scheduled: set[str], plan: StepPlan) -> bool:
         """Allocate for `n` more tokens of running `r`, reclaiming or preempting as needed.
         False if `r` itself was preempted or failed."""
         while not self.kv.allocate(r, n, now_s):
             short = self.kv.new_blocks_needed(r, n) - self.pool.num_allocatable
-            if self.policy.watermarks and self.reclaimable_blocks() and self.evict_sessions(short, now_s, "capacity"):
+            if self.reclaimable_blocks() and self.evict_sessions(short, now_s, "capacity"):
                 continue
             if not self.policy.preemption:
                 self._oom(r, now_s, self.kv.new_blocks_needed(r, n))
@@ -293,9 +323,12 @@ class Scheduler:
         else:
             r.recompute_tokens += r.num_computed_tokens
             self.recompute_tokens += r.num_computed_tokens
-            self.kv.free(r, now_s, self._meta(r))
+            self.kv.free(r, now_s, self._meta(r, active=True))  # it comes back for these prefix blocks
             r.num_computed_tokens = 0
             r.num_dropped_tokens = 0
+            r.kept_positions = None
+            if self.policy.compressor is not None:
+                self.policy.compressor.forget(r.request_id)
             r.state = RequestState.PREEMPTED
             self.waiting.push(r)
         self.events.emit(now_s, EventKind.BLOCKS_RELEASED, num_blocks=num_blocks, reason="preempted", **common)
@@ -358,8 +391,7 @@ class Scheduler:
         n = min(r.num_tokens - r.num_computed_tokens, budget)
         while not self.kv.allocate(r, n, now_s):
             short = self.kv.new_blocks_needed(r, n) - self.pool.num_allocatable
-            if not (self.policy.watermarks and self.reclaimable_blocks()
-                    and self.evict_sessions(short, now_s, "capacity")):
+            if not (self.reclaimable_blocks() and self.evict_sessions(short, now_s, "capacity")):
                 self.kv.free(r, now_s, self._meta(r))
                 r.num_computed_tokens = 0
                 if not self.running and not self.policy.preemption:
@@ -389,6 +421,8 @@ class Scheduler:
         max_ctx = self.admission.max_context_tokens
         bt = self.kv.block_tokens
         finished = RequestState.FINISHED
+        compressor = self.policy.compressor
+        attention = outcome.attention or {}
         for chunk, token in zip(plan.chunks, outcome.sampled):
             r = chunk.request
             if r.state is finished:
@@ -400,6 +434,8 @@ class Scheduler:
             if r.num_computed_tokens // bt > r.num_registered_blocks:  # a block became full
                 self.kv.register_full_blocks(r)
             if token is None:
+                if compressor is not None:
+                    self._compress(r, attention.get(r.request_id), t_end_s)
                 continue
             if r.state is RequestState.RECOMPUTING:
                 r.state = RequestState.RUNNING
@@ -416,16 +452,21 @@ class Scheduler:
                 stop = r.eos_after is not None and r.num_output_tokens >= r.eos_after
                 self.finish(r, FinishReason.STOP if stop else FinishReason.LENGTH, t_end_s)
                 out.finished = True
-            elif self.policy.compressor is not None:
-                self._compress(r, t_end_s)
+            elif compressor is not None:
+                self._compress(r, attention.get(r.request_id), t_end_s)
         return outputs
 
-    def _compress(self, r: Request, now_s: float) -> None:
-        bt = self.kv.block_tokens
-        head, drop_blocks = self.policy.compressor.plan_drop(r.num_kv_tokens, bt)
-        if drop_blocks <= 0:
+    def _compress(self, r: Request, attention: Sequence[float] | None, now_s: float) -> None:
+        """Let the token-level policy drop KV of `r` after a step; the move goes to the next plan."""
+        keep = self.policy.compressor.plan_keep(r, attention, lambda: self.kv.shared_prefix_tokens(r))
+        if keep is None:
             return
-        released = self.kv.drop_tokens(r, head, drop_blocks, now_s)
+        before = r.num_kv_tokens
+        move, released = self.kv.compact(r, keep, now_s, self._meta(r))
+        if move is not None:
+            self._compactions.append(move)
+        dropped = before - r.num_kv_tokens
+        self.approximated_tokens += dropped
         self.events.emit(now_s, EventKind.APPROXIMATED, request_id=r.request_id, tenant=r.tenant,
-                         traffic_class=r.traffic_class.value, num_tokens=drop_blocks * bt, num_blocks=released,
+                         traffic_class=r.traffic_class.value, num_tokens=dropped, num_blocks=released,
                          mode=self.policy.name)

@@ -6,7 +6,7 @@ usage and the tenant's share; that is the memory the evict watermark reclaims.
 
     ACTIVE   a turn is running; the session cannot be evicted
     IDLE     between turns; in its tenant's eviction index and in the idle-timeout order
-    EVICTED  reclaimed by the policy (watermark, capacity, session token cap)
+    EVICTED  reclaimed by the policy (watermark, capacity, overflow, session token cap)
     EXPIRED  idle past max_session_idle_seconds
 
 A turn on an EVICTED or EXPIRED session is either rebuilt (re-prefilled, and flagged so the
@@ -15,6 +15,7 @@ silent, incoherent continuation. Ended sessions are remembered (bounded) to give
 
 Costs: begin/end turn O(blocks held); idle expiry O(1) per expired session (the idle order is an
 `OrderedDict` by last access, and the timeout is one constant); victim choice O(tenants).
+Evictions return (session, blocks it held) pairs, so the caller can report them.
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ class SessionStore:
             s.state, rebuilt = SessionState.ACTIVE, True
             s.rebuilds += 1
         elif s.state is SessionState.IDLE:
-            self._unindex(s)
+            self._unindex(s, now_s)
             del self._idle[s.key]
             s.state = SessionState.ACTIVE
         s.rebuildable = s.rebuildable and rebuildable
@@ -138,11 +139,15 @@ class SessionStore:
             s.state = SessionState.IDLE
             self._idle[s.key] = s
             self._idle.move_to_end(s.key)
-            self._tenant_index(s.tenant).insert(
-                [s.key], EntryMeta(size_blocks=max(1, len(s.blocks)), tokens=s.num_tokens,
-                                          tenant=s.tenant.name, priority=s.tenant.traffic_class.priority,
-                                          saved_prefill_s=rebuild_cost_s), now_s)
+            # An idle session is a conversation still going on: active, for multi_queue's FIFO 2.
+            self._index_idle(s, rebuild_cost_s, meta.last_access_s, now_s)
         return len(s.blocks)
+
+    def _index_idle(self, s: Session, rebuild_cost_s: float, last_access_s: float | None, now_s: float) -> None:
+        self._tenant_index(s.tenant).insert(
+            [s.key], EntryMeta(size_blocks=max(1, len(s.blocks)), tokens=s.num_tokens, tenant=s.tenant.name,
+                               priority=s.tenant.traffic_class.priority, saved_prefill_s=rebuild_cost_s,
+                               is_active=True, last_access_s=last_access_s), now_s)
 
     # --------------------------------------------------------------- eviction
     def next_expiry_s(self) -> float | None:
@@ -161,14 +166,23 @@ class SessionStore:
             expired.append(s)
         return expired
 
-    def evict(self, num_blocks: int, now_s: float, low_priority_first: bool,
-              tenant: TenantState | None = None) -> list[Session]:
+    def evict(self, num_blocks: int, now_s: float, low_priority_first: bool, tenant: TenantState | None = None,
+              *, strict: bool = False, keep: str | None = None) -> list[tuple[Session, int]]:
         """Evict idle sessions covering at least `num_blocks` (fewer if there are not enough).
 
         Tenants are visited lowest class first (if `low_priority_first`), then by retention
         pressure (much cache, little traffic first); within a tenant the policy's index decides.
+        `strict` (a rate-limited tick): never more than `num_blocks`, except one session larger
+        than the whole budget when nothing else fits, so that a tick always makes progress.
+        `keep`: a session id never evicted here (the session a new turn is being admitted for);
+        it is taken out of the index for the duration and put back as just accessed.
         """
-        evicted: list[Session] = []
+        spared = self._sessions.get(f"{tenant.name}/{keep}") if tenant and keep else None
+        if spared is not None and spared.state is SessionState.IDLE:
+            self._unindex(spared, now_s)
+        else:
+            spared = None
+        evicted: list[tuple[Session, int]] = []
         freed = 0
         while freed < num_blocks:
             victim_tenant = tenant.name if tenant else self._pick_tenant(now_s, low_priority_first)
@@ -177,12 +191,27 @@ class SessionStore:
             index = self._index.get(victim_tenant)
             if not index:
                 break
-            for sid in index.pop_victims(num_blocks - freed, now_s):
+            keys = index.pop_victims(num_blocks - freed, now_s, strict=strict)
+            if not keys and strict and not evicted:
+                keys = index.pop_victims(1, now_s)
+            if not keys:
+                break
+            for sid in keys:
                 s = self._sessions[sid]
-                freed += len(s.blocks)
-                self._release(s, SessionState.EVICTED, "evicted", now_s, indexed=False)
-                evicted.append(s)
+                num = self._release(s, SessionState.EVICTED, "evicted", now_s, indexed=False)
+                freed += num
+                evicted.append((s, num))
+        if spared is not None:
+            self._index_idle(spared, spared.rebuild_cost_s, None, now_s)
         return evicted
+
+    def evict_overflow(self, tenant: TenantState, now_s: float) -> list[tuple[Session, int]]:
+        """Evict the idle sessions of `tenant` beyond its index's capacity (set by the policy)."""
+        index = self._index.get(tenant.name)
+        if index is None:
+            return []
+        return [(s, self._release(s, SessionState.EVICTED, "overflow", now_s, indexed=False))
+                for s in [self._sessions[key] for key in index.pop_overflow(now_s)]]
 
     def _pick_tenant(self, now_s: float, low_priority_first: bool) -> str | None:
         best, best_key = None, None
@@ -195,21 +224,24 @@ class SessionStore:
                 best, best_key = name, key
         return best
 
-    def _release(self, s: Session, state: SessionState, reason: str, now_s: float, indexed: bool = True) -> None:
+    def _release(self, s: Session, state: SessionState, reason: str, now_s: float, indexed: bool = True) -> int:
+        """End `s`'s retention; returns how many blocks it held."""
         assert s.state is not SessionState.ACTIVE or not self._idle.get(s.key), "an active session was idle-listed"
         self._idle.pop(s.key, None)
         if s.state is SessionState.IDLE and indexed:
-            self._unindex(s)
+            self._unindex(s, now_s)
         self._pool.decref(s.blocks, now_s, EntryMeta(tokens=s.num_tokens, tenant=s.tenant.name,
                                                       priority=s.tenant.traffic_class.priority), hold=True)
-        s.tenant.retained_blocks -= len(s.blocks)
+        num_blocks = len(s.blocks)
+        s.tenant.retained_blocks -= num_blocks
         s.blocks = []
         s.state, s.end_reason = state, reason
+        return num_blocks
 
-    def _unindex(self, s: Session) -> None:
+    def _unindex(self, s: Session, now_s: float) -> None:
         index = self._index.get(s.tenant.name)
         if index is not None and s.key in index:
-            index.remove(s.key)
+            index.remove(s.key, now_s)
 
     def _tenant_index(self, tenant: TenantState) -> EvictionIndex[str]:
         index = self._index.get(tenant.name)

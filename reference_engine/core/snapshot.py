@@ -2,6 +2,9 @@
 
 Live blocks include retained ones (idle sessions, pins); cached blocks (refcount 0, reusable
 prefixes) are on their own line and are *not* usage, as in vLLM.
+
+`PolicyStats` are the cumulative counters that compare eviction policies under one load
+(docs/policies.md): evictions by reason, prefix hit rate, re-prefill and approximated tokens.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from reference_engine.config import TrafficClass
+from reference_engine.core.events import EventKind
 
 if TYPE_CHECKING:
     from reference_engine.core.engine import EngineCore
@@ -72,3 +76,34 @@ def take_snapshot(core: "EngineCore") -> UsageSnapshot:
         public_live_blocks=pool.live_by_tenant.get(None, 0),
         fragmentation=waste / cap if cap else 0.0, level=core.marks.level(pool.num_live).name.lower(),
         host_used_bytes=core.host.used_bytes)
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyStats:
+    """Cumulative since engine start; every field is a plain number, ready for metrics and records."""
+
+    policy: str
+    approximate: bool
+    evicted_sessions: dict[str, int]  # idle sessions evicted, by reason (`evicted` events)
+    evicted_session_blocks: dict[str, int]  # blocks they held, by reason
+    expired_sessions: int  # idle timeouts (`expired` events)
+    evicted_cached_blocks: int  # refcount-0 prefix blocks reused for new data
+    prefix_query_blocks: int
+    prefix_hit_blocks: int
+    recompute_tokens: int  # re-prefilled after recompute preemptions
+    approximated_tokens: int  # KV tokens dropped by a token-level policy (`approximated` events)
+    num_oom: int
+
+    @property
+    def prefix_hit_rate(self) -> float:
+        return self.prefix_hit_blocks / self.prefix_query_blocks if self.prefix_query_blocks else 0.0
+
+
+def take_policy_stats(core: "EngineCore") -> PolicyStats:
+    pool, sched = core.pool, core.scheduler
+    return PolicyStats(
+        policy=core.policy.name, approximate=core.policy.approximate,
+        evicted_sessions=dict(sched.num_evicted_sessions), evicted_session_blocks=dict(sched.num_evicted_session_blocks),
+        expired_sessions=core.events.counts[EventKind.EXPIRED], evicted_cached_blocks=pool.num_evicted_cached,
+        prefix_query_blocks=pool.num_prefix_queries, prefix_hit_blocks=pool.num_prefix_hits,
+        recompute_tokens=sched.recompute_tokens, approximated_tokens=sched.approximated_tokens, num_oom=sched.num_oom)

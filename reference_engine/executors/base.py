@@ -39,24 +39,44 @@ class BlockCopy:
 
 
 @dataclass(slots=True)
+class KVCompaction:
+    """A token-level policy kept some of a request's KV tokens: they move to the front, in order.
+
+    KV index `src[j]` of the table `block_ids` (the request's blocks *before* the compaction)
+    moves to KV index `dst_start + j` of the same table; indices below `dst_start` stay put.
+    Token `i` of a table lives in block `block_ids[i // block_tokens]` at `i % block_tokens`.
+    The engine has already shrunk the request to its first ⌈kept / block_tokens⌉ blocks and
+    freed the rest, so an executor holding real KV applies every compaction of a plan *first*,
+    before anything of that step writes a block."""
+
+    request: Request
+    block_ids: list[int]
+    src: Sequence[int]
+    dst_start: int
+
+
+@dataclass(slots=True)
 class StepPlan:
     chunks: list[ScheduledChunk] = field(default_factory=list)
     swap_out: list[BlockCopy] = field(default_factory=list)
     swap_in: list[BlockCopy] = field(default_factory=list)
+    compactions: list[KVCompaction] = field(default_factory=list)
 
     @property
     def num_tokens(self) -> int:
         return sum(c.num_new_tokens for c in self.chunks)
 
     def is_empty(self) -> bool:
-        return not (self.chunks or self.swap_out or self.swap_in)
+        return not (self.chunks or self.swap_out or self.swap_in or self.compactions)
 
 
 @dataclass(slots=True)
 class StepOutcome:
     duration_s: float
     sampled: list[int | None]  # aligned with plan.chunks; None where no token was sampled
-    attention: dict[str, Sequence[float]] | None = None  # per request: attention mass per KV token
+    # Per request id: the attention mass each of its KV tokens (after the step, in KV order)
+    # received, summed over the step's queries. Supplied when the policy needs it (h2o).
+    attention: dict[str, Sequence[float]] | None = None
 
 
 class Executor(Protocol):

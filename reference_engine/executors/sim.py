@@ -13,7 +13,9 @@ Llama-3-8B at small batch on an H200 (16.1 GB of weights / (4.8 TB/s · 0.70) = 
 A profile written by `kvgate calibrate` replaces the three constants with measured ones.
 
 Output tokens are a pure function of (request id, position), so every run is reproducible and
-a preempted-and-recomputed request produces the same text as an uninterrupted one.
+a preempted-and-recomputed request produces the same text as an uninterrupted one. Under h2o the
+sim also returns a synthetic attention distribution (`sim_attention`) for the policy to rank
+tokens by; token-level compactions (`StepPlan.compactions`) move no data here and cost nothing.
 """
 
 from __future__ import annotations
@@ -21,9 +23,12 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-from reference_engine.config import EngineConfig
+import numpy as np
+
+from reference_engine.config import EngineConfig, PolicyName
 from reference_engine.core.prefix_hash import stable_id
 from reference_engine.executors.base import StepOutcome, StepPlan
+from reference_engine.executors.sim_attention import synthetic_attention
 from reference_engine.memory import MemoryPlan
 from reference_engine.tokenizer import SPECIAL_TOKENS, VOCAB_SIZE
 
@@ -60,6 +65,7 @@ class SimExecutor:
         self._weight_bytes = plan.weight_bytes
         self._kv_bytes_per_token = plan.bytes_per_token
         self._seeds: dict[str, int] = {}
+        self.record_attention = config.kv_cache.policy is PolicyName.H2O
 
     def _seed(self, request_id: str) -> int:
         seed = self._seeds.get(request_id)
@@ -89,7 +95,15 @@ class SimExecutor:
             sampled.append(fake_token(self._seed(r.request_id), end) if samples else None)
         moved = sum(c.num_bytes for c in plan.swap_out) + sum(c.num_bytes for c in plan.swap_in)
         duration = (self._step_s(new, pairs, read) if plan.chunks else self._overhead_s) + self.transfer_time_s(moved)
-        return StepOutcome(duration, sampled)
+        return StepOutcome(duration, sampled, self._attention(plan) if self.record_attention else None)
+
+    def _attention(self, plan: StepPlan) -> dict[str, np.ndarray]:
+        """Synthetic attention of each scheduled request over its KV after the step."""
+        out = {}
+        for chunk in plan.chunks:
+            r, n = chunk.request, chunk.num_new_tokens
+            out[r.request_id] = synthetic_attention(self._seed(r.request_id), r.kv_positions(n), n)
+        return out
 
     def prefill_time_s(self, num_tokens: int, num_cached_tokens: int = 0) -> float:
         n, s = num_tokens, num_cached_tokens

@@ -4,9 +4,10 @@ It plugs into the engine exactly where the sim does (`engine.executor = "torch"`
 same `StepPlan`s; the scheduler, the block pool and the policies do not know which one runs.
 One `execute(plan)`:
 
-1. swaps: `plan.swap_out` blocks are copied to host tensors *first* (the scheduler may already
-   have handed those blocks to another request of this very step), then `plan.swap_in` host
-   copies are written into their new device blocks;
+1. token-level compactions (`plan.compactions`, h2o / streamingllm): the kept tokens' K/V move
+   to the front of their request's blocks, *first* (the blocks they leave may already belong to
+   another request of this very step); then swaps: `plan.swap_out` blocks are copied to host
+   tensors (same reason), then `plan.swap_in` host copies are written into new device blocks;
 2. forwards every scheduled chunk in one flat token stream through the decoder, with
    `PagedAttention` reading and writing the cache through each request's block table;
 3. samples greedily, for chunks that reach the end of their known tokens, among the ids the
@@ -141,6 +142,7 @@ class TorchExecutor:
         t0 = time.perf_counter()
         try:
             with torch.inference_mode():
+                self._compact(plan)
                 self._swap(plan)
                 sampled, attention = self._forward(plan.chunks)
             if self.device.type == "cuda":
@@ -151,6 +153,18 @@ class TorchExecutor:
                                          f"over {len(plan.chunks)} sequences: {err}") from None
         duration = self._pricing.execute(plan).duration_s if self._modeled else time.perf_counter() - t0
         return StepOutcome(duration, sampled, attention)
+
+    def _compact(self, plan: StepPlan) -> None:
+        if not plan.compactions:
+            return
+        bt, src, dst = self.cache.block_tokens, [], []
+        for c in plan.compactions:
+            table = torch.tensor(c.block_ids)
+            moved = torch.as_tensor(c.src, dtype=torch.long)
+            src.append(table[moved // bt] * bt + moved % bt)
+            kept = torch.arange(c.dst_start, c.dst_start + len(moved))
+            dst.append(table[kept // bt] * bt + kept % bt)
+        self.cache.move(torch.cat(src).to(self.device), torch.cat(dst).to(self.device))
 
     def _swap(self, plan: StepPlan) -> None:
         if self._host:  # a request that ended while swapped out leaves its host copy behind

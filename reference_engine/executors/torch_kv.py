@@ -11,7 +11,9 @@ Addressing is by *slot*: token `i` of a request's KV (in `block_ids` order) live
 `[num_blocks · block_tokens, kv_heads, head_dim]` view. Writes and gathers are one indexed
 copy per layer.
 
-Swap: `copy_out` copies blocks to a host tensor (pinned on CUDA, so the copy is a DMA that
+Compaction (`move`): a token-level policy keeps some tokens of a request, and their K/V move
+to the front of its block table, in order; keys are stored after RoPE, so each keeps its
+position. Swap: `copy_out` copies blocks to a host tensor (pinned on CUDA, so the copy is a DMA that
 overlaps with compute) block by block, with no temporary device buffer — a swap happens when
 device memory is scarce. `copy_in` writes a host copy into new device blocks. All copies are
 issued on the current stream, so they are ordered before any later write to the same blocks.
@@ -67,6 +69,11 @@ class PagedKVCache:
         flat, shape = self._flat[layer], (*slots.shape, *self._flat.shape[3:])
         # index_select, not `flat[0][slots]`: advanced indexing parallelises badly on a busy CPU
         return flat[0].index_select(0, slots.view(-1)).view(shape), flat[1].index_select(0, slots.view(-1)).view(shape)
+
+    def move(self, src_slots: Tensor, dst_slots: Tensor) -> None:
+        """Copy K and V of every layer from `src_slots` to `dst_slots` [T] (token-level compaction).
+        All sources are read before any destination is written, so the two may overlap."""
+        self._flat.index_copy_(2, dst_slots, self._flat.index_select(2, src_slots))
 
     def copy_out(self, block_ids: Sequence[int]) -> Tensor:
         """A host copy [layers, 2, n, block_tokens, kv_heads, head_dim] of these blocks."""

@@ -6,12 +6,19 @@ Reusable state lives in two tiers, and each tier is ordered by its own `Eviction
   usage (vLLM counts them as free); the pool evicts them on demand when an allocation finds no
   free block.
 - **sessions**: idle multi-turn sessions and their retained blocks. They *are* counted in usage;
-  the engine evicts them when usage crosses the evict watermark, when they idle past
-  `max_session_idle_seconds`, or when a session exceeds `max_tokens_per_session`.
+  the engine evicts them when usage crosses the evict watermark (on the policy's tick), when
+  they idle past `max_session_idle_seconds`, when a session exceeds `max_tokens_per_session`,
+  or when a tenant's index holds more sessions than the policy's capacity (`pop_overflow`).
+
+What an index sees of an entry's life: `insert` when it becomes reusable (a block released at
+refcount 0, a session between turns), `remove` when it becomes live again (a prefix hit, the
+session's next turn), `pop_victims` / `pop_overflow` when it is evicted. An access therefore
+shows up as `remove` + a later `insert` of the same key; indexes that rank by reuse keep what
+they learnt about removed keys in a bounded `History`, so that the next insert continues it.
 
 A policy (`lru`, `multi_queue`, `value_density`, ...) is one index class used for both tiers,
 plus a few behaviour flags for the baselines (`none`, `vllm_like`). Every index operation is
-O(1) or O(log n); none may scan the index.
+O(1) or O(log n) (amortised where a docstring says so); none may scan the index.
 """
 
 from __future__ import annotations
@@ -23,6 +30,10 @@ from enum import Enum
 from typing import Generic, Protocol, TypeVar
 
 K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+# How many removed sessions a sessions-tier index remembers (as many as the store remembers).
+SESSION_HISTORY_CAPACITY = 100_000
 
 
 class Tier(str, Enum):
@@ -35,8 +46,10 @@ class EntryMeta:
     """What a policy may know about an entry when it enters the index.
 
     `size_blocks` is per key (1 for a block). `saved_prefill_s` is the prefill time a hit on
-    the entry saves (its rebuild cost); `tokens` is the length of the owning sequence, which
-    is how multi_queue recognises long sessions.
+    the entry saves (its rebuild cost); `tokens` is the length of the owning sequence and
+    `is_active` says whether that sequence goes on (a preempted request, a session between
+    turns), which is how multi_queue recognises long active sessions. `last_access_s` is when
+    the entry was last used, if not now (lru without `touch_on_decode`).
     """
 
     size_blocks: int = 1
@@ -45,6 +58,7 @@ class EntryMeta:
     priority: int = 0
     saved_prefill_s: float = 0.0
     is_active: bool = False
+    last_access_s: float | None = None
 
 
 class EvictionIndex(Protocol[K]):
@@ -55,15 +69,22 @@ class EvictionIndex(Protocol[K]):
         ...
 
     def touch(self, key: K, now_s: float) -> None:
-        """Record an access (a prefix hit, a session turn) to a key that stays in the index."""
+        """Record an access to a key that stays in the index."""
         ...
 
-    def remove(self, key: K) -> None:
-        """Take a key out for a reason other than eviction (it became live again)."""
+    def remove(self, key: K, now_s: float) -> None:
+        """Take a key out because it became live again (a prefix hit, a session's next turn)."""
         ...
 
-    def pop_victims(self, num_blocks: int, now_s: float) -> list[K]:
-        """Remove and return keys in eviction order until they cover `num_blocks` (or none remain)."""
+    def pop_victims(self, num_blocks: int, now_s: float, *, strict: bool = False) -> list[K]:
+        """Remove and return keys in eviction order until they cover `num_blocks` (or none remain).
+
+        With `strict`, never more than `num_blocks`: the pop ends before an entry that would
+        not fit (a rate-limited tick), so it may return fewer, or nothing."""
+        ...
+
+    def pop_overflow(self, now_s: float) -> list[K]:
+        """Remove and return the keys beyond the index's entry capacity (most have none)."""
         ...
 
     def __len__(self) -> int: ...
@@ -71,12 +92,49 @@ class EvictionIndex(Protocol[K]):
     def __contains__(self, key: object) -> bool: ...
 
 
-class LruIndex(Generic[K]):
-    """Least recently used first. An `OrderedDict` is a C doubly-linked list + hash map:
-    insert, touch (`move_to_end`), remove and pop are all O(1)."""
+class History(Generic[K, V]):
+    """What an index remembers about keys that left it by `remove` (they became live again), so
+    that their next insert continues their history instead of starting over.
 
-    def __init__(self) -> None:
+    Bounded: past `capacity` keys the oldest memory is dropped. A key is either in its index
+    or (maybe) here, never both: `take` on insert consumes the memory. Evicted keys are never
+    remembered, so a block id reused for new content starts clean. All operations O(1)
+    (an `OrderedDict` in the order memories were made)."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._memory: OrderedDict[K, V] = OrderedDict()
+
+    def keep(self, key: K, value: V) -> None:
+        memory = self._memory
+        memory[key] = value
+        memory.move_to_end(key)
+        if len(memory) > self.capacity:
+            memory.popitem(last=False)
+
+    def take(self, key: K) -> V | None:
+        memory = self._memory
+        return memory.pop(key, None) if memory else None
+
+    def __len__(self) -> int:
+        return len(self._memory)
+
+
+class LruIndex(Generic[K]):
+    """Least recently used first: the `lru` policy (with `touch_on_decode`) and the baselines.
+
+    An `OrderedDict` key -> size is a C doubly-linked list + hash map in recency order (oldest
+    first): insert, touch (`move_to_end`), remove and pop are all O(1); peeking at the oldest
+    entry for a strict pop is O(1) too. Invariant: the order is the order of the last insert
+    or touch. `max_entries` (sessions tier: `[lru] max_entries`) bounds the number of entries:
+    once it is passed, `pop_overflow` returns the oldest entries, at least `overflow_batch` of
+    them (`[lru] evict_batch_size`), so overflow is handled in batches rather than per insert.
+    """
+
+    def __init__(self, max_entries: int | None = None, overflow_batch: int = 1) -> None:
         self._order: OrderedDict[K, int] = OrderedDict()
+        self.max_entries = max_entries
+        self.overflow_batch = overflow_batch
 
     def insert(self, keys: Sequence[K], meta: EntryMeta, now_s: float) -> None:
         size = meta.size_blocks
@@ -85,18 +143,26 @@ class LruIndex(Generic[K]):
     def touch(self, key: K, now_s: float) -> None:
         self._order.move_to_end(key)
 
-    def remove(self, key: K) -> None:
+    def remove(self, key: K, now_s: float) -> None:
         del self._order[key]
 
-    def pop_victims(self, num_blocks: int, now_s: float) -> list[K]:
+    def pop_victims(self, num_blocks: int, now_s: float, *, strict: bool = False) -> list[K]:
         victims: list[K] = []
-        popitem = self._order.popitem
+        order = self._order
         freed = 0
-        while freed < num_blocks and self._order:
-            key, size = popitem(last=False)
+        while freed < num_blocks and order:
+            if strict and freed + next(iter(order.values())) > num_blocks:
+                break
+            key, size = order.popitem(last=False)
             victims.append(key)
             freed += size
         return victims
+
+    def pop_overflow(self, now_s: float) -> list[K]:
+        order, cap = self._order, self.max_entries
+        if cap is None or len(order) <= cap:
+            return []
+        return [order.popitem(last=False)[0] for _ in range(max(len(order) - cap, self.overflow_batch))]
 
     def __len__(self) -> int:
         return len(self._order)

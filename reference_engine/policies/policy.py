@@ -5,17 +5,26 @@ token-level ones add a `Compressor` that drops KV inside long running sequences 
 approximate). The baselines switch engine behaviour off: `none` has no admission, eviction or
 preemption (an allocation that does not fit fails the whole running batch), `vllm_like` is FCFS
 with LRU prefix blocks, no tenant caps and recompute of the most recently admitted request.
+
+What every policy shares, and no policy may change: the watermark ladder, tenant quotas,
+sessions (idle timeout, token cap, `context_expired`), pinned prefixes, and starvation
+protection (aging, the batch minimum share, the cap on consecutive preemptions).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
 
 from reference_engine.config import PreemptionMode
 from reference_engine.policies.base import EvictionIndex, Tier
+
+if TYPE_CHECKING:
+    from reference_engine.core.request import Request
 
 
 class VictimOrder(str, Enum):
@@ -24,10 +33,25 @@ class VictimOrder(str, Enum):
 
 
 class Compressor(Protocol):
-    """Token-level eviction inside a running sequence (streamingllm, h2o)."""
+    """Token-level eviction inside a running sequence (streamingllm, h2o).
 
-    def plan_drop(self, num_kv_tokens: int, block_tokens: int) -> tuple[int, int]:
-        """(blocks kept at the head, blocks to drop right after them); (0, 0) to keep all."""
+    After every step a request ran in, the engine asks which of its KV tokens to keep. It
+    applies every plan it gets: the kept tokens are compacted to the front of the request's
+    blocks and the blocks left over are freed (`KVCacheManager.compact`), and the request is
+    marked approximate. A compressor that keeps per-request state is told when to drop it.
+    """
+
+    def plan_keep(self, r: Request, attention: Sequence[float] | None,
+                  protected_tokens: Callable[[], int]) -> np.ndarray | None:
+        """Sorted KV indices of `r` to keep, or None to keep everything.
+
+        `attention`: the mass each of `r`'s KV tokens received in this step (None if the
+        executor supplies none). `protected_tokens()` (call it only when about to compact) is
+        a KV prefix shared with other requests or sessions: a plan must keep all of it."""
+        ...
+
+    def forget(self, request_id: str) -> None:
+        """The request ended, or its KV was dropped for recompute: forget what was learnt."""
         ...
 
 
@@ -44,10 +68,13 @@ class Policy:
     victim_order: VictimOrder = VictimOrder.SCORE
     fcfs: bool = False  # ignore traffic class when ordering the waiting queue
     oom_fails_batch: bool = False
-    session_tick_s: float = 0.0  # 0: evict retained state on every step
-    max_session_evict_blocks_per_tick: int | None = None  # None: down to the evict watermark at once
+    # The evict rung's pace: idle sessions are evicted on a tick every `session_tick_s` (0: every
+    # step), at most `max_session_evict_blocks_per_tick` blocks per tick (strictly; one session
+    # larger than the whole budget may go alone); None: down to just below the watermark at once.
+    session_tick_s: float = 0.0
+    max_session_evict_blocks_per_tick: int | None = None
     compressor: Compressor | None = None
-    touch_on_decode: bool = True
+    touch_on_decode: bool = True  # False: an entry's recency is its request's last scheduling
 
     @property
     def approximate(self) -> bool:

@@ -1,42 +1,40 @@
-"""Policy factory: `make_policy(config, num_blocks)` resolves `kv_cache.policy` to a `Policy`."""
+"""Policy factory: `make_policy(config, plan)` resolves `kv_cache.policy` to a `Policy`.
+
+Every policy is registered here, once, by name; each module owns its factory.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from reference_engine.config import EngineConfig, PolicyName, PreemptionMode
+from reference_engine.config import EngineConfig, PolicyName
 from reference_engine.errors import UnknownNameError
-from reference_engine.policies.base import LruIndex
-from reference_engine.policies.policy import Policy, VictimOrder
+from reference_engine.memory import MemoryPlan
+from reference_engine.policies.baselines import make_none, make_vllm_like
+from reference_engine.policies.h2o import make_h2o
+from reference_engine.policies.lru import make_lru
+from reference_engine.policies.multi_queue import make_multi_queue
+from reference_engine.policies.policy import Policy
+from reference_engine.policies.streamingllm import make_streamingllm
+from reference_engine.policies.value_density import make_value_density
 
-PolicyFactory = Callable[[EngineConfig, int], Policy]
-
-
-def _lru(config: EngineConfig, num_blocks: int) -> Policy:
-    return Policy("lru", lambda tier: LruIndex(), touch_on_decode=config.lru.touch_on_decode)
-
-
-def _none(config: EngineConfig, num_blocks: int) -> Policy:
-    return Policy("none", lambda tier: LruIndex(), admission=False, tenant_caps=False, watermarks=False,
-                  preemption=False, prefix_cache=False, fcfs=True, oom_fails_batch=True)
-
-
-def _vllm_like(config: EngineConfig, num_blocks: int) -> Policy:
-    return Policy("vllm_like", lambda tier: LruIndex(), admission=False, tenant_caps=False, watermarks=False,
-                  victim_order=VictimOrder.NEWEST, fcfs=True, preemption_mode=PreemptionMode.RECOMPUTE)
-
+PolicyFactory = Callable[[EngineConfig, MemoryPlan], Policy]
 
 POLICIES: dict[str, PolicyFactory] = {
-    PolicyName.LRU.value: _lru,
-    PolicyName.NONE.value: _none,
-    PolicyName.VLLM_LIKE.value: _vllm_like,
+    PolicyName.LRU.value: make_lru,
+    PolicyName.MULTI_QUEUE.value: make_multi_queue,
+    PolicyName.VALUE_DENSITY.value: make_value_density,
+    PolicyName.STREAMINGLLM.value: make_streamingllm,
+    PolicyName.H2O.value: make_h2o,
+    PolicyName.NONE.value: make_none,
+    PolicyName.VLLM_LIKE.value: make_vllm_like,
 }
 
 
-def make_policy(config: EngineConfig, num_blocks: int) -> Policy:
+def make_policy(config: EngineConfig, plan: MemoryPlan) -> Policy:
     name = config.kv_cache.policy.value
     try:
         factory = POLICIES[name]
     except KeyError:
         raise UnknownNameError("policy", name, POLICIES) from None
-    return factory(config, num_blocks)
+    return factory(config, plan)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
 pytest.importorskip("torch")
@@ -20,13 +21,17 @@ pytestmark = pytest.mark.torch
 class SinkAndWindow:
     """A stand-in token-level compressor: keep the first block and the last `window` blocks."""
 
-    def __init__(self, window_blocks: int) -> None:
+    def __init__(self, window_blocks: int, block_tokens: int = 16) -> None:
         self.window_blocks = window_blocks
+        self.block_tokens = block_tokens
 
-    def plan_drop(self, num_kv_tokens: int, block_tokens: int) -> tuple[int, int]:
-        full = num_kv_tokens // block_tokens
-        excess = full - 1 - self.window_blocks
-        return (1, excess) if excess > 0 else (0, 0)
+    def plan_keep(self, r, attention, protected_tokens):
+        bt, n = self.block_tokens, r.num_kv_tokens
+        excess = n // bt - 1 - self.window_blocks
+        return np.concatenate((np.arange(bt), np.arange((1 + excess) * bt, n))) if excess > 0 else None
+
+    def forget(self, request_id: str) -> None:
+        pass
 
 
 def prompts(n: int, length: int) -> list[list[int]]:

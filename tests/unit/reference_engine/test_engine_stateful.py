@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from reference_engine import RequestError
+from reference_engine.config import PolicyName
 from tests.helpers import Driver, small_config
 
 PUBLIC = " ".join(["shared"] * 48)
@@ -24,11 +25,15 @@ class EngineMachine(RuleBasedStateMachine):
         self.d: Driver | None = None
 
     @precondition(lambda self: self.d is None)
-    @rule(policy=st.sampled_from(["lru", "vllm_like", "none"]), mode=st.sampled_from(["auto", "recompute", "swap"]))
+    @rule(policy=st.sampled_from([p.value for p in PolicyName]), mode=st.sampled_from(["auto", "recompute", "swap"]))
     def start(self, policy: str, mode: str) -> None:
         self.policy = policy
         self.d = Driver(small_config(256, overrides={
             "kv_cache.policy": policy, "preemption.mode": mode, "engine.max_num_batched_tokens": 64,
+            # token-level policies compress sequences of these lengths; multi_queue ticks often
+            "streamingllm.sliding_window_tokens": 96, "h2o.min_tokens_to_compress": 128,
+            "h2o.recent_window_tokens": 32, "multi_queue.tick_interval_ms": 20,
+            "multi_queue.promotion_window_ms": 500, "multi_queue.long_session_tokens": 200,
             "engine.max_num_seqs": 6, "kv_cache.max_session_idle_seconds": 3.0,
             "prefix_cache.public_prefixes": [{"name": "p", "text": PUBLIC}],
             "kv_cache.guard": {"warn_at_percent": 50, "admission_at_percent": 60, "evict_at_percent": 70,
@@ -97,5 +102,5 @@ class EngineMachine(RuleBasedStateMachine):
 
 
 TestEngineStateful = EngineMachine.TestCase
-TestEngineStateful.settings = settings(max_examples=25, stateful_step_count=30, deadline=None,
+TestEngineStateful.settings = settings(max_examples=60, stateful_step_count=30, deadline=None,
                                        suppress_health_check=[HealthCheck.too_slow])

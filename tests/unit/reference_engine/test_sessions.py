@@ -72,3 +72,18 @@ def test_session_ids_are_scoped_to_their_tenant(driver):
     turn(driver, "same", [], 50)
     r, _ = turn(driver, "same", [], 50, tenant="globex")
     assert driver.core.sessions.get("globex", "same").turns == 1 and not r.session_rebuilt
+
+
+def test_tenant_over_its_cap_reclaims_only_the_overage_and_never_the_continuing_session():
+    # cap: floor(0.185 × 1,024) = 189 blocks (a new session reserves ceil(968 × 1.1 / 16) = 67:
+    # the third one fits, 120 + 67 = 187)
+    d = Driver(small_config(1024, overrides={"tenants.acme.max_kv_share": 0.185}))
+    _, keep_history = turn(d, "keep", [], 960, max_new=8)  # 60 blocks retained, the oldest session
+    for i in range(2):
+        turn(d, f"old{i}", [], 960, max_new=8)  # 60 more each: 180 retained in all
+    # the next turn of "keep" reserves ceil((998 + 64) × 1.1 / 16) = 74 blocks: 180 − 60 + 74 = 194,
+    # 5 over the cap. LRU would pick "keep" itself; it is spared, and one old session goes.
+    r, _ = turn(d, "keep", keep_history, 30, max_new=64)
+    assert not r.session_rebuilt and r.num_prefix_hit_tokens == 960
+    evicted = [e for e in d.core.events if e.kind is EventKind.EVICTED]
+    assert [(e.reason, e.request_id) for e in evicted] == [("tenant_quota", "old0")]

@@ -1,0 +1,67 @@
+"""`streamingllm` (seed 001 `[streamingllm] sink_tokens, sliding_window_tokens,
+evict_outside_window`): keep the attention sinks and a sliding window, drop the middle.
+
+Token-level and approximate: a long sequence keeps its first `sink_tokens` KV tokens and its
+last `sliding_window_tokens`; everything in between is dropped and its blocks freed. Dropping
+happens once a whole block can be freed (the cache holds at least `sinks + window +
+block_tokens` tokens), so right after a compaction a sequence holds exactly sinks + window
+tokens, and never more than sinks + window + block_tokens − 1. A KV prefix shared with other
+requests or a session (`protected_tokens`) is never rewritten: it is kept in place of the sinks
+when it is longer. Prefix blocks, tiers and sessions are managed as by `lru`.
+
+Alignment with the model (decided: a config error, not a silent fix): a model with its own
+sliding window (`ModelSpec.sliding_window_tokens`, e.g. mistral-7b-v0.1's 4,096) never
+attends past it, so a policy window of another size either keeps KV the model cannot read or
+drops KV it still reads. `sliding_window_tokens` must then equal the model's window.
+`evict_outside_window = false` keeps everything: the policy is then `lru`, exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from reference_engine.config import EngineConfig
+from reference_engine.core.request import Request
+from reference_engine.errors import ConfigError
+from reference_engine.memory import MemoryPlan
+from reference_engine.policies.base import LruIndex
+from reference_engine.policies.policy import Policy
+
+
+class StreamingLlmCompressor:
+    """Stateless: the plan depends only on the request's KV length (O(1) to decide, O(kept) to
+    build the kept index list, once per `block_tokens` new tokens)."""
+
+    def __init__(self, sink_tokens: int, window_tokens: int, block_tokens: int) -> None:
+        self.sink_tokens = sink_tokens
+        self.window_tokens = window_tokens
+        self.block_tokens = block_tokens
+
+    def plan_keep(self, r: Request, attention: Sequence[float] | None,
+                  protected_tokens: Callable[[], int]) -> np.ndarray | None:
+        n, window = r.num_kv_tokens, self.window_tokens
+        if n - self.sink_tokens - window < self.block_tokens:
+            return None
+        head = max(self.sink_tokens, protected_tokens())
+        if n - head - window < self.block_tokens:
+            return None
+        return np.concatenate((np.arange(head), np.arange(n - window, n)))
+
+    def forget(self, request_id: str) -> None:
+        """Nothing to forget: the plan is a function of the KV length."""
+
+
+def make_streamingllm(config: EngineConfig, plan: MemoryPlan) -> Policy:
+    cfg = config.streamingllm
+    model_window = plan.model.sliding_window_tokens
+    if model_window is not None and cfg.sliding_window_tokens != model_window:
+        raise ConfigError(
+            f"streamingllm.sliding_window_tokens = {cfg.sliding_window_tokens} does not match the attention window "
+            f"of {plan.model.name} ({model_window} tokens); set it to {model_window}: the model never attends past "
+            f"its own window, so any other size keeps KV it cannot read or drops KV it still reads")
+    compressor = None
+    if cfg.evict_outside_window:
+        compressor = StreamingLlmCompressor(cfg.sink_tokens, cfg.sliding_window_tokens, plan.block_tokens)
+    return Policy("streamingllm", lambda tier: LruIndex(), compressor=compressor)

@@ -1,0 +1,84 @@
+"""h2o: keeps the highest-scored tokens + the recent window; scores decay; the sim supplies attention."""
+
+import numpy as np
+import pytest
+
+from reference_engine import EventKind
+from reference_engine.config import TrafficClass
+from reference_engine.core.request import Request
+from reference_engine.executors.sim_attention import SINK_MASS, SINK_TOKENS, synthetic_attention
+from reference_engine.policies.h2o import H2oCompressor
+from tests.helpers import Driver, small_config
+
+
+def compressor(**kw) -> H2oCompressor:
+    args = dict(heavy_hitter_ratio=0.1, recent_tokens=16, score_decay=0.5, min_tokens=32, block_tokens=16)
+    return H2oCompressor(**{**args, **kw})
+
+
+def running(n: int) -> Request:
+    r = Request("r", "acme", TrafficClass.INTERACTIVE, num_prompt_tokens=n, max_new_tokens=8, arrival_s=0.0)
+    r.num_computed_tokens = n
+    return r
+
+
+def test_it_keeps_the_highest_scored_tokens_and_the_recent_window():
+    attention = np.linspace(0.0, 0.1, 100)[::-1].copy()  # earlier tokens score higher ...
+    heavy = [7, 23, 41, 55, 60, 61, 70, 77, 80, 83]  # ... except these ten, far above the rest
+    attention[heavy] = 5.0 + np.arange(10)
+    keep = compressor().plan_keep(running(100), attention, lambda: 0)
+    # heavy = ⌈0.1 × 100⌉ = 10 among tokens 0..83, plus the last 16
+    assert keep.tolist() == heavy + list(range(84, 100))
+
+
+def test_a_shared_prefix_is_kept_and_the_heavy_hitters_are_chosen_after_it():
+    attention = np.zeros(100)
+    attention[[1, 2, 40, 50]] = 1.0
+    keep = compressor(heavy_hitter_ratio=0.02).plan_keep(running(100), attention, lambda: 32)
+    assert keep.tolist() == list(range(32)) + [40, 50] + list(range(84, 100))
+
+
+def test_scores_accumulate_with_decay_and_follow_the_compaction():
+    c = compressor(min_tokens=1000)  # never compresses: watch the scores
+    r = running(4)
+    c.plan_keep(r, [1.0, 0.0, 0.0, 1.0], lambda: 0)
+    r.num_computed_tokens = 5
+    c.plan_keep(r, [0.0, 1.0, 0.0, 0.0, 2.0], lambda: 0)
+    assert c.scores("r").tolist() == [0.5, 1.0, 0.0, 0.5, 2.0]
+    c.forget("r")
+    assert c.scores("r") is None
+
+
+def test_nothing_is_dropped_below_min_tokens_or_without_a_block_to_gain():
+    assert compressor(min_tokens=200).plan_keep(running(100), np.ones(100), lambda: 0) is None
+    assert compressor(heavy_hitter_ratio=0.8).plan_keep(running(100), np.ones(100), lambda: 0) is None
+
+
+def test_synthetic_attention_is_deterministic_heavy_tailed_and_has_sinks():
+    positions = np.arange(2000)
+    mass = synthetic_attention(7, positions, 3)
+    assert mass.sum() == pytest.approx(3.0) and np.array_equal(mass, synthetic_attention(7, positions, 3))
+    assert mass[:SINK_TOKENS].sum() == pytest.approx(3 * SINK_MASS)
+    others = np.sort(mass[SINK_TOKENS:])[::-1]
+    assert others[:100].sum() > 0.3 * others.sum()  # 5 % of the tokens draw a large share: heavy-tailed
+    assert not np.array_equal(mass, synthetic_attention(8, positions, 3))
+    # a token's rank does not depend on which others are held
+    held = positions[::3]
+    assert np.array_equal(np.argsort(synthetic_attention(7, held, 1)[2:]), np.argsort(mass[held][2:]))
+
+
+def test_the_sim_engine_compresses_long_sequences_and_keeps_sinks_and_the_recent_window():
+    d = Driver(small_config(overrides={"kv_cache.policy": "h2o", "h2o.recent_window_tokens": 32,
+                                       "h2o.min_tokens_to_compress": 64, "h2o.heavy_hitter_ratio": 0.25}))
+    r = d.add(prompt_len=200, max_new=40)
+    d.step()  # the prefill: 200 tokens, then compaction to 32 recent + ⌈0.25 × 200⌉ heavy
+    assert r.approximate and r.num_kv_tokens == 32 + 50
+    kept = r.kv_positions()
+    assert kept[:SINK_TOKENS].tolist() == list(range(SINK_TOKENS))  # the sinks draw the most attention
+    assert kept[-32:].tolist() == list(range(168, 200))
+    scores = d.core.policy.compressor.scores(r.request_id)
+    assert len(scores) == r.num_kv_tokens
+    d.run()
+    assert [e.mode for e in d.core.events if e.kind is EventKind.APPROXIMATED][0] == "h2o"
+    d.core.pool.check_invariants()
+    assert d.core.pool.num_live == 0

@@ -1,0 +1,57 @@
+"""lru: eviction order on hand-built access sequences, both recency clocks, session capacity."""
+
+from reference_engine.memory import MemoryPlan
+from reference_engine.policies.base import EntryMeta, LruIndex, Tier
+from reference_engine.policies.lru import RecencyIndex, make_lru
+from tests.helpers import small_config
+
+ONE = EntryMeta()
+
+
+def test_lru_evicts_least_recently_used_first_and_a_chain_from_its_tail():
+    index = LruIndex()
+    index.insert(["c3", "c2", "c1"], ONE, 0.0)  # a released chain: tail first
+    index.insert(["x"], ONE, 1.0)
+    index.touch("c2", 2.0)
+    index.remove("c1", 3.0)  # a prefix hit: live again
+    assert index.pop_victims(2, 4.0) == ["c3", "x"]
+    assert index.pop_victims(5, 4.0) == ["c2"] and len(index) == 0
+
+
+def test_a_strict_pop_never_exceeds_its_budget():
+    index = LruIndex()
+    index.insert(["small"], EntryMeta(size_blocks=3), 0.0)
+    index.insert(["big"], EntryMeta(size_blocks=10), 1.0)
+    assert index.pop_victims(8, 2.0, strict=True) == ["small"]  # "big" would pass 8
+    assert index.pop_victims(8, 2.0, strict=True) == []
+    assert index.pop_victims(8, 2.0) == ["big"]  # not strict: until covered
+
+
+def test_overflow_pops_the_oldest_in_batches():
+    index = LruIndex(max_entries=4, overflow_batch=3)
+    index.insert([f"s{i}" for i in range(4)], ONE, 0.0)
+    assert index.pop_overflow(0.0) == []
+    index.insert(["s4"], ONE, 1.0)
+    assert index.pop_overflow(1.0) == ["s0", "s1", "s2"]  # one over the cap: a whole batch goes
+    assert len(index) == 2
+
+
+def test_without_touch_on_decode_recency_is_the_last_scheduling():
+    index = RecencyIndex()
+    # released in this order, but "late" was scheduled long before "early" finished decoding
+    index.insert(["early"], EntryMeta(last_access_s=5.0), 10.0)
+    index.insert(["late"], EntryMeta(last_access_s=1.0), 11.0)
+    index.insert(["now"], ONE, 12.0)  # no last access given: now
+    assert index.pop_victims(1, 13.0) == ["late"]
+    index.touch("early", 14.0)
+    assert index.pop_victims(2, 15.0) == ["now", "early"]
+
+
+def test_the_lru_policy_maps_its_seed_keys():
+    config = small_config(overrides={"lru.max_entries": 7, "lru.evict_batch_size": 2, "lru.touch_on_decode": False})
+    policy = make_lru(config, MemoryPlan.from_config(config))
+    sessions, blocks = policy.make_index(Tier.SESSIONS), policy.make_index(Tier.BLOCKS)
+    assert isinstance(sessions, RecencyIndex) and (sessions.max_entries, sessions.overflow_batch) == (7, 2)
+    assert blocks.max_entries is None and not policy.touch_on_decode
+    default = make_lru(small_config(), MemoryPlan.from_config(small_config()))
+    assert isinstance(default.make_index(Tier.BLOCKS), LruIndex) and not default.approximate
