@@ -54,6 +54,7 @@ class PreemptionMode(str, Enum):
     AUTO = "auto"  # swap when kv_bytes / link_bw < prefill_time(len), else recompute
     RECOMPUTE = "recompute"
     SWAP = "swap"
+    KILL = "kill"  # abort the victim with 503 `preempted`: what an engine without swap or recompute does
 
 
 class ModelConfig(_Table):
@@ -167,7 +168,7 @@ class PreemptionConfig(_Table):
     """Preemption of running work and the starvation guards shared by every policy."""
 
     enabled: bool = Field(True, description="off: an allocation that does not fit is an OOM")
-    mode: PreemptionMode = Field(PreemptionMode.AUTO, description="auto | recompute | swap")
+    mode: PreemptionMode = Field(PreemptionMode.AUTO, description="auto | recompute | swap | kill (abort the victim: a baseline to compare against)")
     host_swap_gib: float = Field(64, ge=0, description="host memory for swapped-out KV")
     max_consecutive_preemptions: int = Field(2, ge=1, description="then the request is protected until it progresses")
     aging_s: float = Field(10, gt=0, description="waiting this long raises priority by one class")

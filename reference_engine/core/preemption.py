@@ -16,7 +16,9 @@ the most recently admitted request, as vLLM does, under the same cap: starvation
 the same for every policy.
 
 Mode: recompute drops KV and re-prefills; swap copies KV to the host tier and back. `auto`
-swaps when the round trip `2 · kv_bytes / link_bw` is cheaper than `prefill_time(len)`.
+swaps when the round trip `2 · kv_bytes / link_bw` is cheaper than `prefill_time(len)`. `kill`
+aborts the victim with an explicit error: the engine without preemption support that the
+"preempted requests complete" gate is there to catch.
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ def pick_victim(candidates: Iterable[Request], order: VictimOrder, max_consecuti
 
 def choose_mode(mode: PreemptionMode, kv_bytes: float, host_has_room: bool, transfer_s: float,
                 prefill_s: float) -> PreemptionKind:
+    if mode is PreemptionMode.KILL:
+        return PreemptionKind.KILL
     if mode is PreemptionMode.RECOMPUTE or not host_has_room:
         return PreemptionKind.RECOMPUTE
     if mode is PreemptionMode.SWAP:

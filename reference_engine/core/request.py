@@ -34,12 +34,14 @@ class FinishReason(str, Enum):
     CANCELLED = "cancelled"  # client cancel or disconnect
     REJECTED = "rejected"  # left the queue without running (queue deadline)
     OOM = "oom"  # an allocation failed with nothing to preempt (the `none` baseline)
+    PREEMPTED = "preempted"  # killed to free KV memory (preemption.mode = kill)
     WORKER_LOST = "worker_lost"
 
 
 class PreemptionKind(str, Enum):
     RECOMPUTE = "recompute"
     SWAP = "swap"
+    KILL = "kill"
 
 
 @dataclass(eq=False, slots=True)

@@ -301,7 +301,7 @@ class Scheduler:
         kv_bytes = len(r.block_ids) * self.plan.bytes_per_block
         mode = choose_mode(self.preemption_mode, kv_bytes, self.host.can_hold(kv_bytes),
                            self.executor.transfer_time_s(kv_bytes), self.executor.prefill_time_s(r.num_kv_tokens))
-        if r.approximate:
+        if r.approximate and mode is not PreemptionKind.KILL:
             mode = PreemptionKind.SWAP if self.host.can_hold(kv_bytes) else PreemptionKind.RECOMPUTE
         del self.running[r.request_id]
         self.prefilling.pop(r.request_id, None)
@@ -311,6 +311,10 @@ class Scheduler:
         self.num_preemptions[mode] += 1
         common = dict(request_id=r.request_id, tenant=r.tenant, traffic_class=r.traffic_class.value)
         self.events.emit(now_s, EventKind.PREEMPTED, mode=mode.value, num_blocks=num_blocks, reason=reason, **common)
+        if mode is PreemptionKind.KILL:
+            self.running[r.request_id] = r  # finish() takes it out of the running set
+            self.finish(r, FinishReason.PREEMPTED, now_s, detail="killed to free KV memory")
+            return
         if mode is PreemptionKind.SWAP:
             plan.swap_out.append(BlockCopy(r, list(r.block_ids), kv_bytes))
             self.host.store(kv_bytes)

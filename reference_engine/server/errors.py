@@ -56,6 +56,9 @@ def finish_error(r: EngineRequest) -> RequestError:
     if reason is FinishReason.OOM:
         return OutOfMemoryError("the engine ran out of KV memory for this request and had nothing to preempt "
                                 "(the policy has no admission or preemption); retry later")
+    if reason is FinishReason.PREEMPTED:
+        return OutOfMemoryError("the engine aborted this request to free KV memory (preemption.mode = kill); retry it",
+                                code="preempted")
     if reason is FinishReason.CANCELLED:
         return WorkerLostError("the request was cancelled inside the engine", code="cancelled")
     return WorkerLostError(f"the engine lost this request: {r.finish_detail or 'unknown cause'}; retry it")

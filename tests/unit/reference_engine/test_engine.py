@@ -171,3 +171,14 @@ def test_batch_prefill_pauses_above_its_watermark():
 def test_priority_header_cannot_exist_priority_comes_from_the_tenant(driver):
     r = driver.add(tenant="batchco", prompt_len=10, max_new=2)
     assert r.traffic_class.value == "batch"
+
+
+def test_kill_mode_aborts_the_victim_with_an_explicit_reason():
+    d = tight_pool("kill")
+    reqs = [d.add(tenant=("acme", "globex")[i % 2], prompt_len=100, max_new=220) for i in range(6)]
+    d.run()
+    killed = [r for r in reqs if r.finish_reason is FinishReason.PREEMPTED]
+    assert killed and all(e.mode == "kill" for e in kinds(d.core, EventKind.PREEMPTED))
+    assert all(r.finish_reason in (FinishReason.PREEMPTED, FinishReason.LENGTH) for r in reqs)
+    assert d.core.pool.num_live == 0
+    d.core.pool.check_invariants()
