@@ -138,17 +138,17 @@ class RunRecordWriter:
         self.dir = Path(run_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self._files = {}
-        self._writers: dict[str, csv.DictWriter] = {}
+        self._writers = {}
         for table, columns in TABLES.items():
             f = open(self.dir / f"{table}.csv", "w", newline="")
-            w = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
-            w.writeheader()
+            w = csv.writer(f)
+            w.writerow(columns)
             self._files[table], self._writers[table] = f, w
 
     def append(self, table: str, rows: Iterable[Mapping[str, Any]]) -> None:
-        w = self._writers[table]
-        for row in rows:
-            w.writerow(row)
+        """Rows as mappings; keys outside the table's columns are ignored, missing ones empty."""
+        columns = TABLES[table]
+        self._writers[table].writerows([[row.get(c) for c in columns] for row in rows])
         self._files[table].flush()
 
     def write_meta(self, meta: RunMeta) -> None:

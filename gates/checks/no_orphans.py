@@ -61,14 +61,16 @@ class NoOrphansGate:
 def _stranded_by_deaths(record: RunRecord, deaths: pd.DataFrame) -> list[str]:
     """Requests in flight on a worker when it died whose reservation was never released."""
     events = record.events
+    # A release at any time counts: a request that finished just before the kill has its router
+    # `reservation_released` before the death, while the worker's own `finished` event may have
+    # died with the worker (it is pulled by cursor, docs/server.md).
+    released = set(events.loc[events["kind"].isin(("reservation_released", "finished")), "request_id"].dropna())
     stranded: list[str] = []
     for worker, t_death in zip(_worker_ids(deaths), deaths["t_s"]):
-        before, after = events[events["t_s"] <= t_death], events[events["t_s"] >= t_death]
+        before = events[events["t_s"] <= t_death]
         on_worker = before[before["worker"] == worker]
         admitted = set(on_worker.loc[on_worker["kind"] == "admitted", "request_id"].dropna())
-        done = set(on_worker.loc[on_worker["kind"] == "finished", "request_id"].dropna())
-        released = set(after.loc[after["kind"].isin(("reservation_released", "finished")), "request_id"].dropna())
-        stranded += sorted(admitted - done - released)
+        stranded += sorted(admitted - released)
     return stranded
 
 

@@ -37,6 +37,7 @@ class BlockPool:
         self._hash: list[int | None] = [None] * num_blocks
         self._tenant: list[str | None] = [None] * num_blocks
         self._free: list[int] = list(range(num_blocks - 1, -1, -1))
+        self._held: set[int] = set()  # blocks with a hold: decref takes its slow path only for them
         self._hash_to_block: dict[int, int] = {}
         self._cached = cached_index
         self.num_live = 0
@@ -133,6 +134,18 @@ class BlockPool:
         self.num_prefix_hits += len(hits)
         return hits
 
+    def register_many(self, blocks: Sequence[int], block_hashes: Sequence[int]) -> None:
+        """`register` for consecutive full blocks of one request, in bulk when none of the hashes
+        is known yet and none of the blocks is hashed (the common case)."""
+        h2b, hashes = self._hash_to_block, self._hash
+        if h2b.keys().isdisjoint(block_hashes) and all(hashes[b] is None for b in blocks):
+            h2b.update(zip(block_hashes, blocks))
+            for b, h in zip(blocks, block_hashes):
+                hashes[b] = h
+            return
+        for b, h in zip(blocks, block_hashes):
+            self.register(b, h)
+
     def register(self, block: int, block_hash: int) -> bool:
         """Mark a live, now full block as holding `block_hash`. False if another block already
         holds that content (two requests computed it at once): the block stays unhashed."""
@@ -165,6 +178,7 @@ class BlockPool:
             ref[b] = r + 1
             if hold:
                 holds[b] += 1
+                self._held.add(b)
                 if holds[b] == r + 1:
                     self.num_retained += 1
         if revived:
@@ -178,24 +192,18 @@ class BlockPool:
         Blocks reaching refcount 0 go to the cached tier if hashed (tail first, so a chain is
         evicted from its end) and to the free stack otherwise.
         """
-        ref, holds = self._ref, self._hold
-        released: list[int] = []
-        for b in reversed(blocks):
-            r = ref[b] - 1
-            assert r >= 0, f"block {b} released more often than referenced"
-            ref[b] = r
-            h = holds[b]
-            if h or hold:  # the rare path: retained state is involved
-                assert h, f"block {b} has no hold to release"
-                if h == r + 1:
-                    self.num_retained -= 1
-                if hold:
-                    h -= 1
-                    holds[b] = h
-                if r and h == r:
-                    self.num_retained += 1
-            if r == 0:
-                released.append(b)
+        ref = self._ref
+        if hold or not self._held.isdisjoint(blocks):
+            released = self._decref_held(blocks, hold)
+        else:  # no retained state involved: the hot path of every request's release
+            released = []
+            for b in reversed(blocks):
+                r = ref[b] - 1
+                ref[b] = r
+                if not r:
+                    released.append(b)
+                elif r < 0:
+                    raise AssertionError(f"block {b} released more often than referenced")
         if not released:
             return 0
         self.num_live -= len(released)
@@ -208,15 +216,38 @@ class BlockPool:
             self._cached.insert(to_cache, meta or EntryMeta(), now_s)
         return len(released)
 
+    def _decref_held(self, blocks: Sequence[int], hold: bool) -> list[int]:
+        """decref's path when sessions or pins hold some of the blocks: keeps `num_retained`."""
+        ref, holds = self._ref, self._hold
+        released: list[int] = []
+        for b in reversed(blocks):
+            r = ref[b] - 1
+            assert r >= 0, f"block {b} released more often than referenced"
+            ref[b] = r
+            h = holds[b]
+            if h or hold:
+                assert h, f"block {b} has no hold to release"
+                if h == r + 1:
+                    self.num_retained -= 1
+                if hold:
+                    h -= 1
+                    holds[b] = h
+                    if not h:
+                        self._held.discard(b)
+                if r and h == r:
+                    self.num_retained += 1
+            if r == 0:
+                released.append(b)
+        return released
+
     def _count_tenants(self, blocks: list[int], sign: int) -> None:
         counts = self.live_by_tenant
-        owner = self._tenant
-        first = owner[blocks[0]]
-        if all(owner[b] == first for b in blocks):  # the common case: one request, one tenant
-            counts[first] = counts.get(first, 0) + sign * len(blocks)
+        owners = [self._tenant[b] for b in blocks]
+        first = owners[0]
+        if owners.count(first) == len(owners):  # the common case: one request, one tenant
+            counts[first] = counts.get(first, 0) + sign * len(owners)
             return
-        for b in blocks:
-            t = owner[b]
+        for t in owners:
             counts[t] = counts.get(t, 0) + sign
 
     def touch_cached(self, block: int, now_s: float) -> None:
@@ -230,6 +261,7 @@ class BlockPool:
         assert live == self.num_live, (live, self.num_live)
         assert all(r >= 0 for r in self._ref)
         assert all(0 <= h <= r for h, r in zip(self._hold, self._ref))
+        assert self._held == {b for b, h in enumerate(self._hold) if h}
         retained = sum(1 for h, r in zip(self._hold, self._ref) if r > 0 and h == r)
         assert retained == self.num_retained, (retained, self.num_retained)
         cached = [b for b in range(self.num_blocks) if self._ref[b] == 0 and self._hash[b] is not None]

@@ -81,9 +81,9 @@ class KVCacheManager:
         num_full = r.num_computed_tokens // self.block_tokens
         if self.prefix_cache and not r.approximate:
             self.update_hashes(r)
-            pool, blocks, hashes = self.pool, r.block_ids, r.block_hashes
-            for i in range(r.num_registered_blocks, min(num_full, len(hashes), len(blocks))):
-                pool.register(blocks[i], hashes[i])
+            lo, hi = r.num_registered_blocks, min(num_full, len(r.block_hashes), len(r.block_ids))
+            if hi > lo:
+                self.pool.register_many(r.block_ids[lo:hi], r.block_hashes[lo:hi])
         r.num_registered_blocks = max(r.num_registered_blocks, num_full)
 
     def retainable_blocks(self, r: Request) -> list[int]:

@@ -124,5 +124,11 @@ class SimExecutor:
         """The tokens the sim samples for a request at positions start .. start + num - 1: what
         fast-forward appends for a fused run. `fake_token` inlined: this is replay's hottest loop."""
         seed = self._seed(request_id)
-        return [_GEN_LO + ((((seed ^ (p * _GOLDEN)) & _MASK64) * _MIX & _MASK64) >> 31) % _GEN_SPAN
-                for p in range(start, start + num)]
+        if num < 32:
+            return [_GEN_LO + ((((seed ^ (p * _GOLDEN)) & _MASK64) * _MIX & _MASK64) >> 31) % _GEN_SPAN
+                    for p in range(start, start + num)]
+        # the same arithmetic in uint64, which wraps modulo 2**64 exactly like the masks above
+        pos = np.arange(start, start + num, dtype=np.uint64)
+        x = (pos * np.uint64(_GOLDEN)) ^ np.uint64(seed)
+        x = x * np.uint64(_MIX)
+        return ((x >> np.uint64(31)) % np.uint64(_GEN_SPAN) + np.uint64(_GEN_LO)).tolist()

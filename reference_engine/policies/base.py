@@ -135,9 +135,12 @@ class LruIndex(Generic[K]):
         self._order: OrderedDict[K, int] = OrderedDict()
         self.max_entries = max_entries
         self.overflow_batch = overflow_batch
+        self._unit_sizes = True  # every entry has size 1 (the blocks tier): pops need no sizes
 
     def insert(self, keys: Sequence[K], meta: EntryMeta, now_s: float) -> None:
         size = meta.size_blocks
+        if size != 1:
+            self._unit_sizes = False
         self._order.update(dict.fromkeys(keys, size))
 
     def touch(self, key: K, now_s: float) -> None:
@@ -147,8 +150,11 @@ class LruIndex(Generic[K]):
         del self._order[key]
 
     def pop_victims(self, num_blocks: int, now_s: float, *, strict: bool = False) -> list[K]:
-        victims: list[K] = []
         order = self._order
+        if self._unit_sizes:  # n entries of one block each: one C call per victim, no bookkeeping
+            popitem = order.popitem
+            return [popitem(False)[0] for _ in range(min(num_blocks, len(order)))]
+        victims: list[K] = []
         freed = 0
         while freed < num_blocks and order:
             if strict and freed + next(iter(order.values())) > num_blocks:

@@ -23,6 +23,16 @@ def test_request_stranded_on_a_killed_worker_fails_it(judge):
     assert judge(builder, "no_orphans").outcome is Outcome.PASS
 
 
+def test_a_request_released_just_before_its_worker_died_is_not_stranded(judge):
+    """Regression: the router released the finished request's reservation, then the worker was
+    killed before the router pulled the worker's own `finished` event, which died with it."""
+    builder = RecordBuilder().healthy().signals(worker_chaos=True)
+    builder.event("admitted", 30.0, request_id="w0-a", worker="0")
+    builder.event("reservation_released", 30.5, request_id="w0-a", reason="finished", worker="0")
+    builder.event("worker_died", 30.6, worker="0", value=0, reason="SIGKILL")
+    assert judge(builder, "no_orphans").outcome is Outcome.PASS
+
+
 def test_not_measurable_without_final_state_or_worker_kill(judge):
     builder = RecordBuilder().healthy()
     builder.meta(final={})

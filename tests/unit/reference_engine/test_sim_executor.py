@@ -53,3 +53,9 @@ def test_decode_durations_agree_with_executing_step_by_step():
     fused = s.decode_durations_s(4, 4 * 1000, 3)
     single = [s.execute(decode_plan(4, 1000 + k)).duration_s for k in range(3)]
     assert fused == pytest.approx(single)
+
+
+def test_a_fused_run_samples_exactly_the_tokens_of_single_steps():
+    s = sim()
+    for start, num in ((0, 5), (1000, 40), (2**40, 300)):
+        assert s.sample_run("req-7", start, num) == [fake_token(s._seed("req-7"), p) for p in range(start, start + num)]

@@ -1,0 +1,34 @@
+"""The unloaded baseline: a few sequential interactive requests before the load starts.
+
+The interactive-TTFT gate compares TTFT under load with this phase ("no order-of-magnitude
+degradation"), so it sends what short_qa sends (same prompt size, shared system prompt, an
+interactive tenant) through the same exchange code, one request at a time, from the harness
+process (httpx), with nothing else in flight.
+"""
+
+from __future__ import annotations
+
+import httpx
+
+from harness.loadgen.exchange import Call, run_exchange
+from harness.loadgen.outcome import Outcome
+from harness.loadgen.prompts import chat_prompt
+from harness.loadgen.httpx_transport import HttpxTransport
+from harness.loadgen.settings import LoadSettings
+from harness.loadgen.tenants import Tenant
+
+SCENARIO = PHASE = "baseline"
+
+
+def run_baseline(base_url: str, *, settings: LoadSettings, tenant: Tenant, model: str, num_requests: int,
+                 transport: httpx.BaseTransport | None = None) -> list[Outcome]:
+    """`transport`: a test seam (httpx.MockTransport)."""
+    outcomes: list[Outcome] = []
+    with httpx.Client(timeout=settings.request_timeout_s, transport=transport) as client:
+        transport = HttpxTransport(client, base_url)
+        for i in range(num_requests):
+            call = Call(request_id=f"baseline-{i}", scenario=SCENARIO, phase=PHASE, tenant=tenant, model=model,
+                        prompt=chat_prompt(settings.prompt_tokens, seed=f"baseline-{i}", system=settings.system_prompt),
+                        max_tokens=settings.max_tokens)
+            run_exchange(transport, call, timeout_s=settings.request_timeout_s, on_done=outcomes.append)
+    return outcomes

@@ -1,0 +1,208 @@
+"""All collectors of one live run: background threads writing into the run record.
+
+    collectors = LiveCollectors(CollectorSettings(base_url=..., metrics_url=...), writer, started_unix)
+    collectors.start()              # events poller + sampler threads
+    ...                             # baseline, load
+    collectors.wait_drained(30)     # cooldown: until the engine holds no request
+    final = collectors.final_state()
+    collectors.stop(); meta.signals = collectors.signals()
+
+What exists depends on the target, and `signals()` says exactly what was collected: the admin
+API (the reference engine) gives engine events, engine samples and tenant samples; a /metrics
+URL gives Prometheus samples (written as samples only when the engine gives none, so a table
+never mixes two views of one pool); NVML gives GPU memory, added to each sample. Appends to the
+writer happen under one lock: the two threads never interleave rows.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from harness.collectors.admin import AdminApi, AdminUnavailable
+from harness.collectors.events import EventCollector
+from harness.collectors.gpu import GpuSampler
+from harness.collectors.periodic import Periodic
+from harness.collectors.prometheus import PrometheusScraper, Scrape, ScrapeError
+from harness.collectors.snapshot import in_flight, sample_row, tenant_rows
+from harness.run_record import RunRecordWriter, Signals
+
+
+@dataclass(frozen=True, kw_only=True)
+class CollectorSettings:
+    base_url: str
+    metrics_url: str = ""
+    admin_key: str = "sk-kvgate-admin"
+    sample_interval_s: float = 0.5
+    events_interval_s: float = 0.5
+    gpu_index: int = 0
+
+
+class LiveCollectors:
+    """Owns the collectors and what they found. The `*_ok` flags only go from False to True."""
+
+    def __init__(self, settings: CollectorSettings, writer: RunRecordWriter, started_unix: float) -> None:
+        self.settings = settings
+        self.writer = writer
+        self.started_unix = started_unix
+        self.notes: list[str] = []
+        self.engine_config: dict[str, Any] | None = None
+        self.last_snapshot: dict[str, Any] | None = None
+        self.events_ok = self.samples_ok = self.prometheus_ok = self.gpu_ok = False
+        self._lock = threading.Lock()
+        self._threads: list[Periodic] = []
+        self._failures: Counter[str] = Counter()
+        self._last_failure: dict[str, str] = {}
+        self.admin: AdminApi | None = AdminApi(settings.base_url, settings.admin_key)
+        try:
+            self.engine_config = self.admin.config()
+        except AdminUnavailable as err:
+            self.notes.append(f"no engine admin API ({err}): engine events and samples are absent")
+            self.admin.close()
+            self.admin = None
+        self.events = EventCollector(self.admin, started_unix) if self.admin else None
+        self.caps: dict[str, float] = {name: float(t["max_kv_share"]) for name, t in
+                                       (self.engine_config or {}).get("config", {}).get("tenants", {}).items()}
+        self.scraper = PrometheusScraper(settings.metrics_url) if settings.metrics_url else None
+        self.gpu = GpuSampler(settings.gpu_index)
+        if not self.gpu.available:
+            self.notes.append(f"GPU memory unavailable: {self.gpu.reason}")
+
+    def start(self) -> None:
+        if self.events is not None:
+            self._threads.append(Periodic("events", self.settings.events_interval_s, self.poll_events).start())
+        self._threads.append(Periodic("samples", self.settings.sample_interval_s, self.sample).start())
+
+    # ------------------------------------------------------------ the ticks
+    def poll_events(self) -> None:
+        assert self.events is not None
+        rows = self.events.poll()
+        self.events_ok = True
+        self._append("events", rows)
+
+    def sample(self) -> None:
+        """One tick: the engine's snapshot, else a scrape; GPU memory added to the row."""
+        now_s = time.time() - self.started_unix
+        row: dict[str, Any] | None = None
+        tenants: list[dict[str, Any]] = []
+        if self.admin is not None:
+            try:
+                snap = self.admin.snapshot()
+            except AdminUnavailable as err:
+                self._failed("snapshot", err)
+            else:
+                self.last_snapshot, self.samples_ok = snap, True
+                row = sample_row(snap, self.started_unix)
+                tenants = tenant_rows(snap, row["t_s"], self.caps)
+        scrape = self._scrape(now_s)
+        if row is None and scrape is not None:
+            row = scrape.sample_row(now_s)
+        gpu = self.gpu.sample()
+        if gpu is not None:
+            self.gpu_ok = True
+            row = row or {"t_s": now_s, "source": "gpu"}
+            row["gpu_mem_used_bytes"], row["gpu_mem_total_bytes"] = gpu
+        if row is not None:
+            self._append("samples", [row])
+        if tenants and self.caps:
+            self._append("tenant_samples", tenants)
+
+    def _scrape(self, now_s: float) -> Scrape | None:
+        if self.scraper is None:
+            return None
+        try:
+            scrape = self.scraper.scrape()
+        except ScrapeError as err:
+            self._failed("scrape", err)
+            return None
+        self.prometheus_ok = self.prometheus_ok or bool(scrape.dialect)
+        return scrape
+
+    def _failed(self, source: str, err: Exception) -> None:
+        self._failures[source] += 1
+        self._last_failure[source] = str(err)
+
+    def _append(self, table: str, rows: list[dict[str, Any]]) -> None:
+        with self._lock:
+            self.writer.append(table, rows)
+
+    # ------------------------------------------------------------ run phases
+    def in_flight(self) -> int | None:
+        """Requests the target still holds, from the last sample; None if it cannot say."""
+        if self.last_snapshot is not None:
+            return in_flight(self.last_snapshot)
+        last = self.scraper.last if self.scraper is not None else None
+        if last is not None and "num_running" in last.gauges:
+            return int(last.gauges["num_running"] + last.gauges.get("num_waiting", 0))
+        return None
+
+    def wait_drained(self, timeout_s: float) -> bool:
+        """Block until the target holds no request (False: it still did after `timeout_s`, or cannot say)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.in_flight() == 0:
+                return True
+            time.sleep(self.settings.sample_interval_s)
+        return self.in_flight() == 0
+
+    def stop(self) -> None:
+        """Stop the threads after one last tick each (the drained state is in the record)."""
+        for thread in self._threads:
+            thread.stop()
+            if thread.num_errors:
+                self.notes.append(f"collector {thread.name}: {thread.num_errors} of {thread.num_calls} ticks failed "
+                                  f"(last: {thread.last_error})")
+        self._threads.clear()
+        for source, num in self._failures.items():
+            self.notes.append(f"{source}: {num} failed (last: {self._last_failure[source]})")
+        if self.events is not None and self.events.num_missed:
+            self.notes.append(f"{self.events.num_missed} engine events left the engine's ring before they were read")
+
+    def final_state(self) -> dict[str, Any]:
+        """meta.final: the engine after the drain (admin API) and the run's counters (/metrics).
+        Keys the target cannot give are absent, never zero."""
+        final: dict[str, Any] = {}
+        if self.scraper is not None and self.scraper.last is not None:
+            final.update(self.scraper.last.counters)
+        if self.admin is None:
+            return final
+        try:
+            snap = self.admin.snapshot()
+        except AdminUnavailable as err:
+            self.notes.append(f"final snapshot failed: {err}")
+            return final
+        held = snap["num_running"] + snap["num_waiting"] + snap["num_swapped"]
+        final.update({k: snap[k] for k in ("live_blocks", "retained_blocks", "pinned_blocks", "cached_blocks",
+                                           "free_blocks", "num_blocks")})
+        final["requests_in_engine"] = held
+        final["reservations_outstanding"] = int(snap.get("pending_blocks", 0)) + int(snap.get("num_reservations", 0))
+        if held == 0:  # blocks held by no request and no retained state
+            final["orphan_blocks"] = max(0, snap["live_blocks"] - snap["retained_blocks"])
+        if snap.get("unavailable"):
+            final["workers_unavailable"] = snap["unavailable"]
+        try:
+            ledger = self.admin.ledger()
+        except AdminUnavailable as err:
+            self.notes.append(f"final ledger failed: {err}")
+            return final
+        if "sessions" in ledger:  # one engine; a router's ledger is its reservations + each worker's
+            final["ledger_requests"], final["ledger_sessions"] = len(ledger["requests"]), len(ledger["sessions"])
+        else:
+            final["ledger_reservations"] = len(ledger.get("reservations", []))
+        return final
+
+    def signals(self) -> Signals:
+        return Signals(client_requests=True, engine_events=self.events_ok, engine_samples=self.samples_ok,
+                       tenant_samples=self.samples_ok and bool(self.caps), gpu_memory=self.gpu_ok,
+                       prometheus=self.prometheus_ok,
+                       worker_chaos=bool(self.events and self.events.num_by_kind.get("worker_died")))
+
+    def close(self) -> None:
+        if self.admin is not None:
+            self.admin.close()
+        if self.scraper is not None:
+            self.scraper.close()
+        self.gpu.close()

@@ -1,0 +1,133 @@
+"""A /metrics scraper that reads the reference engine's metrics and vLLM's and SGLang's names.
+
+Each samples.csv column has a list of candidate metrics, tried in order; the first one the
+target exports wins. The reference engine exports its own `kvgate_*` names and vLLM's, so it
+is read by its own (block counts included); vLLM (`vllm:kv_cache_usage_perc`, a 0..1 fraction of
+the KV pool, `vllm:num_requests_running`/`_waiting`) and SGLang (`sglang:token_usage`,
+`sglang:num_running_reqs`, `sglang:num_queue_reqs`) give usage and queues, without block counts.
+Series of several engines (a multi-worker router labels each with `worker`; data-parallel
+vLLM by `engine`) are summed, or averaged for ratios.
+
+Counters (preemptions, prefix-cache queries and hits, OOMs, evicted cached blocks) are kept
+as run totals for `meta.final`; a name the target does not export stays absent.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+Series = list[tuple[dict[str, str], float]]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    mean: bool = False  # a ratio: average over series instead of summing
+
+
+def _kv(state: str) -> Candidate:
+    return Candidate("kvgate_kv_blocks", {"state": state})
+
+
+GAUGES: dict[str, tuple[Candidate, ...]] = {
+    "num_blocks": (Candidate("kvgate_kv_pool_blocks"),),
+    "live_blocks": (_kv("live"),),
+    "retained_blocks": (_kv("retained"),),
+    "pinned_blocks": (_kv("pinned"),),
+    "cached_blocks": (_kv("cached"),),
+    "free_blocks": (_kv("free"),),
+    "usage": (Candidate("kvgate_kv_usage_ratio", mean=True), Candidate("vllm:kv_cache_usage_perc", mean=True),
+              Candidate("vllm:gpu_cache_usage_perc", mean=True), Candidate("sglang:token_usage", mean=True)),
+    "num_running": (Candidate("kvgate_requests", {"state": "running"}), Candidate("vllm:num_requests_running"),
+                    Candidate("sglang:num_running_reqs")),
+    "num_waiting": (Candidate("kvgate_requests", {"state": "waiting"}), Candidate("vllm:num_requests_waiting"),
+                    Candidate("sglang:num_queue_reqs")),
+    "num_swapped": (Candidate("kvgate_requests", {"state": "swapped"}), Candidate("vllm:num_requests_swapped")),
+    "fragmentation": (Candidate("kvgate_kv_fragmentation_ratio", mean=True),),
+}
+
+COUNTERS: dict[str, tuple[Candidate, ...]] = {
+    "num_preemptions": (Candidate("kvgate_preemptions_total"), Candidate("vllm:num_preemptions_total")),
+    "num_oom": (Candidate("kvgate_oom_total"),),
+    "num_evicted_cached_blocks": (Candidate("kvgate_cached_blocks_evicted_total"),),
+    "orphans_reconciled": (Candidate("kvgate_orphan_blocks_reconciled_total"),),
+    "prefix_cache_queries_tokens": (Candidate("vllm:prefix_cache_queries_total"),),
+    "prefix_cache_hits_tokens": (Candidate("vllm:prefix_cache_hits_total"), Candidate("sglang:cached_tokens_total")),
+    "prefix_cache_hit_rate": (Candidate("sglang:cache_hit_rate", mean=True),),
+}
+
+DIALECTS = (("kvgate", "kvgate_kv_"), ("vllm", "vllm:"), ("sglang", "sglang:"))
+
+
+class ScrapeError(Exception):
+    """/metrics did not answer with Prometheus text."""
+
+
+@dataclass(frozen=True)
+class Scrape:
+    dialect: str  # kvgate | vllm | sglang | "" (nothing recognised)
+    gauges: dict[str, float]
+    counters: dict[str, float]
+
+    def sample_row(self, t_s: float) -> dict[str, Any] | None:
+        """A samples.csv row (source prometheus), or None without a usage figure."""
+        g = dict(self.gauges)
+        if "usage" not in g and g.get("num_blocks"):
+            g["usage"] = g.get("live_blocks", 0.0) / g["num_blocks"]
+        if "usage" not in g:
+            return None
+        return {"t_s": t_s, **g, "source": "prometheus"}
+
+
+def parse_metrics(text: str) -> Scrape:
+    series: dict[str, Series] = defaultdict(list)
+    try:
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                series[s.name].append((s.labels, s.value))
+    except ValueError as err:
+        raise ScrapeError(f"not Prometheus text: {err}") from err
+    names = series.keys()
+    dialect = next((d for d, prefix in DIALECTS if any(n.startswith(prefix) for n in names)), "")
+    return Scrape(dialect, _pick(series, GAUGES), _pick(series, COUNTERS))
+
+
+def _pick(series: Mapping[str, Series], table: Mapping[str, tuple[Candidate, ...]]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for column, candidates in table.items():
+        for c in candidates:
+            values = [v for labels, v in series.get(c.name, ())
+                      if all(labels.get(k) == want for k, want in c.labels.items())]
+            if values:
+                out[column] = sum(values) / len(values) if c.mean else sum(values)
+                break
+    return out
+
+
+class PrometheusScraper:
+    """GETs `metrics_url` and parses it; the latest scrape's counters are the run totals."""
+
+    def __init__(self, metrics_url: str, *, timeout_s: float = 10.0) -> None:
+        self.metrics_url = metrics_url
+        self._client = httpx.Client(timeout=timeout_s)
+        self.last: Scrape | None = None
+
+    def scrape(self) -> Scrape:
+        try:
+            resp = self._client.get(self.metrics_url)
+        except httpx.HTTPError as err:
+            raise ScrapeError(f"GET {self.metrics_url}: {type(err).__name__}: {err}") from err
+        if resp.status_code != 200:
+            raise ScrapeError(f"GET {self.metrics_url}: HTTP {resp.status_code}")
+        self.last = parse_metrics(resp.text)
+        return self.last
+
+    def close(self) -> None:
+        self._client.close()

@@ -1,0 +1,191 @@
+"""`kvgate run`: drive a target with the scenarios, record the run, judge it, report it.
+
+    kvgate run --policy configs/multi_queue.toml                      # start the engine, mixed default
+    kvgate run --policy configs/lru.toml --scenarios cancel_storm,short_qa --profile quick
+    kvgate run --target http://127.0.0.1:8000 --model my-model --tenants me=sk-123   # any server
+
+Without --target the reference engine is started with --policy (and stopped afterwards, also on
+Ctrl-C or failure). Then: preflight, baseline, load (locust, headless), cooldown, the run
+record under --out (default runs/<timestamp>-<policy>/), the gates (verdict.json, JUnit XML,
+a table), report.html. Exit codes: 0 every measurable gate passed, 1 a gate failed, 2 a harness
+error (preflight failed, the engine did not start, nothing measurable, ...). docs/scenarios.md
+explains the scenarios, profiles and settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from types import FrameType
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from gates import evaluate, load_thresholds, write_verdict
+from harness.commands.gate import verdict_exit_code
+from harness.live_run import LivePlan, run_live
+from harness.loadgen.prompts import DEFAULT_SYSTEM_PROMPT
+from harness.loadgen.settings import LoadSettings, SettingsError
+from harness.loadgen.tenants import format_tenants, tenants_of_config
+from harness.profiles import PROFILES, get_profile
+from harness.run_record import RunRecord
+from harness.scenario_catalog import scenarios_dir, select
+from reference_engine import EngineConfig, load_config
+from reference_engine.errors import KvgateError
+from reports import render_run_report
+
+VERDICT_OUTPUTS = ("json", "junit", "console", "github")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="drive a target with the scenarios, record the run, evaluate the gates")
+    p.add_argument("--policy", type=Path, metavar="CONFIG",
+                   help="engine/policy config (TOML): the reference engine is started with it unless --target is "
+                        "given (then it only names what the target runs)")
+    p.add_argument("--scenarios", type=_names, default=[], metavar="A,B",
+                   help="comma-separated scenario names (default: all of scenarios/, the mixed default)")
+    p.add_argument("--profile", choices=list(PROFILES), default="ci",
+                   help="duration, users and sizes: quick (< 1 min), ci (default), full")
+    p.add_argument("--duration", type=float, metavar="S", help="seconds of load (default: the profile's)")
+    p.add_argument("--users", type=int, metavar="N", help="locust users (default: the profile's)")
+    p.add_argument("--spawn-rate", type=float, metavar="R", help="users started per second (default: the profile's)")
+    p.add_argument("--workers", type=int, default=0, metavar="N",
+                   help="engine worker processes behind a router (kvgate serve --workers; worker_kill needs >= 2)")
+    p.add_argument("--processes", type=int, default=0, metavar="N",
+                   help="locust worker processes (locust --processes; 0: one process)")
+    p.add_argument("--target", metavar="URL", help="an already running OpenAI-compatible server (its root URL)")
+    p.add_argument("--metrics-url", metavar="URL", help="its Prometheus metrics (default: <target>/metrics; '' for none)")
+    p.add_argument("--model", metavar="NAME", help="model name (default: the config's, else the first of /v1/models)")
+    p.add_argument("--tenants", metavar="SPEC", help="name=key[:class],... (default: the config's tenants)")
+    p.add_argument("--out", type=Path, metavar="DIR", help="run record directory (default runs/<timestamp>-<policy>)")
+    p.add_argument("--gates", type=Path, metavar="FILE", help="thresholds TOML overriding gates/thresholds.toml")
+    p.add_argument("--sample-interval", type=float, metavar="S",
+                   help="seconds between samples (default: the config's server.sample_interval_s, else 0.5)")
+    p.add_argument("--scenarios-dir", type=Path, default=None, metavar="DIR", help="where the locustfiles are")
+    p.set_defaults(func=run)
+
+
+def _names(text: str) -> list[str]:
+    return [n.strip() for n in text.split(",") if n.strip()]
+
+
+def run(args: argparse.Namespace) -> int:
+    signal.signal(signal.SIGTERM, _interrupt)  # CI cancels with SIGTERM: clean up as for Ctrl-C
+    console = Console()
+    plan = build_plan(args)
+    console.print(f"[bold]kvgate run[/] {plan.run_dir} — policy {_policy(plan.config)}, "
+                  f"scenarios {', '.join(s.name for s in plan.scenarios)}, profile {plan.profile}")
+    with RichProgress(console) as progress:
+        result = run_live(plan, progress)
+    console.print(f"run record: [bold]{result.run_dir}[/]")
+    record = RunRecord.load(result.run_dir)
+    verdict = evaluate(record, load_thresholds(args.gates))
+    write_verdict(record.dir, verdict, VERDICT_OUTPUTS)
+    report = render_run_report(record, verdict)
+    console.print(f"verdict: {record.dir / 'verdict.json'}  report: [bold]{report}[/]")
+    return verdict_exit_code(verdict)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _policy(config: EngineConfig | None) -> str:
+    return config.kv_cache.policy.value if config is not None else "external"
+
+
+def build_plan(args: argparse.Namespace) -> LivePlan:
+    if args.policy is None and args.target is None:
+        raise KvgateError("kvgate run needs --policy CONFIG (start the reference engine) or --target URL")
+    config = load_config(args.policy) if args.policy is not None else None
+    profile = get_profile(args.profile)
+    try:
+        settings = _settings(args, config, profile.settings)
+    except SettingsError as err:
+        raise KvgateError(str(err)) from None
+    directory = args.scenarios_dir or scenarios_dir()
+    scenarios = select(directory, args.scenarios)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    run_dir = args.out or _unique(Path("runs") / f"{stamp}-{_policy(config)}")
+    sample_interval = args.sample_interval or (config.server.sample_interval_s if config is not None else 0.5)
+    return LivePlan(run_dir=run_dir, config=config, config_path=args.policy, scenarios=scenarios,
+                    mixed_dir=None if args.scenarios else directory, settings=settings,
+                    duration_s=args.duration or profile.duration_s, users=args.users or profile.users,
+                    spawn_rate=args.spawn_rate or profile.spawn_rate, processes=args.processes,
+                    engine_workers=args.workers, target_url=args.target, metrics_url=args.metrics_url,
+                    baseline_requests=profile.baseline_requests, cooldown_max_s=profile.cooldown_max_s,
+                    cooldown_min_s=profile.cooldown_min_s, stop_timeout_s=profile.stop_timeout_s,
+                    sample_interval_s=sample_interval, profile=profile.name)
+
+
+def _settings(args: argparse.Namespace, config: EngineConfig | None, profile: Mapping[str, object]) -> LoadSettings:
+    """Profile, then what the config says (tenants, admin key, public prefix, model), then
+    KVGATE_* variables, then the command line."""
+    settings = LoadSettings(**profile)  # type: ignore[arg-type]
+    if config is not None:
+        prefixes = config.prefix_cache.public_prefixes
+        settings = settings.with_(tenants=format_tenants(tenants_of_config(config)) or settings.tenants,
+                                  admin_key=config.server.admin_key,
+                                  system_prompt=prefixes[0].text if prefixes else DEFAULT_SYSTEM_PROMPT,
+                                  model=config.server.served_model_name or config.model.name)
+    settings = settings.with_env(os.environ)
+    if args.model:
+        settings = settings.with_(model=args.model)
+    if args.tenants:
+        settings = settings.with_(tenants=args.tenants)
+    return settings
+
+
+def _unique(path: Path) -> Path:
+    candidate, n = path, 1
+    while candidate.exists():
+        candidate, n = path.with_name(f"{path.name}-{n}"), n + 1
+    return candidate
+
+
+class RichProgress:
+    """The run's progress on the terminal: one line per phase, a bar during the load. Without
+    a terminal (CI logs) only the phase lines are printed."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                                  TextColumn("{task.fields[detail]}"), TimeElapsedColumn(), console=console,
+                                  transient=True, disable=not console.is_terminal)
+        self._task = None
+        self._phase = ""
+        self._since = time.monotonic()
+
+    def __enter__(self) -> "RichProgress":
+        self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._close_phase()
+        self._progress.__exit__(None, None, None)
+
+    def phase(self, name: str, detail: str = "") -> None:
+        self._close_phase()
+        self._phase, self._since = name, time.monotonic()
+        self.console.print(f"  {name}: {detail}" if detail else f"  {name}")
+        self._task = self._progress.add_task(name, total=None, detail=detail)
+
+    def load(self, elapsed_s: float, total_s: float, counts: Mapping[str, int], usage: float | None) -> None:
+        if self._task is None:
+            return
+        statuses = ("ok", "error", "cancelled", "timeout")
+        parts = [f"{sum(counts.get(k, 0) for k in statuses)} requests"]
+        parts += [f"{k} {counts[k]}" for k in (*statuses, "429") if counts.get(k)]
+        if usage is not None:
+            parts.append(f"KV {usage:.0%}")
+        self._progress.update(self._task, total=total_s, completed=min(elapsed_s, total_s), detail=" · ".join(parts))
+
+    def _close_phase(self) -> None:
+        if self._task is not None:
+            self._progress.remove_task(self._task)
+            self.console.print(f"  {self._phase} done ({time.monotonic() - self._since:.1f} s)", style="dim")
+            self._task = None

@@ -1,0 +1,205 @@
+"""One live run, end to end: target -> preflight -> baseline -> load -> cooldown -> record.
+
+    result = run_live(plan, progress)       # plan: LivePlan; progress: anything with the 2 methods
+
+Phases, on one clock (seconds since `meta.started_unix`, taken just before the baseline):
+
+    baseline  a few sequential interactive requests, nothing else in flight (baseline.py)
+    load      the scenarios under locust (locust_process.py), from the first request sent to
+              the moment locust exited
+    cooldown  after the load: until the engine holds no request (bounded by cooldown_max_s), and
+              at least cooldown_min_s, sampling all along, so memory fall-back can be judged
+
+Collectors (harness/collectors/live.py) run across all three. The record is complete even when
+the run fails or is interrupted: the finally-block writes meta.json with what was measured and
+a note saying what went wrong; the reference engine, if this run started it, is stopped then.
+Gates and the report run afterwards on the record alone (harness/commands/run.py).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from contextlib import ExitStack
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from harness.baseline import run_baseline
+from harness.collectors.live import CollectorSettings, LiveCollectors
+from harness.live_meta import engine_config_of, live_meta, public_settings
+from harness.loadgen.settings import LoadSettings
+from harness.loadgen.tenants import TenantSet, parse_tenants
+from harness.locust_process import LocustProcess, RowTail, locust_command
+from harness.preflight import preflight
+from harness.run_record import Phase, RunMeta, RunRecordWriter
+from harness.scenario_catalog import Scenario
+from harness.target import ReferenceEngine, Target, external_target
+from reference_engine import EngineConfig
+from reference_engine.errors import KvgateError
+
+TAIL_INTERVAL_S = 0.5
+EXIT_MARGIN_S = 60.0
+
+
+class LocustFailed(KvgateError):
+    """The load generator itself failed (not the target): a harness error."""
+
+
+class RunProgress(Protocol):
+    def phase(self, name: str, detail: str = "") -> None: ...
+
+    def load(self, elapsed_s: float, total_s: float, counts: Mapping[str, int], usage: float | None) -> None: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class LivePlan:
+    """Everything one live run needs, decided before it starts (the CLI builds it)."""
+
+    run_dir: Path
+    config: EngineConfig | None
+    config_path: Path | None
+    scenarios: list[Scenario]
+    mixed_dir: Path | None  # the whole directory (the mixed default) instead of named scenarios
+    settings: LoadSettings
+    duration_s: float
+    users: int
+    spawn_rate: float
+    processes: int = 0
+    engine_workers: int = 0
+    target_url: str | None = None
+    metrics_url: str | None = None
+    baseline_requests: int = 5
+    cooldown_max_s: float = 30.0
+    cooldown_min_s: float = 2.0
+    stop_timeout_s: float = 10.0
+    sample_interval_s: float = 0.5
+    profile: str = ""
+
+
+@dataclass(frozen=True)
+class LiveResult:
+    run_dir: Path
+    meta: RunMeta
+
+
+def run_live(plan: LivePlan, progress: RunProgress) -> LiveResult:
+    plan.run_dir.mkdir(parents=True, exist_ok=True)
+    with ExitStack() as stack:
+        progress.phase("target", plan.target_url or f"starting kvgate serve --config {plan.config_path}")
+        if plan.target_url:
+            target = external_target(plan.target_url, plan.metrics_url)
+        else:
+            assert plan.config_path is not None
+            target = stack.enter_context(ReferenceEngine(plan.config_path, workers=plan.engine_workers,
+                                                         log_path=plan.run_dir / "engine.log"))
+        tenants = TenantSet(parse_tenants(plan.settings.tenants))
+        progress.phase("preflight", target.url)
+        checked = preflight(target.url, key=tenants.all[0].key, model=plan.settings.model)
+        settings = plan.settings.with_(model=checked.model)
+        return _record(plan, settings, target, tenants, progress, stack)
+
+
+def _record(plan: LivePlan, settings: LoadSettings, target: Target, tenants: TenantSet, progress: RunProgress,
+            stack: ExitStack) -> LiveResult:
+    started_unix = time.time()
+    writer = stack.enter_context(RunRecordWriter(plan.run_dir))
+    collectors = LiveCollectors(CollectorSettings(base_url=target.url, metrics_url=target.metrics_url,
+                                                  admin_key=settings.admin_key,
+                                                  sample_interval_s=plan.sample_interval_s), writer, started_unix)
+    stack.callback(collectors.close)
+    collectors.start()
+    phases: list[Phase] = []
+    live: dict[str, Any] = {"profile": plan.profile, "users": plan.users, "spawn_rate": plan.spawn_rate,
+                            "duration_s": plan.duration_s, "processes": plan.processes,
+                            "settings": public_settings(asdict(settings))}
+    notes: list[str] = []
+
+    def clock() -> float:
+        """The run's one clock: seconds since meta.started_unix."""
+        return time.time() - started_unix
+
+    try:
+        progress.phase("baseline", f"{plan.baseline_requests} sequential requests")
+        b0 = clock()
+        baseline = run_baseline(target.url, settings=settings, tenant=tenants.pick("interactive", 0),
+                                model=settings.model, num_requests=plan.baseline_requests)
+        writer.append("requests", [o.row(started_unix) for o in baseline])
+        phases.append(Phase(name="baseline", start_s=b0, end_s=clock()))
+        load_start, load_end, counts = _load(plan, settings.with_(t0_unix=started_unix), target, writer, collectors,
+                                             progress, clock, live)
+        phases.append(Phase(name="load", start_s=load_start, end_s=load_end))
+        progress.phase("cooldown", "waiting for the engine to drain")
+        live["drained"] = collectors.wait_drained(plan.cooldown_max_s)
+        if not live["drained"]:
+            notes.append(f"the target still held requests {plan.cooldown_max_s:.0f} s after the load "
+                         f"(or cannot say): cooldown ended at its limit")
+        time.sleep(max(0.0, load_end + plan.cooldown_min_s - clock()))
+        phases.append(Phase(name="cooldown", start_s=load_end, end_s=clock()))
+        live["requests"] = dict(counts)
+    except BaseException as err:
+        notes.append(f"run ended early: {type(err).__name__}: {err}" if str(err) else
+                     f"run ended early: {type(err).__name__}")
+        raise
+    finally:
+        collectors.stop()
+        final = collectors.final_state()
+        admin_config = collectors.engine_config
+        config, digest = engine_config_of(admin_config, plan.config)
+        snap = collectors.last_snapshot
+        meta = live_meta(run_id=plan.run_dir.name, started_unix=started_unix, duration_s=clock(), config=config,
+                         digest=digest, config_path=str(plan.config_path or ""),
+                         scenarios=[s.name for s in plan.scenarios], target=target.describe(settings.model),
+                         num_blocks=snap["num_blocks"] if snap else None, phases=phases,
+                         signals=collectors.signals(), final=final, notes=collectors.notes + notes,
+                         gpu_name=collectors.gpu.name, live=live)
+        writer.write_meta(meta)
+    return LiveResult(plan.run_dir, meta)
+
+
+def _load(plan: LivePlan, settings: LoadSettings, target: Target, writer: RunRecordWriter,
+          collectors: LiveCollectors, progress: RunProgress, clock: Callable[[], float],
+          live: dict[str, Any]) -> tuple[float, float, Counter[str]]:
+    """Run locust until it exits; copy its rows into the record as they come. Returns the load
+    window (first request sent, locust exited) and the request counts."""
+    rows_path = plan.run_dir / "locust_requests.csv"
+    settings = settings.with_(requests_csv=str(rows_path), phase="load")
+    cmd = locust_command(scenarios=plan.scenarios, mixed_dir=plan.mixed_dir, host=target.url, users=plan.users,
+                         spawn_rate=plan.spawn_rate, duration_s=plan.duration_s, stop_timeout_s=plan.stop_timeout_s,
+                         processes=plan.processes, html_path=plan.run_dir / "locust.html")
+    live["locust_command"] = cmd
+    shaped = plan.mixed_dir is None and any(s.name == "step_load" for s in plan.scenarios)
+    progress.phase("load", f"{'the step-load shape' if shaped else f'{plan.users} users'}, {plan.duration_s:.0f} s")
+    spawned = clock()
+    tail, counts = RowTail(rows_path), Counter[str]()
+    first_sent: float | None = None
+    locust = LocustProcess(cmd, settings, plan.run_dir / "locust.log")
+    try:
+        deadline = spawned + plan.duration_s + plan.stop_timeout_s + EXIT_MARGIN_S
+        while locust.wait(TAIL_INTERVAL_S) is None and clock() < deadline:
+            first_sent = _copy_rows(tail, writer, counts, first_sent)
+            usage = collectors.last_snapshot["usage"] if collectors.last_snapshot else None
+            progress.load(clock() - spawned, plan.duration_s, counts, usage)
+    finally:
+        live["locust_exit_code"] = locust.stop()
+        ended = clock()
+        first_sent = _copy_rows(tail, writer, counts, first_sent)
+        rows_path.unlink(missing_ok=True)
+    if live["locust_exit_code"] != 0:
+        raise LocustFailed(f"locust exited with code {live['locust_exit_code']}; see {plan.run_dir / 'locust.log'}")
+    return (first_sent if first_sent is not None else spawned), ended, counts
+
+
+def _copy_rows(tail: RowTail, writer: RunRecordWriter, counts: Counter[str], first_sent: float | None) -> float | None:
+    rows = tail.read()
+    if rows:
+        writer.append("requests", rows)
+        for row in rows:
+            counts[row["status"]] += 1
+            if row["http_status"] == "429":
+                counts["429"] += 1
+            sent = float(row["sent_s"])
+            first_sent = sent if first_sent is None else min(first_sent, sent)
+    return first_sent
+

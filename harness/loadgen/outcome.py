@@ -1,0 +1,104 @@
+"""One request as the client saw it: the `Outcome` that becomes a requests.csv row.
+
+An outcome keeps its send time in wall-clock unix seconds (`sent_unix`) and its durations from a
+monotonic clock (`ttft_s`, `e2e_s`), so it can cross processes (a locust worker forwards it to
+the master) and be put on the run's time axis only where the record is written:
+`row(origin_unix)` gives REQUEST_COLUMNS with times in seconds since the run started.
+
+Status (docs/run_record.md): `ok`; `error` (an HTTP error or an error event, `error_code` = the
+OpenAI error `code`, or a client code: connection_error, bad_response); `cancelled` (the client
+hung up on purpose: a cancel-storm cancel, or the harness stopping the run, error_code
+`run_stopped`); `timeout` (no end within the request timeout).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+from enum import Enum
+from typing import Any
+
+from harness.run_record import REQUEST_COLUMNS
+
+
+class Status(str, Enum):
+    OK = "ok"
+    ERROR = "error"
+    CANCELLED = "cancelled"
+    TIMEOUT = "timeout"
+
+
+class ClientCode(str, Enum):
+    """Error codes the client assigns when the server gave none."""
+
+    CONNECTION_ERROR = "connection_error"
+    TIMEOUT = "timeout"
+    BAD_RESPONSE = "bad_response"
+    RUN_STOPPED = "run_stopped"
+
+
+@dataclass(kw_only=True)
+class Outcome:
+    request_id: str
+    scenario: str
+    phase: str
+    tenant: str
+    traffic_class: str
+    sent_unix: float
+    status: str = Status.OK.value
+    engine_request_id: str = ""
+    session_id: str = ""
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    http_status: int | None = None
+    error_code: str = ""
+    finish_reason: str = ""
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    max_tokens: int | None = None
+    streaming: bool = True
+    cancel_intended: bool = False
+    session_rebuilt: bool = False
+    max_tokens_clamped: bool = False
+    approximate: bool = False
+    worker: str = ""
+
+    @property
+    def is_failure(self) -> bool:
+        """What locust counts as a failure: errors and timeouts, never an intended cancel."""
+        return self.status in (Status.ERROR.value, Status.TIMEOUT.value)
+
+    def to_message(self) -> dict[str, Any]:
+        """Plain data for locust's worker -> master messages (msgpack)."""
+        return asdict(self)
+
+    @classmethod
+    def from_message(cls, data: dict[str, Any]) -> "Outcome":
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    def row(self, origin_unix: float) -> dict[str, Any]:
+        """The requests.csv row, times in seconds since `origin_unix`."""
+        sent_s = self.sent_unix - origin_unix
+        row = {k: v for k, v in asdict(self).items() if k in REQUEST_COLUMNS}
+        row.update(sent_s=sent_s,
+                   first_token_s=None if self.ttft_s is None else sent_s + self.ttft_s,
+                   done_s=None if self.e2e_s is None else sent_s + self.e2e_s)
+        return {c: row.get(c) for c in REQUEST_COLUMNS}
+
+
+def error_of_body(body: bytes) -> tuple[str, str]:
+    """(code, message) of an OpenAI error body; ('', text) when the body is not one."""
+    text = body.decode("utf-8", "replace").strip()
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return "", text[:500]
+    err = parsed.get("error") if isinstance(parsed, dict) else None
+    if isinstance(err, dict):
+        return str(err.get("code") or err.get("type") or ""), str(err.get("message", ""))
+    if isinstance(err, str):  # some servers: {"error": "message", "code": 429}
+        return str(parsed.get("code") or ""), err
+    if isinstance(parsed, dict) and "detail" in parsed:  # FastAPI's default error shape
+        return "", str(parsed["detail"])[:500]
+    return "", text[:500]

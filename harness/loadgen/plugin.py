@@ -1,0 +1,183 @@
+"""The locust side of the scenarios: options, one context per process, record forwarding.
+
+Listeners are registered on `locust.events` when this module is imported: the one import-time
+side effect here, and the one locust requires (the options must exist before it parses the
+command line). Each listener is small and says what it does:
+
+    init_command_line_parser  add the --kvgate-* options (settings.py)
+    init                      build this process's ScenarioContext; the master (or the only
+                              process) listens for forwarded outcomes; every other process
+                              starts its forwarding loop; decide whether the step shape drives
+    test_start                re-read the settings (the web UI may have changed them), resolve
+                              the model name, open the request log (master / only process)
+    test_stop                 forward whatever is still buffered
+    quitting                  forward what is left, close the request log
+
+Forwarding: every process that runs users buffers its outcomes and sends them with
+`runner.send_message("kvgate_outcomes", ...)` once a second and when the test stops; the master
+(or a local runner, which delivers its messages to itself) writes them. A run with
+`--processes N` or separate workers so records every request exactly once, in one place.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from weakref import WeakKeyDictionary
+
+import gevent
+import httpx
+from locust import events
+from locust.env import Environment
+from locust.runners import MasterRunner, Runner, WorkerRunner
+
+from harness.loadgen.outcome import Outcome
+from harness.loadgen.request_log import RequestLog
+from harness.loadgen.settings import LoadSettings, add_arguments
+from harness.loadgen.tenants import Tenant, TenantSet, parse_tenants
+
+log = logging.getLogger("kvgate.scenarios")
+
+OUTCOMES_MESSAGE = "kvgate_outcomes"
+FORWARD_INTERVAL_S = 1.0
+FALLBACK_MODEL = "default"
+
+
+@dataclass(eq=False)
+class ScenarioContext:
+    """What the users of one locust process share. Only the listeners below call `configure`
+    and set `model` and `log`; users call `next_request_id`, `next_seed` and `record`."""
+
+    settings: LoadSettings
+    tenants: TenantSet = field(init=False)
+    model: str = ""
+    log: RequestLog | None = None
+    nonce: str = field(default_factory=lambda: secrets.token_hex(3))
+    _buffer: list[Outcome] = field(default_factory=list)
+    _ids: itertools.count = field(default_factory=itertools.count)
+
+    def __post_init__(self) -> None:
+        self.configure(self.settings)
+
+    def configure(self, settings: LoadSettings) -> None:
+        self.settings, self.tenants = settings, TenantSet(parse_tenants(settings.tenants))
+
+    def next_request_id(self) -> str:
+        """Unique across the processes of a run: a per-process nonce and a counter."""
+        return f"{self.nonce}-{next(self._ids)}"
+
+    def next_seed(self) -> str:
+        return f"seed-{self.next_request_id()}"
+
+    def record(self, outcome: Outcome) -> None:
+        self._buffer.append(outcome)
+
+    def forward(self, runner: Runner) -> None:
+        if self._buffer:
+            batch, self._buffer = self._buffer, []
+            runner.send_message(OUTCOMES_MESSAGE, [o.to_message() for o in batch])
+
+    def open_log(self) -> RequestLog:
+        if self.log is None:
+            origin = self.settings.t0_unix or time.time()
+            self.log = RequestLog(self.settings.requests_csv or None, origin)
+        return self.log
+
+
+_CONTEXTS: WeakKeyDictionary[Environment, ScenarioContext] = WeakKeyDictionary()
+
+
+def context_of(environment: Environment) -> ScenarioContext:
+    ctx = _CONTEXTS.get(environment)
+    if ctx is None:
+        ctx = _CONTEXTS[environment] = ScenarioContext(_settings(environment))
+    return ctx
+
+
+def _settings(environment: Environment) -> LoadSettings:
+    try:
+        return LoadSettings.from_options(environment.parsed_options)
+    except ValueError as err:  # SettingsError, TenantSpecError
+        raise SystemExit(f"kvgate scenarios: {err}") from None
+
+
+def resolve_model(host: str, tenant: Tenant) -> str:
+    """The first model the target serves (GET /v1/models), for a run that named none."""
+    try:
+        resp = httpx.get(f"{host.rstrip('/')}/v1/models", headers={"Authorization": f"Bearer {tenant.key}"},
+                         timeout=10.0)
+        return str(resp.json()["data"][0]["id"])
+    except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as err:
+        log.error("could not read the model name from %s/v1/models (%s); sending %r: set --kvgate-model",
+                  host, err, FALLBACK_MODEL)
+        return FALLBACK_MODEL
+
+
+def step_shape_wanted(environment: Environment) -> bool:
+    """The step shape drives a run only when its user class was chosen: named on the command
+    line (`locust -f scenarios/ StepLoad`), or the only class (`-f scenarios/step_load.py`).
+    In the mixed default (`-f scenarios/`), --users/--spawn-rate drive, as in any locust run."""
+    if not any(getattr(u, "uses_step_shape", False) for u in environment.user_classes):
+        return False
+    named = bool(getattr(environment.parsed_options, "user_classes", None))
+    return named or len(environment.available_user_classes or {}) == 1
+
+
+@events.init_command_line_parser.add_listener
+def _add_options(parser: Any, **_: Any) -> None:
+    add_arguments(parser)
+
+
+@events.init.add_listener
+def _on_init(environment: Environment, runner: Runner | None, **_: Any) -> None:
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # the model lookup is not news
+    ctx = context_of(environment)
+    if getattr(environment.shape_class, "is_step_load", False) and not step_shape_wanted(environment):
+        environment.shape_class = None
+    if runner is None:
+        return
+    if not isinstance(runner, WorkerRunner):
+        runner.register_message(OUTCOMES_MESSAGE, _on_outcomes)
+    if not isinstance(runner, MasterRunner):
+        runner.greenlet.spawn(_forward_loop, ctx, runner)
+
+
+def _on_outcomes(environment: Environment, msg: Any, **_: Any) -> None:
+    context_of(environment).open_log().add(Outcome.from_message(d) for d in msg.data)
+
+
+def _forward_loop(ctx: ScenarioContext, runner: Runner) -> None:
+    while True:
+        gevent.sleep(FORWARD_INTERVAL_S)
+        ctx.forward(runner)
+
+
+@events.test_start.add_listener
+def _on_test_start(environment: Environment, **_: Any) -> None:
+    ctx = context_of(environment)
+    ctx.configure(_settings(environment))
+    if isinstance(environment.runner, MasterRunner):
+        ctx.open_log()
+        return
+    if not isinstance(environment.runner, WorkerRunner):
+        ctx.open_log()
+    ctx.model = ctx.settings.model or resolve_model(environment.host or "", ctx.tenants.all[0])
+
+
+@events.test_stop.add_listener
+def _on_test_stop(environment: Environment, **_: Any) -> None:
+    if environment.runner is not None and not isinstance(environment.runner, MasterRunner):
+        context_of(environment).forward(environment.runner)
+
+
+@events.quitting.add_listener
+def _on_quitting(environment: Environment, **_: Any) -> None:
+    ctx = context_of(environment)
+    if environment.runner is not None and not isinstance(environment.runner, MasterRunner):
+        ctx.forward(environment.runner)
+    if ctx.log is not None:
+        ctx.log.close()

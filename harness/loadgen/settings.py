@@ -1,0 +1,161 @@
+"""Every knob of the scenarios, in one table: locust options `--kvgate-*` and env `KVGATE_*`.
+
+`LoadSettings` is the one place the scenarios read settings from. Each field is a locust
+command-line option (`--kvgate-prompt-tokens 64`, shown in the web UI) and an environment
+variable (`KVGATE_PROMPT_TOKENS=64`); the command line wins over the environment, which wins
+over the default below. `kvgate run` hands its settings to the locust process through the
+environment (`to_env`), so keys and long prompts stay off the command line. docs/scenarios.md
+lists them all; `OPTIONS` is the source of that list.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from harness.loadgen.prompts import DEFAULT_SYSTEM_PROMPT
+from harness.loadgen.tenants import DEFAULT_SPEC, parse_tenants
+
+
+class SettingsError(ValueError):
+    """A setting out of range; the message names the option."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadSettings:
+    model: str = ""
+    tenants: str = DEFAULT_SPEC
+    admin_key: str = "sk-kvgate-admin"
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    prompt_tokens: int = 64
+    max_tokens: int = 64
+    long_prompt_tokens: int = 32768
+    long_output_tokens: int = 2048
+    tenant_prefix_tokens: int = 512
+    batch_prompt_tokens: int = 2048
+    batch_max_tokens: int = 512
+    cancel_prompt_tokens: int = 4096
+    cancel_max_tokens: int = 1024
+    cancel_prefill_ms: float = 30.0
+    cancel_decode_words: int = 8
+    burst_size: int = 16
+    burst_tenant: str = ""
+    turns: int = 4
+    idle_gap_min_s: float = 1.0
+    idle_gap_max_s: float = 5.0
+    unrebuildable_fraction: float = 0.5
+    wait_min_s: float = 0.1
+    wait_max_s: float = 1.0
+    kill_interval_s: float = 10.0
+    step_users: int = 4
+    step_s: float = 10.0
+    step_max_users: int = 64
+    step_hold_s: float = 10.0
+    request_timeout_s: float = 120.0
+    requests_csv: str = ""
+    phase: str = "load"
+    t0_unix: float = 0.0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, (int, float)) and value < 0:
+                raise SettingsError(f"{option(f.name)} must not be negative, got {value}")
+        for name in ("prompt_tokens", "max_tokens", "long_prompt_tokens", "long_output_tokens", "batch_prompt_tokens",
+                     "batch_max_tokens", "cancel_prompt_tokens", "cancel_max_tokens", "cancel_decode_words",
+                     "burst_size", "turns", "step_users", "step_max_users"):
+            if getattr(self, name) < 1:
+                raise SettingsError(f"{option(name)} must be at least 1, got {getattr(self, name)}")
+        for lo, hi in (("idle_gap_min_s", "idle_gap_max_s"), ("wait_min_s", "wait_max_s")):
+            if getattr(self, lo) > getattr(self, hi):
+                raise SettingsError(f"{option(lo)} ({getattr(self, lo)}) is above {option(hi)} ({getattr(self, hi)})")
+        if not 0 <= self.unrebuildable_fraction <= 1:
+            raise SettingsError(f"{option('unrebuildable_fraction')} is a fraction in [0, 1]")
+        if self.step_s <= 0 or self.request_timeout_s <= 0:
+            raise SettingsError(f"{option('step_s')} and {option('request_timeout_s')} must be positive")
+        parse_tenants(self.tenants)  # raises TenantSpecError (a ValueError) with the expected form
+
+    @classmethod
+    def from_options(cls, options: argparse.Namespace | None) -> "LoadSettings":
+        """Settings from locust's parsed options (None: the defaults, e.g. a bare Environment)."""
+        if options is None:
+            return cls()
+        return cls(**{f.name: getattr(options, dest(f.name)) for f in fields(cls)
+                      if getattr(options, dest(f.name), None) is not None})
+
+    def with_env(self, environ: Mapping[str, str]) -> "LoadSettings":
+        """These settings with every KVGATE_* variable of `environ` applied (what `kvgate run` reads)."""
+        changes = {}
+        for f in fields(self):
+            raw = environ.get(env_var(f.name))
+            if raw is not None:
+                try:
+                    changes[f.name] = type(f.default)(raw)
+                except ValueError:
+                    raise SettingsError(f"{env_var(f.name)}={raw!r} is not a {type(f.default).__name__}") from None
+        return replace(self, **changes)
+
+    def with_(self, **changes: Any) -> "LoadSettings":
+        return replace(self, **changes)
+
+    def to_env(self) -> dict[str, str]:
+        """Environment variables that reproduce these settings in a locust process."""
+        return {env_var(f.name): str(getattr(self, f.name)) for f in fields(self)}
+
+
+OPTIONS: dict[str, str] = {
+    "model": "model name sent in every request (default: the first model of GET /v1/models)",
+    "tenants": "tenants as name=key[:class],... (class interactive|batch|system; default: configs/default.toml's)",
+    "admin_key": "admin key of the reference engine's /admin API (worker kill); other targets ignore it",
+    "system_prompt": "shared system prompt: the engine's public prefix text, word for word, so prefixes really are shared",
+    "prompt_tokens": "prompt tokens of short Q&A, shared-prefix questions, bursts and multi-turn user turns",
+    "max_tokens": "max_tokens of short answers",
+    "long_prompt_tokens": "prompt tokens of the long-prompt scenario (needs a long-context model)",
+    "long_output_tokens": "max_tokens of the long-output scenario",
+    "tenant_prefix_tokens": "words of each tenant's own shared preamble (shared_prefix)",
+    "batch_prompt_tokens": "prompt tokens of batch requests (batch_mix)",
+    "batch_max_tokens": "max_tokens of batch requests (batch_mix)",
+    "cancel_prompt_tokens": "prompt tokens of cancel-storm requests (long enough that a prefill takes a while)",
+    "cancel_max_tokens": "max_tokens of cancel-storm requests",
+    "cancel_prefill_ms": "a mid-prefill cancel hangs up this long after sending",
+    "cancel_decode_words": "a mid-decode cancel hangs up after this many content words",
+    "burst_size": "requests a tenant_burst user sends at once",
+    "burst_tenant": "the tenant that bursts (default: the last interactive tenant)",
+    "turns": "turns per multi-turn session before a new one starts",
+    "idle_gap_min_s": "shortest idle gap between two turns of a session",
+    "idle_gap_max_s": "longest idle gap between two turns of a session",
+    "unrebuildable_fraction": "share of sessions sent with X-Session-Rebuildable: false (evicted -> 410)",
+    "wait_min_s": "shortest think time between two requests of a user",
+    "wait_max_s": "longest think time between two requests of a user",
+    "kill_interval_s": "seconds between two worker kills (worker_kill)",
+    "step_users": "users added at every step of the step-load shape",
+    "step_s": "seconds per step of the step-load shape",
+    "step_max_users": "the step-load shape stops adding users here",
+    "step_hold_s": "once rejections (429) begin (or max users is reached), hold this long, then stop",
+    "request_timeout_s": "a request with no end after this long is a timeout",
+    "requests_csv": "write every request (run-record columns) to this CSV file (the master writes it)",
+    "phase": "phase label of the rows (baseline, load, cooldown)",
+    "t0_unix": "unix time the rows' times count from (default: when the test starts)",
+}
+SECRETS = frozenset({"tenants", "admin_key"})
+
+
+def option(name: str) -> str:
+    return f"--kvgate-{name.replace('_', '-')}"
+
+
+def dest(name: str) -> str:
+    return f"kvgate_{name}"
+
+
+def env_var(name: str) -> str:
+    return f"KVGATE_{name.upper()}"
+
+
+def add_arguments(parser: Any) -> None:
+    """Add every setting to locust's argument parser (configargparse: `env_var` is honoured)."""
+    for f in fields(LoadSettings):
+        parser.add_argument(option(f.name), dest=dest(f.name), type=type(f.default), default=f.default,
+                            env_var=env_var(f.name), help=OPTIONS[f.name], is_secret=f.name in SECRETS)

@@ -1,0 +1,72 @@
+"""`kvgate run` against a target that fails the preflight exits 2 and says plainly what is wrong,
+before any load (no run record is written)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from harness.target import free_port
+from tests.e2e.run_support import kvgate_run
+from tests.integration.server_process import running_server
+
+pytestmark = pytest.mark.slow
+
+
+class NoChoices(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802
+        self._answer(404, b'{"detail": "Not Found"}')
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self._answer(200, b'{"status": "queued", "ticket": 17}')
+
+    def _answer(self, status: int, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def no_choices_url() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), NoChoices)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def fails_preflight(tmp_path: Path, *args: str) -> str:
+    run_dir = tmp_path / "run"
+    result = kvgate_run(*args, "--profile", "quick", "--out", str(run_dir), timeout_s=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert not (run_dir / "meta.json").exists()
+    return " ".join(result.stderr.split())
+
+
+def test_refused_points_at_the_address(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    assert f"cannot connect to {url}" in fails_preflight(tmp_path, "--target", url)
+
+
+def test_401_404_and_a_wrong_base_url_against_the_reference_engine(tmp_path: Path) -> None:
+    with running_server(tmp_path) as base:
+        assert "refused the API key sk-wr…ey (HTTP 401" in fails_preflight(
+            tmp_path, "--target", base, "--tenants", "me=sk-wrong-key")
+        message = fails_preflight(tmp_path, "--target", base, "--tenants", "acme=sk-acme", "--model", "gpt-4")
+        assert "the model 'gpt-4' is not served here; the server lists these models: kvgate-tiny" in message
+        assert "it ends in /v1: give the server root" in fails_preflight(
+            tmp_path, "--target", base + "/v1", "--tenants", "acme=sk-acme", "--model", "kvgate-tiny")
+
+
+def test_a_body_without_choices_is_printed(tmp_path: Path, no_choices_url: str) -> None:
+    message = fails_preflight(tmp_path, "--target", no_choices_url, "--model", "m")
+    assert "no `choices`" in message and '"ticket": 17' in message

@@ -1,0 +1,59 @@
+"""A stand-in for a vLLM server, built from the reference engine: run as a script.
+
+    python tests/e2e/vllm_like.py --upstream http://127.0.0.1:8000 --port 8100
+
+It relays the OpenAI routes (/v1/chat/completions streamed byte for byte, /v1/models) to the
+upstream engine, serves only the `vllm:` series of the upstream's /metrics, and has no admin
+API (every other path is 404): what the harness sees of a real vLLM deployment.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import httpx
+import uvicorn
+from starlette.applications import Starlette
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+RELAYED_HEADERS = ("authorization", "content-type", "accept")
+
+
+def vllm_lines(text: str) -> str:
+    keep = [line for line in text.splitlines()
+            if line.startswith("vllm:") or line.startswith(("# HELP vllm:", "# TYPE vllm:"))]
+    return "\n".join(keep) + "\n"
+
+
+def create_app(upstream: str) -> Starlette:
+    client = httpx.AsyncClient(base_url=upstream, timeout=None)
+
+    async def chat(request: Request) -> Response:
+        headers = {k: v for k, v in request.headers.items() if k in RELAYED_HEADERS}
+        upstream_request = client.build_request("POST", "/v1/chat/completions", content=await request.body(),
+                                                headers=headers)
+        resp = await client.send(upstream_request, stream=True)
+        kept = {k: v for k, v in resp.headers.items() if k in ("content-type", "x-request-id")}
+        return StreamingResponse(resp.aiter_raw(), status_code=resp.status_code, headers=kept,
+                                 background=BackgroundTask(resp.aclose))
+
+    async def models(request: Request) -> Response:
+        resp = await client.get("/v1/models", headers={"authorization": request.headers.get("authorization", "")})
+        return JSONResponse(resp.json(), status_code=resp.status_code)
+
+    async def metrics(request: Request) -> Response:
+        return PlainTextResponse(vllm_lines((await client.get("/metrics")).text))
+
+    return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"]),
+                             Route("/v1/models", models), Route("/metrics", metrics)])
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--upstream", required=True)
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args()
+    uvicorn.run(create_app(args.upstream), host="127.0.0.1", port=args.port, log_level="warning")

@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from harness.collectors.snapshot import in_flight, sample_row, tenant_rows
+from harness.run_record import SAMPLE_COLUMNS, TENANT_SAMPLE_COLUMNS
+from reference_engine import EngineCore
+from tests.helpers import small_config
+
+
+def admin_snapshot(core: EngineCore) -> dict:
+    """What GET /admin/snapshot answers (reference_engine/server/admin.py)."""
+    snap = core.snapshot()
+    return {**asdict(snap), "usage": snap.usage, "active_blocks": snap.active_blocks, "num_open_streams": 0,
+            "engine_clock_offset_unix": 1000.0, "worker": None}
+
+
+def test_a_snapshot_becomes_a_sample_row_on_the_run_clock() -> None:
+    core = EngineCore(small_config(num_blocks=1024))
+    core.pin_prefixes()
+    snap = admin_snapshot(core)
+    row = sample_row(snap, started_unix=990.0)
+    assert set(row) <= set(SAMPLE_COLUMNS) and row["source"] == "engine"
+    assert row["t_s"] == snap["t_s"] + 10.0 and row["num_blocks"] == 1024
+    assert row["waiting_interactive"] == 0 and row["level"] == "normal"
+
+
+def test_every_configured_tenant_gets_a_row_with_its_cap() -> None:
+    snap = {"num_blocks": 200, "tenant_live_blocks": {"acme": 30}}
+    rows = tenant_rows(snap, 1.5, {"acme": 0.15, "globex": 0.2})
+    assert rows == [{"t_s": 1.5, "tenant": "acme", "live_blocks": 30, "share": 0.15, "cap": 0.15},
+                    {"t_s": 1.5, "tenant": "globex", "live_blocks": 0, "share": 0.0, "cap": 0.2}]
+    assert all(tuple(r) == TENANT_SAMPLE_COLUMNS for r in rows)
+
+
+def test_in_flight_counts_router_reservations_too() -> None:
+    snap = {"num_running": 1, "num_waiting": 2, "num_swapped": 0}
+    assert in_flight(snap) == 3 and in_flight({**snap, "num_reservations": 4}) == 7

@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+import pytest
+
+from harness.loadgen.prompts import (
+    DEFAULT_SYSTEM_PROMPT,
+    PromptTooShortError,
+    chat_prompt,
+    count_tokens,
+    next_turn,
+    tenant_prefix,
+    words,
+)
+from reference_engine import load_config
+from reference_engine.tokenizer import WordTokenizer, apply_chat_template
+
+TOKENIZER = WordTokenizer()
+
+
+def engine_tokens(messages: list[dict[str, str]]) -> list[int]:
+    """What the reference engine's chat endpoint tokenizes (server/protocol.py)."""
+    return TOKENIZER.encode(apply_chat_template(messages))
+
+
+@pytest.mark.parametrize("num_tokens", [32, 64, 1000, 32768])
+def test_a_chat_prompt_has_exactly_the_asked_number_of_engine_tokens(num_tokens: int) -> None:
+    prompt = chat_prompt(num_tokens, seed=1, system=DEFAULT_SYSTEM_PROMPT)
+    assert len(engine_tokens(prompt.messages)) == num_tokens == prompt.num_tokens
+
+
+def test_the_default_system_prompt_is_the_default_configs_public_prefix_word_for_word() -> None:
+    prefixes = load_config("configs/default.toml").prefix_cache.public_prefixes
+    assert prefixes[0].text == DEFAULT_SYSTEM_PROMPT
+
+
+def test_requests_share_exactly_the_system_prompt_and_the_tenant_prefix() -> None:
+    prefix = tenant_prefix("acme", 100)
+    a = engine_tokens(chat_prompt(200, seed="a", system=DEFAULT_SYSTEM_PROMPT, prefix=prefix).messages)
+    b = engine_tokens(chat_prompt(200, seed="b", system=DEFAULT_SYSTEM_PROMPT, prefix=prefix).messages)
+    shared = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
+    system_tokens = count_tokens([{"role": "system", "content": DEFAULT_SYSTEM_PROMPT}]) - 1  # without <|assistant|>
+    assert shared == system_tokens + 1 + 100  # system message, <|user|>, the tenant's preamble
+    assert tenant_prefix("acme", 100) != tenant_prefix("globex", 100)
+
+
+def test_words_are_deterministic_per_seed() -> None:
+    assert words(50, "s") == words(50, "s") != words(50, "t")
+    assert len(words(50, "s").split()) == 50 and words(0, "s") == ""
+
+
+def test_a_prompt_too_small_for_its_fixed_parts_is_an_error() -> None:
+    with pytest.raises(PromptTooShortError, match="fixed parts"):
+        chat_prompt(10, seed=1, system=DEFAULT_SYSTEM_PROMPT)
+
+
+def test_a_next_turn_keeps_the_history_as_its_prefix() -> None:
+    history = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"},
+               {"role": "assistant", "content": "kaloan mipe"}]
+    turn = next_turn(history, 7, seed=3)
+    assert turn.messages[:3] == history and len(turn.messages[3]["content"].split()) == 7
+    assert len(engine_tokens(turn.messages)) == turn.num_tokens

@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from harness.locust_process import RowTail, locust_command
+from harness.run_record import REQUEST_COLUMNS
+from harness.scenario_catalog import scenarios_dir, select
+
+
+def test_the_tail_returns_only_complete_new_rows(tmp_path: Path) -> None:
+    path = tmp_path / "rows.csv"
+    tail = RowTail(path)
+    assert tail.read() == []
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=REQUEST_COLUMNS)
+        w.writeheader()
+        w.writerow({"request_id": "a", "status": "ok"})
+        f.write("b,,short_qa,lo")  # a row still being written
+        f.flush()
+        assert [r["request_id"] for r in tail.read()] == ["a"]
+        f.write("ad\n")
+    rows = tail.read()
+    assert [(r["request_id"], r["scenario"], r["phase"]) for r in rows] == [("b", "short_qa", "load")]
+    assert tail.read() == []
+
+
+def test_the_mixed_default_runs_the_directory_and_named_scenarios_name_their_classes(tmp_path: Path) -> None:
+    common = {"host": "http://127.0.0.1:1", "users": 4, "spawn_rate": 2.0, "duration_s": 10.4, "stop_timeout_s": 5,
+              "processes": 0, "html_path": None}
+    mixed = locust_command(scenarios=select(scenarios_dir(), []), mixed_dir=scenarios_dir(), **common)
+    assert mixed[mixed.index("-f") + 1] == str(scenarios_dir()) and mixed[-1] == "--only-summary"
+    assert mixed[mixed.index("-t") + 1] == "10s" and "--headless" in mixed
+    named = locust_command(scenarios=select(scenarios_dir(), ["step_load", "short_qa"]), mixed_dir=None,
+                           **{**common, "processes": 2, "html_path": tmp_path / "l.html"})
+    assert named[-2:] == ["StepLoad", "ShortQA"] and named[named.index("--processes") + 1] == "2"
+    assert named[named.index("-f") + 1].endswith("step_load.py," + str(scenarios_dir() / "short_qa.py"))

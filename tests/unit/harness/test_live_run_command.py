@@ -1,0 +1,83 @@
+"""`kvgate run` turns its command line, a profile and a config into one LivePlan."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.cli import build_parser
+from harness.commands.run import build_plan
+from harness.loadgen.tenants import DEFAULT_SPEC, parse_tenants
+from harness.scenario_catalog import scenarios_dir
+from reference_engine.errors import KvgateError
+
+SERVER_PROMPT = "You are a test assistant . Keep every answer short ."
+
+
+def plan(*argv: str, monkeypatch: pytest.MonkeyPatch | None = None):
+    return build_plan(build_parser().parse_args(["run", *argv]))
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    path = tmp_path / "engine.toml"
+    path.write_text(f"""
+[server]
+admin_key = "sk-admin-test"
+served_model_name = "served-name"
+
+[[prefix_cache.public_prefixes]]
+name = "system"
+text = "{SERVER_PROMPT}"
+pinned = true
+
+[tenants.acme]
+api_keys = ["sk-a1", "sk-a2"]
+
+[tenants.bulk]
+api_keys = ["sk-bulk"]
+traffic_class = "batch"
+""")
+    return path
+
+
+def test_a_policy_run_takes_tenants_admin_key_public_prefix_and_model_from_the_config(config: Path) -> None:
+    p = plan("--policy", str(config), "--profile", "quick")
+    s = p.settings
+    assert parse_tenants(s.tenants) == parse_tenants("acme=sk-a1:interactive,bulk=sk-bulk:batch")
+    assert (s.admin_key, s.system_prompt, s.model) == ("sk-admin-test", SERVER_PROMPT, "served-name")
+    assert (p.duration_s, p.users, p.profile, p.target_url) == (12, 10, "quick", None)
+    assert s.long_output_tokens == 256  # the quick profile's size
+    assert p.mixed_dir == scenarios_dir() and len(p.scenarios) == 10
+    assert p.run_dir.parent == Path("runs") and p.run_dir.name.endswith("-lru")
+
+
+def test_command_line_wins_over_environment_over_config_over_profile(config: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KVGATE_PROMPT_TOKENS", "99")
+    monkeypatch.setenv("KVGATE_MODEL", "from-env")
+    p = plan("--policy", str(config), "--profile", "quick", "--model", "from-cli", "--duration", "3", "--users", "2",
+             "--scenarios", "cancel_storm,short_qa", "--out", "/tmp/x")
+    assert (p.settings.prompt_tokens, p.settings.model) == (99, "from-cli")
+    assert (p.duration_s, p.users, p.mixed_dir, [s.name for s in p.scenarios]) == (
+        3, 2, None, ["cancel_storm", "short_qa"])
+    assert p.run_dir == Path("/tmp/x")
+
+
+def test_an_external_target_needs_no_policy() -> None:
+    p = plan("--target", "http://127.0.0.1:9000", "--tenants", "me=sk-1", "--profile", "ci")
+    assert (p.config, p.target_url, p.settings.tenants, p.settings.model) == (None, "http://127.0.0.1:9000",
+                                                                              "me=sk-1", "")
+    assert p.run_dir.name.endswith("-external") and plan("--target", "u").settings.tenants == DEFAULT_SPEC
+
+
+def test_without_policy_or_target_it_says_what_is_needed() -> None:
+    with pytest.raises(KvgateError, match="needs --policy CONFIG .* or --target URL"):
+        plan()
+
+
+def test_a_bad_setting_from_the_environment_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KVGATE_TURNS", "0")
+    with pytest.raises(KvgateError, match="--kvgate-turns must be at least 1"):
+        plan("--target", "http://127.0.0.1:9000")
