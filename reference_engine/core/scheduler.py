@@ -72,6 +72,7 @@ class Scheduler:
         self.host = host
         self.max_num_seqs = config.engine.max_num_seqs
         self.token_budget = config.engine.max_num_batched_tokens
+        self.long_prefill_cap = config.engine.long_prefill_token_threshold
         self.preempt_cfg = config.preemption
         self.preemption_mode = policy.preemption_mode or config.preemption.mode
         self.requests: dict[str, Request] = {}
@@ -196,6 +197,8 @@ class Scheduler:
         scheduled: set[str] = set()
         bt = self.kv.block_tokens
         running = self.running
+        # a long prefill yields part of the budget to requests waiting to start
+        chunk_cap = self.long_prefill_cap if len(self.waiting) and self.long_prefill_cap else budget
         for r in list(running.values()):  # a copy: preemption removes entries as we go
             if budget <= 0:
                 break
@@ -206,6 +209,8 @@ class Scheduler:
                 continue
             if n > budget:
                 n = budget
+            if n > chunk_cap:
+                n = chunk_cap
             # the common decode case has room in its last block: no allocation at all
             if r.num_computed_tokens - r.num_dropped_tokens + n > len(r.block_ids) * bt:
                 if not self._grow(r, n, now_s, scheduled, plan):

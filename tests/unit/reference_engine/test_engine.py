@@ -182,3 +182,14 @@ def test_kill_mode_aborts_the_victim_with_an_explicit_reason():
     assert all(r.finish_reason in (FinishReason.PREEMPTED, FinishReason.LENGTH) for r in reqs)
     assert d.core.pool.num_live == 0
     d.core.pool.check_invariants()
+
+
+def test_a_long_prefill_yields_budget_to_a_waiting_short_request():
+    d = Driver(small_config(overrides={"engine.max_num_batched_tokens": 256, "engine.long_prefill_token_threshold": 64,
+                                       "tenants.acme.max_kv_share": 1.0}))
+    long = d.add(prompt_len=4000, max_new=4)
+    d.step()  # the long prompt alone: the whole budget
+    assert long.num_computed_tokens == 256
+    short = d.add(tenant="globex", prompt_len=50, max_new=4)
+    d.step()  # someone is waiting: the long chunk is capped, the short prompt starts at once
+    assert long.num_computed_tokens == 256 + 64 and short.first_token_s is not None
