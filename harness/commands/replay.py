@@ -20,9 +20,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from harness.cli import EXIT_OK
 from harness.replay.driver import MaxTokens
-from harness.replay.gating import compare_report, gate_and_report
+from harness.judge import compare, judge
 from harness.replay.loaders import AUTO, LOADERS, load_trace
 from harness.replay.run import ReplayResult, ReplaySettings, run_replay
 from harness.replay.summary import DEFAULT_TTFT_SLO_S, RunSummary
@@ -92,15 +91,17 @@ def run(args: argparse.Namespace) -> int:
     if args.compare is None:
         result = _replay(console, trace, args.policy, configs[0], settings, out)
         _print_run(console, result, args.goodput_ttft_ms / 1000)
-        return _exit_code(console, [gate_and_report(result.run_dir)])
+        judgement = judge(result.run_dir)
+        console.print(f"report: [bold]{judgement.report}[/]")
+        return judgement.exit_code
     results = [_replay(console, trace, path, config, settings, out / name)
                for path, config, name in zip(paths, configs, _names(paths))]
     summaries = [RunSummary.from_record(RunRecord.load(r.run_dir), args.goodput_ttft_ms / 1000) for r in results]
     _print_comparison(console, results, summaries)
-    report = compare_report([r.run_dir for r in results], out)
-    console.print(f"records under [bold]{out}[/]" + (f"; comparison report {report}" if report else
-                                                     "; comparison report: not produced (reports not wired in)"))
-    return _exit_code(console, [gate_and_report(r.run_dir) for r in results])
+    judgements = [judge(r.run_dir) for r in results]
+    report = compare(judgements, out)
+    console.print(f"records under [bold]{out}[/]; comparison report [bold]{report}[/]")
+    return max(j.exit_code for j in judgements)
 
 
 def _settings(args: argparse.Namespace) -> ReplaySettings:
@@ -199,10 +200,3 @@ def _print_comparison(console: Console, results: Sequence[ReplayResult], summari
     console.print(table)
 
 
-def _exit_code(console: Console, codes: Sequence[int | None]) -> int:
-    """The worst gate exit code; 0 (with a line saying so) while no gate ran."""
-    evaluated = [c for c in codes if c is not None]
-    if not evaluated:
-        console.print("gates: not evaluated (gates are not wired into replay yet); exit 0")
-        return EXIT_OK
-    return max(evaluated)

@@ -25,20 +25,15 @@ from types import FrameType
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from gates import evaluate, load_thresholds, write_verdict
-from harness.commands.gate import verdict_exit_code
+from harness.judge import judge
 from harness.live_run import LivePlan, run_live
 from harness.loadgen.prompts import DEFAULT_SYSTEM_PROMPT
 from harness.loadgen.settings import LoadSettings, SettingsError
 from harness.loadgen.tenants import format_tenants, tenants_of_config
 from harness.profiles import PROFILES, get_profile
-from harness.run_record import RunRecord
 from harness.scenario_catalog import scenarios_dir, select
 from reference_engine import EngineConfig, load_config
 from reference_engine.errors import KvgateError
-from reports import render_run_report
-
-VERDICT_OUTPUTS = ("json", "junit", "console", "github")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -46,6 +41,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--policy", type=Path, metavar="CONFIG",
                    help="engine/policy config (TOML): the reference engine is started with it unless --target is "
                         "given (then it only names what the target runs)")
+    add_load_arguments(p)
+    p.add_argument("--target", metavar="URL", help="an already running OpenAI-compatible server (its root URL)")
+    p.add_argument("--metrics-url", metavar="URL", help="its Prometheus metrics (default: <target>/metrics; '' for none)")
+    p.add_argument("--model", metavar="NAME", help="model name (default: the config's, else the first of /v1/models)")
+    p.add_argument("--tenants", metavar="SPEC", help="name=key[:class],... (default: the config's tenants)")
+    p.add_argument("--out", type=Path, metavar="DIR", help="run record directory (default runs/<timestamp>-<policy>)")
+    p.set_defaults(func=run)
+
+
+def add_load_arguments(p: argparse.ArgumentParser) -> None:
+    """The options that say how to load a target: shared by `kvgate run` and `kvgate matrix`."""
     p.add_argument("--scenarios", type=_names, default=[], metavar="A,B",
                    help="comma-separated scenario names (default: all of scenarios/, the mixed default)")
     p.add_argument("--profile", choices=list(PROFILES), default="ci",
@@ -57,16 +63,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="engine worker processes behind a router (kvgate serve --workers; worker_kill needs >= 2)")
     p.add_argument("--processes", type=int, default=0, metavar="N",
                    help="locust worker processes (locust --processes; 0: one process)")
-    p.add_argument("--target", metavar="URL", help="an already running OpenAI-compatible server (its root URL)")
-    p.add_argument("--metrics-url", metavar="URL", help="its Prometheus metrics (default: <target>/metrics; '' for none)")
-    p.add_argument("--model", metavar="NAME", help="model name (default: the config's, else the first of /v1/models)")
-    p.add_argument("--tenants", metavar="SPEC", help="name=key[:class],... (default: the config's tenants)")
-    p.add_argument("--out", type=Path, metavar="DIR", help="run record directory (default runs/<timestamp>-<policy>)")
     p.add_argument("--gates", type=Path, metavar="FILE", help="thresholds TOML overriding gates/thresholds.toml")
     p.add_argument("--sample-interval", type=float, metavar="S",
                    help="seconds between samples (default: the config's server.sample_interval_s, else 0.5)")
     p.add_argument("--scenarios-dir", type=Path, default=None, metavar="DIR", help="where the locustfiles are")
-    p.set_defaults(func=run)
 
 
 def _names(text: str) -> list[str]:
@@ -74,7 +74,7 @@ def _names(text: str) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    signal.signal(signal.SIGTERM, _interrupt)  # CI cancels with SIGTERM: clean up as for Ctrl-C
+    signal.signal(signal.SIGTERM, raise_keyboard_interrupt)  # CI cancels with SIGTERM: clean up as for Ctrl-C
     console = Console()
     plan = build_plan(args)
     console.print(f"[bold]kvgate run[/] {plan.run_dir} — policy {_policy(plan.config)}, "
@@ -82,15 +82,12 @@ def run(args: argparse.Namespace) -> int:
     with RichProgress(console) as progress:
         result = run_live(plan, progress)
     console.print(f"run record: [bold]{result.run_dir}[/]")
-    record = RunRecord.load(result.run_dir)
-    verdict = evaluate(record, load_thresholds(args.gates))
-    write_verdict(record.dir, verdict, VERDICT_OUTPUTS)
-    report = render_run_report(record, verdict)
-    console.print(f"verdict: {record.dir / 'verdict.json'}  report: [bold]{report}[/]")
-    return verdict_exit_code(verdict)
+    judgement = judge(result.run_dir, args.gates)
+    console.print(f"verdict: {judgement.record.dir / 'verdict.json'}  report: [bold]{judgement.report}[/]")
+    return judgement.exit_code
 
 
-def _interrupt(signum: int, frame: FrameType | None) -> None:
+def raise_keyboard_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 

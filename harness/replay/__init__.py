@@ -11,7 +11,7 @@ The public face:
 Modules: `trace` (the common record, the loader protocol), `loaders/` (one per format),
 `tenants` (the `--tenants` registry), `prefix_blocks` (trace ids -> engine block hashes),
 `driver` (the loop), `client_view` / `samples` / `meta` (the record's tables), `run` (one replay
-end to end), `summary` (printed figures), `gating` (the gates/reports integration point).
+end to end), `summary` (printed figures).
 """
 
 from harness.replay.driver import MaxTokens, ReplayStalled

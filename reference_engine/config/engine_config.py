@@ -102,14 +102,21 @@ class EngineSection(_Table):
 
     block_tokens: int = Field(16, ge=1, le=1024, description="tokens per KV block (page)")
     max_num_seqs: int = Field(256, ge=1, description="running sequences per step at most")
-    max_num_batched_tokens: int = Field(2048, ge=16, description="per-step token budget (chunked prefill): "
+    max_num_batched_tokens: int = Field(1024, ge=16, description="per-step token budget (chunked prefill): "
                                         "smaller steps keep short requests' TTFT low, larger ones raise throughput")
-    long_prefill_token_threshold: int = Field(512, ge=0, description="while requests wait to start, a prefill chunk "
+    long_prefill_token_threshold: int = Field(256, ge=0, description="while requests wait to start, a prefill chunk "
                                               "takes at most this many tokens per step (0: no cap), so one long "
                                               "prompt cannot hold the whole budget (vLLM's option of that name)")
     executor: str = Field("sim", description="sim (time model, any machine) | torch (real model, optional extra)")
     kv_bytes_safety: float = Field(1.0, ge=1.0, le=2.0, description="the `safety` factor in bytes_per_token")
     seed: int = Field(0, description="reserved for executors that sample; the sim's tokens depend on request ids")
+
+    @model_validator(mode="after")
+    def _decodes_fit(self) -> "EngineSection":
+        if self.max_num_seqs > self.max_num_batched_tokens:
+            raise ValueError(f"max_num_seqs ({self.max_num_seqs}) must not exceed max_num_batched_tokens "
+                             f"({self.max_num_batched_tokens}): every running sequence decodes in every step")
+        return self
 
 
 class GuardConfig(_Table):

@@ -1,13 +1,16 @@
-"""Event-driven stepping for replay: fuse decode steps while nothing else can change.
+"""Event-driven stepping for replay: fuse steps while nothing but their arithmetic changes.
 
-A run of decode-only steps can be applied at once when, for every step in it, step-by-step
-simulation would do exactly the same thing: nobody is waiting, prefilling or swapped; no request
-finishes before the last fused step; usage stays below every rung that triggers an action and
-within what the pool can give without preemption; no idle session expires; and every fused step
-starts before `until_s` (the next arrival or sample the driver cares about). Then each running
-request gains K tokens and K steps' worth of blocks, and the step durations are summed.
+A run of K steps can be applied at once when step-by-step simulation would do exactly the same
+thing in each of them: nobody is waiting or swapped; every running request decodes one token
+per step (decodes go first), except at most one prefill, the first in running order, which takes
+all the budget the decodes leave and does not finish its prompt within the run (so no first
+token, and no other prefill advances); no request finishes before the last fused step; usage
+stays below every rung that triggers an action and within what the pool can give without
+preemption; no idle session expires; and every fused step starts before `until_s` (the next
+arrival or sample the driver cares about). Then the decodes gain K tokens, the prefill K chunks,
+and the step durations are summed in the order step-by-step would add them.
 
-Block boundaries do not stop a run: each request's blocks for all K steps are allocated at once,
+Block boundaries do not stop a run: every request's blocks for all K steps are allocated at once,
 which the pool serves exactly as it would one by one (no other pool operation happens between).
 All requests grow before any of them finishes, as in the last fused step, whose schedule()
 allocates for the whole batch before update() releases the finished requests' blocks: otherwise
@@ -21,7 +24,7 @@ import bisect
 import math
 from typing import TYPE_CHECKING
 
-from reference_engine.core.request import FinishReason
+from reference_engine.core.request import FinishReason, Request
 from reference_engine.core.scheduler import RequestOutput
 
 if TYPE_CHECKING:
@@ -33,46 +36,59 @@ _MAX_FUSED_STEPS = 4096
 def fast_forward(core: "EngineCore", until_s: float) -> "StepOutput | None":
     from reference_engine.core.engine import StepOutput
 
-    sched, pool, kv = core.scheduler, core.pool, core.kv
+    sched, kv = core.scheduler, core.kv
     sample_run = getattr(core.executor, "sample_run", None)
-    running = list(sched.running.values())
-    if (sample_run is None or not running or len(sched.waiting) or sched.swapped or sched.prefilling
+    if (sample_run is None or not sched.running or len(sched.waiting) or sched.swapped
             or core.policy.compressor is not None or core._in_flight is not None):
         return None
+    decodes, prefill = _split(sched.running.values())
+    budget = sched.token_budget - len(decodes)
+    chunk = 0 if prefill is None else budget
     max_ctx = core.admission.max_context_tokens
-    k_max = min(min(r.remaining_output(), max_ctx - r.num_tokens) for r in running)
-    k_max = min(k_max, _MAX_FUSED_STEPS)
+    k_max = _MAX_FUSED_STEPS
+    if decodes:
+        k_max = min(k_max, min(min(r.remaining_output(), max_ctx - r.num_tokens) for r in decodes))
+    if chunk:  # stop before the step in which the prefill would complete its prompt
+        k_max = min(k_max, math.ceil((prefill.num_tokens - prefill.num_computed_tokens) / chunk) - 1)
     if k_max <= 1:
         return None
     now = core.clock.now()
     expiry = sched.sessions.next_expiry_s()
     horizon = until_s if expiry is None else min(until_s, expiry)
-    num_kv = sum(r.num_kv_tokens for r in running)
+    kv_tokens = sum(r.num_kv_tokens for r in decodes)
+    chunk_start = prefill.num_kv_tokens if chunk else 0
     # Price only the steps that can start before the horizon: at most (horizon - now) / first step,
     # since later steps are no shorter. (A cap on how many to fuse; correctness rests on bisect below.)
-    first_s = core.executor.decode_durations_s(len(running), num_kv, 1)[0]
+    first_s = core.executor.steady_durations_s(len(decodes), kv_tokens, 1, chunk, chunk_start)[0]
     if horizon < math.inf and first_s > 0:
         k_max = min(k_max, int((horizon - now) / first_s) + 1)
-    durations = core.executor.decode_durations_s(len(running), num_kv, k_max)
+    durations = core.executor.steady_durations_s(len(decodes), kv_tokens, k_max, chunk, chunk_start)
     starts, t = [], now
     for d in durations:  # accumulate exactly as step-by-step does: t_end = t_start + duration
         starts.append(t)
         t = t + d
     k = min(k_max, bisect.bisect_left(starts, horizon))  # steps that start before the horizon
-    k = min(k, _fit_blocks(core, running, k))
+    k = min(k, _fit_blocks(core, decodes, prefill, chunk, k))
     if k <= 1:
         return None
 
     t_end = starts[k - 1] + durations[k - 1]
     total_s = t_end - now
-    for r in running:  # every request's growth before any finish frees blocks, as step by step
+    step_tokens = len(decodes) + chunk
+    for r in decodes:  # every request's growth before any finish frees blocks, as step by step
         kv.allocate(r, k, now)  # checked by _fit_blocks: cannot fail
+    if chunk:
+        kv.allocate(prefill, k * chunk, now)
+        prefill.num_computed_tokens += k * chunk
+        prefill.gpu_time_s += total_s * chunk / step_tokens
+        prefill.last_step_s = t_end
+        kv.register_full_blocks(prefill)
     outputs = []
-    for r in running:
+    for r in decodes:
         tokens = sample_run(r.request_id, r.num_tokens, k)
         r.num_computed_tokens += k
         r.output_token_ids.extend(tokens)
-        r.gpu_time_s += total_s / len(running)
+        r.gpu_time_s += total_s / step_tokens
         r.last_step_s = t_end
         r.consecutive_preemptions = 0
         kv.register_full_blocks(r)
@@ -84,24 +100,36 @@ def fast_forward(core: "EngineCore", until_s: float) -> "StepOutput | None":
             out.finished = True
     core.num_steps += k
     core._note_level(t_end)
-    return StepOutput(now, t_end, outputs, k, k * len(running))
+    return StepOutput(now, t_end, outputs, k, k * step_tokens)
 
 
-def _fit_blocks(core: "EngineCore", running, k: int) -> int:
+def _split(running) -> tuple[list[Request], Request | None]:
+    """Decoding requests, and the prefill that gets the rest of the budget (the first in order)."""
+    decodes, prefill = [], None
+    for r in running:
+        if r.num_tokens - r.num_computed_tokens == 1:
+            decodes.append(r)
+        elif prefill is None:
+            prefill = r
+    return decodes, prefill
+
+
+def _fit_blocks(core: "EngineCore", decodes: list[Request], prefill: Request | None, chunk: int, k: int) -> int:
     """The largest number of steps (≤ k) whose block growth triggers no action and needs no
-    eviction of live state: it stays within what the pool can allocate and below the next rung."""
+    eviction of live state: it stays within what the pool can allocate and below the next rung
+    of the ladder (crossing any rung is a `watermark` event, even where the policy ignores it)."""
     pool, marks, kv = core.pool, core.marks, core.kv
     limit = pool.num_allocatable
-    if core.policy.watermarks:
-        live = pool.num_live
-        for mark in (marks.evict, marks.preempt):
-            if live < mark:
-                limit = min(limit, mark - live - 1)
-        if live >= marks.evict and core.scheduler.reclaimable_blocks():
-            return 0  # the evict rung is active: step by step
+    live = pool.num_live
+    above = [mark for mark in marks.thresholds if mark > live]
+    if above:
+        limit = min(limit, above[0] - live - 1)
+    if core.policy.watermarks and live >= marks.evict and core.scheduler.reclaimable_blocks():
+        return 0  # the evict rung is active: step by step
 
     def growth(steps: int) -> int:
-        return sum(kv.new_blocks_needed(r, steps) for r in running)
+        blocks = sum(kv.new_blocks_needed(r, steps) for r in decodes)
+        return blocks + (kv.new_blocks_needed(prefill, steps * chunk) if chunk else 0)
 
     if growth(k) <= limit:
         return k

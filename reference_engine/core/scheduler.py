@@ -5,7 +5,7 @@ One `schedule(now)` builds the next step under a token budget, in this order:
 1. **housekeeping**: queue deadlines (429 `queue_deadline`), idle sessions past their timeout;
 2. **pressure**: at the evict rung idle sessions are evicted (on the policy's tick, at most its
    per-tick share); at the hard (preempt) rung running work is preempted until usage is below it;
-3. **running** requests continue (decode, or the next prefill chunk). When the pool cannot grow
+3. **running** requests continue: every decode first, then the next prefill chunks. When the pool cannot grow
    one, idle sessions are reclaimed first (under every policy that retains any), then a victim
    is preempted (maybe the request itself); with preemption off, the allocation fails as an OOM
    (the `none` baseline fails the batch);
@@ -199,26 +199,33 @@ class Scheduler:
         running = self.running
         # a long prefill yields part of the budget to requests waiting to start
         chunk_cap = self.long_prefill_cap if len(self.waiting) and self.long_prefill_cap else budget
-        for r in list(running.values()):  # a copy: preemption removes entries as we go
-            if budget <= 0:
-                break
-            if r.request_id not in running:
-                continue
-            n = r.num_prompt_tokens + len(r.output_token_ids) - r.num_computed_tokens
-            if n <= 0:
-                continue
-            if n > budget:
-                n = budget
-            if n > chunk_cap:
-                n = chunk_cap
-            # the common decode case has room in its last block: no allocation at all
-            if r.num_computed_tokens - r.num_dropped_tokens + n > len(r.block_ids) * bt:
-                if not self._grow(r, n, now_s, scheduled, plan):
-                    preempted = True
+        # decodes first (one token each; max_num_seqs <= the budget, so all fit), then prefill
+        # chunks in the order they started: a long prompt never stalls the streams already running
+        prefills: list[Request] = []
+        for pass_requests in (list(running.values()), prefills):  # copies: preemption edits `running`
+            for r in pass_requests:
+                if budget <= 0:
+                    break
+                if r.request_id not in running:
                     continue
-            plan.chunks.append(ScheduledChunk(r, n))
-            scheduled.add(r.request_id)
-            budget -= n
+                n = r.num_prompt_tokens + len(r.output_token_ids) - r.num_computed_tokens
+                if n <= 0:
+                    continue
+                if n > 1 and pass_requests is not prefills:
+                    prefills.append(r)
+                    continue
+                if n > budget:
+                    n = budget
+                if n > chunk_cap:
+                    n = chunk_cap
+                # the common decode case has room in its last block: no allocation at all
+                if r.num_computed_tokens - r.num_dropped_tokens + n > len(r.block_ids) * bt:
+                    if not self._grow(r, n, now_s, scheduled, plan):
+                        preempted = True
+                        continue
+                plan.chunks.append(ScheduledChunk(r, n))
+                scheduled.add(r.request_id)
+                budget -= n
         if not preempted:
             budget = self._swap_in(now_s, plan, budget)
             self._start_waiting(now_s, plan, budget)

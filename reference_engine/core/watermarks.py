@@ -44,6 +44,11 @@ class Watermarks:
         # Batch traffic may never take the interactive reserve.
         self.batch_limit = math.floor((1 - guard.interactive_reserve_percent / 100) * num_blocks)
 
+    @property
+    def thresholds(self) -> tuple[int, ...]:
+        """The rungs in blocks, lowest first."""
+        return tuple(self._thresholds)
+
     def level(self, live_blocks: int) -> PressureLevel:
         level = PressureLevel.NORMAL
         for i, threshold in enumerate(self._thresholds, start=1):

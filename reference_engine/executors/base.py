@@ -92,7 +92,9 @@ class Executor(Protocol):
         """Time to move `num_bytes` between device and host memory."""
         ...
 
-    def decode_durations_s(self, num_seqs: int, kv_tokens: int, num_steps: int) -> list[float]:
-        """Durations of `num_steps` consecutive decode steps of `num_seqs` sequences holding
-        `kv_tokens` in total before the first: what the engine fast-forwards over."""
+    def steady_durations_s(self, num_decodes: int, decode_kv_tokens: int, num_steps: int,
+                           chunk_tokens: int = 0, chunk_start: int = 0) -> list[float]:
+        """Durations of `num_steps` consecutive steps in which `num_decodes` sequences (holding
+        `decode_kv_tokens` in total before the first) decode one token each and one prefill
+        advances by `chunk_tokens` from `chunk_start`: what the engine fast-forwards over."""
         ...

@@ -112,12 +112,15 @@ class SimExecutor:
     def transfer_time_s(self, num_bytes: float) -> float:
         return num_bytes / self._link_bytes_per_s
 
-    def decode_durations_s(self, num_seqs: int, kv_tokens: int, num_steps: int) -> list[float]:
+    def steady_durations_s(self, num_decodes: int, decode_kv_tokens: int, num_steps: int,
+                           chunk_tokens: int = 0, chunk_start: int = 0) -> list[float]:
+        """The same integer sums `execute` forms for such a step, so the floats are identical."""
         out = []
-        step = self._step_s
+        step, d, c = self._step_s, num_decodes, chunk_tokens
+        chunk_pairs = c * (c + 1) // 2
         for k in range(num_steps):
-            ctx = kv_tokens + k * num_seqs
-            out.append(step(num_seqs, ctx + num_seqs, ctx))
+            ctx, start = decode_kv_tokens + k * d, (chunk_start + k * c) if c else 0
+            out.append(step(d + c, ctx + d + c * start + chunk_pairs, ctx + start))
         return out
 
     def sample_run(self, request_id: str, start: int, num: int) -> list[int]:

@@ -218,8 +218,9 @@ class TorchExecutor:
     def transfer_time_s(self, num_bytes: float) -> float:
         return self._pricing.transfer_time_s(num_bytes)
 
-    def decode_durations_s(self, num_seqs: int, kv_tokens: int, num_steps: int) -> list[float]:
-        return self._pricing.decode_durations_s(num_seqs, kv_tokens, num_steps)
+    def steady_durations_s(self, num_decodes: int, decode_kv_tokens: int, num_steps: int,
+                           chunk_tokens: int = 0, chunk_start: int = 0) -> list[float]:
+        return self._pricing.steady_durations_s(num_decodes, decode_kv_tokens, num_steps, chunk_tokens, chunk_start)
 
     # ------------------------------------------------------------ inspection
     @property

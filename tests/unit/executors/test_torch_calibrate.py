@@ -38,7 +38,7 @@ def test_predictions_are_the_sim_executors_step_times():
     config, plan = sim_plan(**{"sim.mfu": 0.5, "sim.mbu": 0.6, "sim.step_overhead_ms": 2.0})
     sim = SimExecutor(config, plan)
     decode = cal.predict_s(cal.decode_cost(plan, 16, 1000), plan.gpu, 0.5, 0.6, 0.002)
-    assert decode == pytest.approx(sim.decode_durations_s(16, 16 * 1000, 1)[0], rel=1e-9)
+    assert decode == pytest.approx(sim.steady_durations_s(16, 16 * 1000, 1)[0], rel=1e-9)
     prefill = cal.predict_s(cal.prefill_cost(plan, 2048), plan.gpu, 0.5, 0.6, 0.002)
     assert prefill == pytest.approx(sim.prefill_time_s(2048) + 0.002, rel=1e-9)
 

@@ -42,3 +42,12 @@ def test_without_baseline_only_the_absolute_limit_is_judged(judge, healthy):
 def test_not_measurable_without_interactive_answers_under_load(judge, healthy):
     healthy.drop("requests", traffic_class="interactive")
     assert judge(healthy, "interactive_ttft").outcome is Outcome.NOT_MEASURABLE
+
+
+def test_long_prompts_are_not_critical_traffic(judge, healthy):
+    # a 32K-token prompt takes seconds of prefill on its own: not a chat user's TTFT budget
+    for i in range(5):
+        healthy.request(f"long-{i}", sent_s=40 + i, ttft_s=2.5, prompt_tokens=32_768)
+    result = judge(healthy, "interactive_ttft")
+    assert result.outcome is Outcome.PASS and "prompts ≤ 4096 tokens" in result.explanation
+    assert all(not w["request_id"].startswith("long") for w in result.evidence["worst"])

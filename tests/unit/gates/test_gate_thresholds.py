@@ -23,7 +23,8 @@ def test_user_file_overrides_key_by_key(tmp_path):
     path = tmp_path / "t.toml"
     path.write_text("[interactive_ttft]\np95_max_ms = 500\n")
     t = load_thresholds(path)
-    assert t.for_gate("interactive_ttft") == {"p95_max_ms": 500.0, "max_degradation": 10.0}
+    assert t.for_gate("interactive_ttft") == {"p95_max_ms": 500.0, "max_degradation": 10.0,
+                                              "critical_max_prompt_tokens": 4096.0}
     assert t.source == str(path)
 
 

@@ -50,7 +50,7 @@ def test_fake_tokens_are_deterministic_and_in_the_generatable_vocabulary():
 
 def test_decode_durations_agree_with_executing_step_by_step():
     s = sim()
-    fused = s.decode_durations_s(4, 4 * 1000, 3)
+    fused = s.steady_durations_s(4, 4 * 1000, 3)
     single = [s.execute(decode_plan(4, 1000 + k)).duration_s for k in range(3)]
     assert fused == pytest.approx(single)
 

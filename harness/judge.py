@@ -1,0 +1,45 @@
+"""Judging a finished run: gates -> verdict files -> report, the same for live runs and replay.
+
+    judgement = judge(run_dir)                 # verdict.json, verdict.junit.xml, report.html
+    judgement.exit_code                        # 0 pass, 1 a gate failed, 2 nothing measurable
+    compare(judgements, out_dir)               # comparison.html over several runs
+
+Data flows one way: the run record is read, never changed; only verdict and report files are
+added beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from gates import Verdict, evaluate, load_thresholds, write_verdict
+from harness.commands.gate import verdict_exit_code
+from harness.run_record import RunRecord
+from reports import render_comparison, render_run_report
+
+VERDICT_OUTPUTS = ("json", "junit", "console", "github")
+
+
+@dataclass(frozen=True)
+class Judgement:
+    record: RunRecord
+    verdict: Verdict
+    report: Path
+    exit_code: int
+
+
+def judge(run_dir: Path, thresholds: Path | None = None, outputs: Sequence[str] = VERDICT_OUTPUTS) -> Judgement:
+    """Evaluate the gates on the record in `run_dir`, write the verdict files and report.html."""
+    record = RunRecord.load(run_dir)
+    verdict = evaluate(record, load_thresholds(thresholds))
+    write_verdict(record.dir, verdict, outputs)
+    report = render_run_report(record, verdict)
+    return Judgement(record, verdict, report, verdict_exit_code(verdict))
+
+
+def compare(judgements: Sequence[Judgement], out_dir: Path) -> Path:
+    """One comparison report of several judged runs, as `out_dir/comparison.html`."""
+    return render_comparison([j.record for j in judgements], [j.verdict for j in judgements],
+                             Path(out_dir) / "comparison.html")
