@@ -142,7 +142,9 @@ class EngineCore:
                 session = self.sessions.check(session_id, t, session_rebuildable)
             r.estimated_blocks = self.admission.estimate_blocks(r)
             r.reserved_tokens = r.max_total_tokens
-            session_blocks = len(session.blocks) if session is not None and session.is_retained else 0
+            # a turn that continues its session reuses the blocks it holds: count those once
+            session_blocks = (self.kv.leading_blocks_in(r, session.blocks)
+                              if session is not None and session.is_retained else 0)
             decision = self._decide(r, t, session_blocks, session_id)
             if decision.verdict is Verdict.REJECT:
                 raise decision.to_error()

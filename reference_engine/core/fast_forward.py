@@ -1,12 +1,15 @@
 """Event-driven stepping for replay: fuse steps while nothing but their arithmetic changes.
 
 A run of K steps can be applied at once when step-by-step simulation would do exactly the same
-thing in each of them: nobody is waiting or swapped; every running request decodes one token
+thing in each of them: nobody is swapped, and every waiting request is over its admission limit
+for the whole run (see `_waiting_stays_blocked`); every running request decodes one token
 per step (decodes go first), except at most one prefill, the first in running order, which takes
-all the budget the decodes leave and does not finish its prompt within the run (so no first
-token, and no other prefill advances); no request finishes before the last fused step; usage
+all the budget the decodes leave (so no other prefill advances) and completes its prompt, if at
+all, in the last fused step — and then only when no other prefill would take the budget it leaves
+over; no request finishes or gets its first token before the last fused step; usage
 stays below every rung that triggers an action and within what the pool can give without
-preemption; no idle session expires; and every fused step starts before `until_s` (the next
+preemption; no queue deadline passes and no idle session expires; and every fused step starts
+before `until_s` (the next
 arrival or sample the driver cares about). Then the decodes gain K tokens, the prefill K chunks,
 and the step durations are summed in the order step-by-step would add them.
 
@@ -38,39 +41,51 @@ def fast_forward(core: "EngineCore", until_s: float) -> "StepOutput | None":
 
     sched, kv = core.scheduler, core.kv
     sample_run = getattr(core.executor, "sample_run", None)
-    if (sample_run is None or not sched.running or len(sched.waiting) or sched.swapped
-            or core.policy.compressor is not None or core._in_flight is not None):
+    if (sample_run is None or not sched.running or sched.swapped or core.policy.compressor is not None
+            or core._in_flight is not None or not _waiting_stays_blocked(core)):
         return None
-    decodes, prefill = _split(sched.running.values())
-    budget = sched.token_budget - len(decodes)
-    chunk = 0 if prefill is None else budget
+    decodes, prefill, num_prefills = _split(sched.running.values())
+    chunk = 0 if prefill is None else sched.token_budget - len(decodes)
+    if chunk and len(sched.waiting) and 0 < sched.long_prefill_cap < chunk:
+        if num_prefills > 1:
+            return None  # the budget the cap leaves over would go to the next prefill
+        chunk = sched.long_prefill_cap  # what schedule() caps it to while others wait
     max_ctx = core.admission.max_context_tokens
     k_max = _MAX_FUSED_STEPS
     if decodes:
         k_max = min(k_max, min(min(r.remaining_output(), max_ctx - r.num_tokens) for r in decodes))
-    if chunk:  # stop before the step in which the prefill would complete its prompt
-        k_max = min(k_max, math.ceil((prefill.num_tokens - prefill.num_computed_tokens) / chunk) - 1)
+    remaining = prefill.num_tokens - prefill.num_computed_tokens if chunk else 0
+    if chunk:
+        # the step that completes the prompt may be fused only if no other prefill would take
+        # the budget it leaves over
+        k_max = min(k_max, math.ceil(remaining / chunk) - (num_prefills > 1))
     if k_max <= 1:
         return None
     now = core.clock.now()
-    expiry = sched.sessions.next_expiry_s()
-    horizon = until_s if expiry is None else min(until_s, expiry)
+    timer = sched.next_timer_s()  # a queue deadline or a session expiry
+    horizon = until_s if timer is None else min(until_s, timer)
     kv_tokens = sum(r.num_kv_tokens for r in decodes)
     chunk_start = prefill.num_kv_tokens if chunk else 0
+    steady = core.executor.steady_durations_s
     # Price only the steps that can start before the horizon: at most (horizon - now) / first step,
     # since later steps are no shorter. (A cap on how many to fuse; correctness rests on bisect below.)
-    first_s = core.executor.steady_durations_s(len(decodes), kv_tokens, 1, chunk, chunk_start)[0]
+    first_s = steady(len(decodes), kv_tokens, 1, chunk, chunk_start)[0]
     if horizon < math.inf and first_s > 0:
         k_max = min(k_max, int((horizon - now) / first_s) + 1)
-    durations = core.executor.steady_durations_s(len(decodes), kv_tokens, k_max, chunk, chunk_start)
+    durations = steady(len(decodes), kv_tokens, k_max, chunk, chunk_start)
     starts, t = [], now
     for d in durations:  # accumulate exactly as step-by-step does: t_end = t_start + duration
         starts.append(t)
         t = t + d
     k = min(k_max, bisect.bisect_left(starts, horizon))  # steps that start before the horizon
-    k = min(k, _fit_blocks(core, decodes, prefill, chunk, k))
+    k = min(k, _fit_blocks(core, decodes, prefill, chunk, remaining, k))
     if k <= 1:
         return None
+    prefill_tokens = min(k * chunk, remaining)
+    last_chunk = prefill_tokens - (k - 1) * chunk
+    if chunk and last_chunk < chunk:  # the prompt completes in the last step, with a smaller chunk
+        durations[k - 1] = steady(len(decodes), kv_tokens + (k - 1) * len(decodes), 1, last_chunk,
+                                  chunk_start + (k - 1) * chunk)[0]
 
     t_end = starts[k - 1] + durations[k - 1]
     total_s = t_end - now
@@ -78,43 +93,52 @@ def fast_forward(core: "EngineCore", until_s: float) -> "StepOutput | None":
     for r in decodes:  # every request's growth before any finish frees blocks, as step by step
         kv.allocate(r, k, now)  # checked by _fit_blocks: cannot fail
     if chunk:
-        kv.allocate(prefill, k * chunk, now)
-        prefill.num_computed_tokens += k * chunk
-        prefill.gpu_time_s += total_s * chunk / step_tokens
-        prefill.last_step_s = t_end
-        kv.register_full_blocks(prefill)
+        kv.allocate(prefill, prefill_tokens, now)
     outputs = []
-    for r in decodes:
+    for r in decodes:  # applied in plan order, decodes before the prefill, as update() does
         tokens = sample_run(r.request_id, r.num_tokens, k)
         r.num_computed_tokens += k
-        r.output_token_ids.extend(tokens)
         r.gpu_time_s += total_s / step_tokens
         r.last_step_s = t_end
-        r.consecutive_preemptions = 0
-        kv.register_full_blocks(r)
-        out = RequestOutput(r, tokens)
-        outputs.append(out)
-        if r.remaining_output() == 0 or r.num_tokens >= max_ctx:
-            stop = r.eos_after is not None and r.num_output_tokens >= r.eos_after
-            sched.finish(r, FinishReason.STOP if stop else FinishReason.LENGTH, t_end)
-            out.finished = True
+        outputs.append(sched.apply_sampled(r, tokens, t_end, max_ctx))
+    if chunk:
+        prefill.num_computed_tokens += prefill_tokens
+        prefill.gpu_time_s += total_s * chunk / step_tokens
+        prefill.last_step_s = t_end
+        if prefill_tokens == remaining:  # it samples its next (maybe first) token at the end
+            token = sample_run(prefill.request_id, prefill.num_tokens, 1)
+            outputs.append(sched.apply_sampled(prefill, token, t_end, max_ctx))
+        else:
+            kv.register_full_blocks(prefill)
     core.num_steps += k
     core._note_level(t_end)
-    return StepOutput(now, t_end, outputs, k, k * step_tokens)
+    return StepOutput(now, t_end, outputs, k, k * len(decodes) + prefill_tokens)
 
 
-def _split(running) -> tuple[list[Request], Request | None]:
-    """Decoding requests, and the prefill that gets the rest of the budget (the first in order)."""
-    decodes, prefill = [], None
+def _waiting_stays_blocked(core: "EngineCore") -> bool:
+    """True when no waiting request can start during the run: each is over its class limit
+    now, and the projected usage the limit is checked against cannot fall while only decodes
+    and a prefill run (decode growth raises it; a prefill moves blocks from committed to live)."""
+    sched = core.scheduler
+    if not len(sched.waiting):
+        return True
+    if not core.admission.enabled:
+        return False  # then only the pool decides, and its free blocks change every step
+    projected, limit = sched.projected_blocks(), core.admission.class_limit
+    return all(projected - r.pending_blocks + r.estimated_blocks > limit(r) for r in sched.waiting)
+
+
+def _split(running) -> tuple[list[Request], Request | None, int]:
+    """Decoding requests, the prefill that gets the rest of the budget (the first in order),
+    and how many prefills there are in all."""
+    decodes, prefills = [], []
     for r in running:
-        if r.num_tokens - r.num_computed_tokens == 1:
-            decodes.append(r)
-        elif prefill is None:
-            prefill = r
-    return decodes, prefill
+        (decodes if r.num_tokens - r.num_computed_tokens == 1 else prefills).append(r)
+    return decodes, (prefills[0] if prefills else None), len(prefills)
 
 
-def _fit_blocks(core: "EngineCore", decodes: list[Request], prefill: Request | None, chunk: int, k: int) -> int:
+def _fit_blocks(core: "EngineCore", decodes: list[Request], prefill: Request | None, chunk: int, remaining: int,
+                k: int) -> int:
     """The largest number of steps (≤ k) whose block growth triggers no action and needs no
     eviction of live state: it stays within what the pool can allocate and below the next rung
     of the ladder (crossing any rung is a `watermark` event, even where the policy ignores it)."""
@@ -129,7 +153,7 @@ def _fit_blocks(core: "EngineCore", decodes: list[Request], prefill: Request | N
 
     def growth(steps: int) -> int:
         blocks = sum(kv.new_blocks_needed(r, steps) for r in decodes)
-        return blocks + (kv.new_blocks_needed(prefill, steps * chunk) if chunk else 0)
+        return blocks + (kv.new_blocks_needed(prefill, min(steps * chunk, remaining)) if chunk else 0)
 
     if growth(k) <= limit:
         return k

@@ -107,6 +107,17 @@ class KVCacheManager:
         r.num_registered_blocks = 0
         return released
 
+    def leading_blocks_in(self, r: Request, blocks: list[int]) -> int:
+        """How many leading blocks of `r`'s prompt are exactly `blocks` (a session's retained
+        KV): the part of a new turn that reuses what its session already holds."""
+        self.update_hashes(r)
+        block_hash, n = self.pool.block_hash, 0
+        for b, h in zip(blocks, r.block_hashes):
+            if block_hash(b) != h:
+                break
+            n += 1
+        return n
+
     def shared_prefix_tokens(self, r: Request) -> int:
         """KV tokens of `r` up to the end of its last block that someone else also references
         (another request's prefix hit, a session hold, a pin): a compaction must keep them in

@@ -447,30 +447,39 @@ class Scheduler:
             r.num_computed_tokens += n
             r.gpu_time_s += gpu_s_per_token * n
             r.last_step_s = t_end_s
-            if r.num_computed_tokens // bt > r.num_registered_blocks:  # a block became full
-                self.kv.register_full_blocks(r)
             if token is None:
+                if r.num_computed_tokens // bt > r.num_registered_blocks:  # a block became full
+                    self.kv.register_full_blocks(r)
                 if compressor is not None:
                     self._compress(r, attention.get(r.request_id), t_end_s)
                 continue
-            if r.state is RequestState.RECOMPUTING:
-                r.state = RequestState.RUNNING
-            self.prefilling.pop(r.request_id, None)
-            r.output_token_ids.append(token)
-            r.consecutive_preemptions = 0
-            out = RequestOutput(r, [token])
+            out = self.apply_sampled(r, [token], t_end_s, max_ctx)
             outputs.append(out)
-            if r.first_token_s is None:
-                r.first_token_s = t_end_s
-                self.events.emit(t_end_s, EventKind.FIRST_TOKEN, request_id=r.request_id, tenant=r.tenant,
-                                 traffic_class=r.traffic_class.value, latency_s=t_end_s - r.arrival_s)
-            if len(r.output_token_ids) >= r.output_limit or r.num_tokens >= max_ctx:
-                stop = r.eos_after is not None and r.num_output_tokens >= r.eos_after
-                self.finish(r, FinishReason.STOP if stop else FinishReason.LENGTH, t_end_s)
-                out.finished = True
-            elif compressor is not None:
+            if not out.finished and compressor is not None:
                 self._compress(r, attention.get(r.request_id), t_end_s)
         return outputs
+
+    def apply_sampled(self, r: Request, tokens: list[int], t_end_s: float, max_ctx: int) -> RequestOutput:
+        """`r` computed its tokens and sampled `tokens` in steps ending by `t_end_s` (one per step;
+        fast-forward gives several): append them, publish blocks that became full, note a first
+        token, finish `r` if it reached its limit."""
+        if r.state is RequestState.RECOMPUTING:
+            r.state = RequestState.RUNNING
+        self.prefilling.pop(r.request_id, None)
+        r.output_token_ids.extend(tokens)
+        if r.num_computed_tokens // self.kv.block_tokens > r.num_registered_blocks:
+            self.kv.register_full_blocks(r)
+        r.consecutive_preemptions = 0
+        out = RequestOutput(r, tokens)
+        if r.first_token_s is None:
+            r.first_token_s = t_end_s
+            self.events.emit(t_end_s, EventKind.FIRST_TOKEN, request_id=r.request_id, tenant=r.tenant,
+                             traffic_class=r.traffic_class.value, latency_s=t_end_s - r.arrival_s)
+        if len(r.output_token_ids) >= r.output_limit or r.num_tokens >= max_ctx:
+            stop = r.eos_after is not None and r.num_output_tokens >= r.eos_after
+            self.finish(r, FinishReason.STOP if stop else FinishReason.LENGTH, t_end_s)
+            out.finished = True
+        return out
 
     def _compress(self, r: Request, attention: Sequence[float] | None, now_s: float) -> None:
         """Let the token-level policy drop KV of `r` after a step; the move goes to the next plan."""
