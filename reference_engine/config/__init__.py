@@ -8,7 +8,7 @@ from reference_engine.config.engine_config import (
     TenantConfig,
     TrafficClass,
 )
-from reference_engine.config.loader import config_digest, load_config, parse_config, with_overrides
+from reference_engine.config.loader import config_digest, load_config, parse_config, save_config, with_overrides
 
 __all__ = ["EngineConfig", "GuardConfig", "PolicyName", "PreemptionMode", "TenantConfig", "TrafficClass",
-           "config_digest", "load_config", "parse_config", "with_overrides"]
+           "config_digest", "load_config", "parse_config", "save_config", "with_overrides"]

@@ -223,6 +223,8 @@ class ServerConfig(_Table):
     orphan_check_interval_s: float = Field(5.0, gt=0, description="period of the orphan-block reconciliation")
     sample_interval_s: float = Field(0.5, gt=0, description="period of usage samples")
     cancel_propagation: bool = Field(True, description="abort on disconnect; off only to build a broken target")
+    release_reservations_on_worker_loss: bool = Field(
+        True, description="the router drops a dead worker's reservations; off only to build a broken target")
 
 
 class SimConfig(_Table):

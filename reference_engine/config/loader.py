@@ -1,7 +1,9 @@
 """Loading, overriding and fingerprinting configs.
 
 `load_config` turns a TOML file into a validated `EngineConfig`; a bad file raises `ConfigError`
-naming the file, the key, the value and what is allowed. `config_digest` is a stable short hash
+naming the file, the key, the value and what is allowed. A `.json` file holds the same tables:
+it is what `save_config` writes, so a harness can start `kvgate serve` with a config it changed
+(`with_overrides`) and keep, beside the run, exactly what the engine ran. `config_digest` is a stable short hash
 of the *validated* config (defaults included), so two files that mean the same thing share a
 digest and a run can name exactly what it ran.
 """
@@ -45,14 +47,28 @@ def parse_config(data: Mapping[str, Any], source: str = "<config>") -> EngineCon
 
 
 def load_config(path: str | Path) -> EngineConfig:
+    """A TOML config file (or a `.json` one, as `save_config` writes it), validated."""
     path = Path(path)
+    is_json = path.suffix == ".json"
     try:
-        data = tomllib.loads(path.read_text())
+        text = path.read_text()
+        data = json.loads(text) if is_json else tomllib.loads(text)
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such config file") from None
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"{path}: not valid TOML: {err}") from None
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as err:
+        raise ConfigError(f"{path}: not valid {'JSON' if is_json else 'TOML'}: {err}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a config is a table of tables, not {type(data).__name__}")
     return parse_config(data, str(path))
+
+
+def save_config(config: EngineConfig, path: str | Path) -> Path:
+    """Write the validated config (defaults included) as JSON that `load_config` reads back
+    to the same digest. JSON, not TOML: the standard library writes it, and it is a record of
+    what ran, not a file people edit."""
+    path = Path(path)
+    path.write_text(json.dumps(config.model_dump(mode="json"), indent=2, sort_keys=True) + "\n")
+    return path
 
 
 def with_overrides(config: EngineConfig, overrides: Mapping[str, Any]) -> EngineConfig:

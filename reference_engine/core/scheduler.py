@@ -5,13 +5,17 @@ One `schedule(now)` builds the next step under a token budget, in this order:
 1. **housekeeping**: queue deadlines (429 `queue_deadline`), idle sessions past their timeout;
 2. **pressure**: at the evict rung idle sessions are evicted (on the policy's tick, at most its
    per-tick share); at the hard (preempt) rung running work is preempted until usage is below it;
-3. **running** requests continue: every decode first, then the next prefill chunks. When the pool cannot grow
-   one, idle sessions are reclaimed first (under every policy that retains any), then a victim
-   is preempted (maybe the request itself); with preemption off, the allocation fails as an OOM
-   (the `none` baseline fails the batch);
+3. **running** requests continue: every decode first, then the next prefill chunks (while
+   requests wait: each chunk capped, several together leaving a chunk's worth for the waiting).
+   When the pool cannot grow one, idle sessions are reclaimed first (under every policy that
+   retains any), then a victim is preempted (maybe the request itself); with preemption off,
+   the allocation fails as an OOM (the `none` baseline fails the batch);
 4. **swapped** requests come back when they fit;
 5. **waiting** requests start, best effective priority first (see `WaitingQueue`), if their class
-   limit allows (admission rules), batch not paused, and no preemption happened this step.
+   limit allows (admission rules), batch not paused, and no preemption happened this step; a
+   chat-sized prompt starts whole or waits a step (never on a step's last scraps); the batch
+   share of the budget (`min_batch_token_share`) goes to the batch head however many
+   higher-priority requests wait ahead of it.
 
 `update(plan, outcome, t_end)` applies a finished step: computed tokens, sampled tokens, first
 token and finish events, hashes of blocks that became full, token-level compression (the
@@ -43,6 +47,7 @@ from reference_engine.policies.base import EntryMeta
 from reference_engine.policies.policy import Policy
 
 _MAX_SKIPS_PER_STEP = 16  # waiting requests tried and put back per step, at most
+_ALL_BUT_BATCH = frozenset(c for c in TrafficClass if c is not TrafficClass.BATCH)
 
 
 @dataclass(slots=True)
@@ -197,14 +202,25 @@ class Scheduler:
         scheduled: set[str] = set()
         bt = self.kv.block_tokens
         running = self.running
-        # a long prefill yields part of the budget to requests waiting to start
-        chunk_cap = self.long_prefill_cap if len(self.waiting) and self.long_prefill_cap else budget
+        # Long prefills yield part of the budget to requests waiting to start: each chunk is
+        # capped, and several running prefills together leave one chunk's worth for the waiting
+        # (at most half of what the decodes left, so running prefills always progress too).
+        # Capping each chunk alone is not enough: a few long prompts in flight at once (a batch
+        # job, a 6K-token prompt, a cancelled 4K one) would still take the whole budget, step
+        # after step, and a short interactive request would wait for all of them to finish.
+        # One prefill alone is only capped: it leaves the rest anyway, and fast-forward
+        # (core/fast_forward.py) fuses exactly that case with the capped chunk.
+        yielding = bool(len(self.waiting) and self.long_prefill_cap)
+        chunk_cap = self.long_prefill_cap if yielding else budget
+        keep_for_waiting = 0
         # decodes first (one token each; max_num_seqs <= the budget, so all fit), then prefill
         # chunks in the order they started: a long prompt never stalls the streams already running
         prefills: list[Request] = []
         for pass_requests in (list(running.values()), prefills):  # copies: preemption edits `running`
+            if pass_requests is prefills and yielding and len(prefills) > 1:
+                keep_for_waiting = min(self.long_prefill_cap, budget // 2)
             for r in pass_requests:
-                if budget <= 0:
+                if budget <= keep_for_waiting:
                     break
                 if r.request_id not in running:
                     continue
@@ -214,8 +230,8 @@ class Scheduler:
                 if n > 1 and pass_requests is not prefills:
                     prefills.append(r)
                     continue
-                if n > budget:
-                    n = budget
+                if n > budget - keep_for_waiting:
+                    n = budget - keep_for_waiting
                 if n > chunk_cap:
                     n = chunk_cap
                 # the common decode case has room in its last block: no allocation at all
@@ -381,13 +397,24 @@ class Scheduler:
             skip = frozenset({TrafficClass.BATCH})
         batch_waiting = self.waiting.num_by_class[TrafficClass.BATCH] > 0 and not skip
         reserved_for_batch = int(self.token_budget * self.preempt_cfg.min_batch_token_share) if batch_waiting else 0
+        budget, reserved_for_batch = self._start_in_order(now_s, plan, budget, skip, reserved_for_batch)
+        if reserved_for_batch and budget > 0:
+            # The batch share is batch's even when more higher-priority requests wait than one
+            # step tries (_MAX_SKIPS_PER_STEP): in priority order the batch head would never be
+            # reached, and a steady interactive queue would starve batch whatever the share says.
+            self._start_in_order(now_s, plan, budget, _ALL_BUT_BATCH, 0)
+
+    def _start_in_order(self, now_s: float, plan: StepPlan, budget: int, skip: frozenset[TrafficClass],
+                        reserved_for_batch: int) -> tuple[int, int]:
+        """Start waiting requests best-first within `budget`, keeping `reserved_for_batch` of it
+        for batch until a batch request starts. Returns what is left of both."""
         put_back: list[Request] = []
         for r in self.waiting.drain_in_order(now_s, skip):
             room = budget - (reserved_for_batch if r.traffic_class is not TrafficClass.BATCH else 0)
             if budget <= 0 or len(self.running) >= self.max_num_seqs or len(put_back) >= _MAX_SKIPS_PER_STEP:
                 put_back.append(r)
                 break
-            if room <= 0 or not self._try_start(r, now_s, plan, room):
+            if room <= 0 or self._would_start_on_scraps(r, room) or not self._try_start(r, now_s, plan, room):
                 put_back.append(r)
                 if now_s - r.arrival_s >= self.preempt_cfg.aging_s:
                     break  # it has waited long enough: nothing behind it may overtake it now
@@ -397,6 +424,17 @@ class Scheduler:
                 reserved_for_batch = 0
         for r in put_back:
             self.waiting.push(r)
+        return budget, reserved_for_batch
+
+    def _would_start_on_scraps(self, r: Request, room: int) -> bool:
+        """A chat-sized prompt (one capped chunk, at most half the budget) starts whole or waits
+        a step: started on a step's last scraps, its rest would run as a prefill behind every
+        long one already running, which takes the whole budget once nobody waits. Batch starts
+        on whatever it gets: its share of the budget is such a slice by design."""
+        if r.traffic_class is TrafficClass.BATCH:
+            return False
+        left = r.num_tokens - r.num_computed_tokens
+        return room < left <= min(self.long_prefill_cap or self.token_budget, self.token_budget // 2)
 
     def _try_start(self, r: Request, now_s: float, plan: StepPlan, budget: int) -> bool:
         if self.admission.enabled:

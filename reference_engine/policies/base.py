@@ -168,7 +168,9 @@ class LruIndex(Generic[K]):
         order, cap = self._order, self.max_entries
         if cap is None or len(order) <= cap:
             return []
-        return [order.popitem(last=False)[0] for _ in range(max(len(order) - cap, self.overflow_batch))]
+        # a batch larger than the index (max_entries below evict_batch_size) empties it, no more
+        return [order.popitem(last=False)[0] for _ in range(min(len(order), max(len(order) - cap,
+                                                                                 self.overflow_batch)))]
 
     def __len__(self) -> int:
         return len(self._order)

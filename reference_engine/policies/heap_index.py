@@ -98,7 +98,8 @@ class HeapIndex(Generic[K]):
         cap = self.max_entries
         if cap is None or len(self._live) <= cap:
             return []
-        return [self._pop() for _ in range(max(len(self._live) - cap, self.overflow_batch))]
+        num = min(len(self._live), max(len(self._live) - cap, self.overflow_batch))  # never past empty
+        return [self._pop() for _ in range(num)]
 
     def __len__(self) -> int:
         return len(self._live)

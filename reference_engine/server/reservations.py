@@ -6,6 +6,11 @@ Invariants (checked, they are what the worker-kill gate relies on):
 - a dead worker holds none: `release_worker` drops all of them at once, each with a
   `reservation_released` event (reason `worker_lost`), after one `worker_died` event.
 
+`release_on_worker_loss = False` (config `server.release_reservations_on_worker_loss`) builds a
+broken router on purpose, the one the no-orphans gate must catch: a dead worker's reservations
+are kept, counted against that worker's slot and in the ledger's size, but no longer reachable
+by their requests (whose own release then finds nothing), so nothing ever frees them.
+
 Reservations are the router's worst-case estimate (prompt + max_tokens, as admission counts
 them); the worker's own admission stays the authority on what really fits. Load per worker
 (`reserved_blocks`) is what least-load routing compares. All operations are O(1) except
@@ -31,15 +36,18 @@ class Reservation:
 
 
 class ReservationLedger:
-    def __init__(self, clock: Clock, events: MergedEventLog, num_workers: int) -> None:
+    def __init__(self, clock: Clock, events: MergedEventLog, num_workers: int, *,
+                 release_on_worker_loss: bool = True) -> None:
         self.clock = clock
         self.events = events
+        self.release_on_worker_loss = release_on_worker_loss
         self._by_request: dict[str, Reservation] = {}
         self._by_worker: list[dict[str, Reservation]] = [{} for _ in range(num_workers)]
+        self._orphaned: list[Reservation] = []  # only with release_on_worker_loss off
         self.reserved_blocks = [0] * num_workers
 
     def __len__(self) -> int:
-        return len(self._by_request)
+        return len(self._by_request) + len(self._orphaned)
 
     def get(self, request_id: str) -> Reservation | None:
         return self._by_request.get(request_id)
@@ -68,12 +76,17 @@ class ReservationLedger:
         return r
 
     def release_worker(self, worker: int, cause: str) -> list[Reservation]:
-        """A worker died: record it and release everything it held."""
+        """A worker died: record it and release everything it held (the broken router keeps it)."""
         self.events.emit(self.clock.now(), EventKind.WORKER_DIED, value=float(worker), reason=cause, worker=worker)
+        if not self.release_on_worker_loss:
+            for rid in list(self._by_worker[worker]):
+                self._orphaned.append(self._by_request.pop(rid))
+                del self._by_worker[worker][rid]  # its blocks stay in reserved_blocks[worker]
+            return []
         released = [self.release(rid, "worker_lost") for rid in list(self._by_worker[worker])]
         assert not self._by_worker[worker] and self.reserved_blocks[worker] == 0
         return [r for r in released if r is not None]
 
     def rows(self) -> list[dict]:
         return [{"request_id": r.request_id, "worker": r.worker, "num_blocks": r.num_blocks, "tenant": r.tenant,
-                 "t_s": r.t_s} for r in self._by_request.values()]
+                 "t_s": r.t_s} for r in (*self._by_request.values(), *self._orphaned)]

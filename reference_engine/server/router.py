@@ -6,7 +6,9 @@ forwarding it reserves the request's worst-case blocks on that worker in its
 `ReservationLedger`; the reservation is released when the response ends.
 
 When the supervisor reports a worker dead (kill -9), the router records `worker_died`,
-releases every reservation on it (`reservation_released`, reason worker_lost), and the streams
+releases every reservation on it (`reservation_released`, reason worker_lost; unless
+`server.release_reservations_on_worker_loss` is off, a broken router built on purpose for the
+no-orphans gate: see reservations.py), and the streams
 it was relaying end with a `worker_lost` SSE error event (503 if no byte was sent yet). A
 request that could not reach its worker at all (connection refused) is retried on another
 one: its reservation is released first, so it never holds two. A session whose worker died is
@@ -61,7 +63,8 @@ class Router:
         self.clock = MonotonicClock()
         self.engine_clock_offset_unix = time.time() - self.clock.now()
         self.events = MergedEventLog()
-        self.ledger = ReservationLedger(self.clock, self.events, num_workers)
+        self.ledger = ReservationLedger(self.clock, self.events, num_workers,
+                                        release_on_worker_loss=config.server.release_reservations_on_worker_loss)
         self.supervisor = Supervisor(config, num_workers, on_ready=self._on_ready, on_death=self._on_death,
                                      log_level=log_level)
         self.puller = WorkerEventPuller(self.events, self.engine_clock_offset_unix, config.server.admin_key,

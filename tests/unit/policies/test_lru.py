@@ -36,6 +36,13 @@ def test_overflow_pops_the_oldest_in_batches():
     assert len(index) == 2
 
 
+def test_an_overflow_batch_larger_than_the_index_empties_it_without_failing():
+    # [lru] max_entries = 1 with the default evict_batch_size 32: two idle sessions, both go
+    for index in (LruIndex(max_entries=1, overflow_batch=32), RecencyIndex(max_entries=1, overflow_batch=32)):
+        index.insert(["a", "b"], ONE, 0.0)
+        assert sorted(index.pop_overflow(1.0)) == ["a", "b"] and len(index) == 0
+
+
 def test_without_touch_on_decode_recency_is_the_last_scheduling():
     index = RecencyIndex()
     # released in this order, but "late" was scheduled long before "early" finished decoding

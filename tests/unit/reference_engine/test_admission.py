@@ -86,3 +86,22 @@ def test_missing_max_tokens_means_the_conservative_default():
     core = default_core()
     r = core.add_request(tenant="acme", num_prompt_tokens=100)
     assert r.max_new_tokens == 1024 and r.requested_max_new_tokens is None
+
+
+@pytest.mark.parametrize("policy", ["lru", "vllm_like"])
+def test_a_request_larger_than_the_whole_pool_is_refused_under_every_policy_that_preempts(policy):
+    # 64 blocks of 16 tokens = 1,024 tokens of KV: 1,000 + 100 can never fit, admission or not
+    # (a policy without admission would start it, preempt it when the pool fills, and it would
+    # wait forever). `none` lets it fail as an OOM (tests/unit/server/test_errors.py).
+    cfg = with_overrides(EngineConfig(), {"hardware.kv_pool_gib": 64 * 16 * 131_072 / 2**30, "kv_cache.policy": policy,
+                                          "engine.max_num_seqs": 1, "engine.max_num_batched_tokens": 16,
+                                          "kv_cache.guard.warn_at_percent": 40, "kv_cache.guard.admission_at_percent": 50,
+                                          "kv_cache.guard.evict_at_percent": 60,
+                                          "kv_cache.guard.pause_batch_prefill_at_percent": 70,
+                                          "kv_cache.guard.preempt_at_percent": 80, "kv_cache.guard.reject_at_percent": 90,
+                                          "tenants": {"acme": {"api_keys": ["k1"], "max_kv_share": 1.0}}})
+    core = EngineCore(cfg, clock=VirtualClock())
+    with pytest.raises(ContextLengthError) as err:
+        core.add_request(tenant="acme", num_prompt_tokens=1_000, max_new_tokens=100)
+    assert err.value.status == 400 and "1024 tokens" in err.value.message
+    core.add_request(tenant="acme", num_prompt_tokens=100, max_new_tokens=10)  # a request that fits is served

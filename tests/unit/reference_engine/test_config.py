@@ -1,6 +1,7 @@
 import pytest
 
 from reference_engine import ConfigError, EngineConfig, config_digest, load_config, parse_config, with_overrides
+from reference_engine.config import save_config
 
 
 def test_default_config_file_loads_and_is_stable(tmp_path):
@@ -51,6 +52,19 @@ def test_not_a_file_and_not_toml(tmp_path):
     (tmp_path / "x.toml").write_text("[oops")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_config(tmp_path / "x.toml")
+
+
+def test_a_saved_config_loads_back_to_the_same_digest(tmp_path):
+    # what `kvgate run` writes beside a run whose profile changed the engine (engine_config.json)
+    cfg = with_overrides(load_config("configs/default.toml"), {"hardware.kv_pool_gib": 7})
+    loaded = load_config(save_config(cfg, tmp_path / "engine_config.json"))
+    assert loaded == cfg and config_digest(loaded) == config_digest(cfg)
+    (tmp_path / "bad.json").write_text("[1, 2")
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        load_config(tmp_path / "bad.json")
+    (tmp_path / "list.json").write_text("[1, 2]")
+    with pytest.raises(ConfigError, match="table of tables"):
+        load_config(tmp_path / "list.json")
 
 
 def test_overrides_revalidate():

@@ -193,3 +193,51 @@ def test_a_long_prefill_yields_budget_to_a_waiting_short_request():
     short = d.add(tenant="globex", prompt_len=50, max_new=4)
     d.step()  # someone is waiting: the long chunk is capped, the short prompt starts at once
     assert long.num_computed_tokens == 256 + 64 and short.first_token_s is not None
+
+
+def test_long_prefills_together_leave_a_chunk_for_a_waiting_short_request():
+    # Four long prompts in flight, each capped at 64 tokens while someone waits, would take the
+    # whole 256-token budget; together they leave one chunk's worth, so the short one starts.
+    d = Driver(small_config(4096, overrides={"engine.max_num_batched_tokens": 256,
+                                             "engine.long_prefill_token_threshold": 64,
+                                             "tenants.acme.max_kv_share": 1.0}))
+    longs = [d.add(prompt_len=4000, max_new=4) for _ in range(4)]
+    while not all(r.num_computed_tokens for r in longs):
+        d.step()
+    short = d.add(tenant="globex", prompt_len=50, max_new=4)
+    before = sum(r.num_computed_tokens for r in longs)
+    d.step()
+    assert short.first_token_s is not None
+    assert sum(r.num_computed_tokens for r in longs) - before <= 256 - 64
+
+
+
+def test_the_batch_share_reaches_batch_behind_a_long_interactive_queue():
+    # More interactive requests wait than one step tries (16); the batch share (20 % of 256 tokens)
+    # must still go to the batch request behind them all, or a steady queue starves batch.
+    d = Driver(small_config(4096, overrides={"engine.max_num_batched_tokens": 256, "engine.max_num_seqs": 64,
+                                             "preemption.min_batch_token_share": 0.2}))
+    for i in range(30):
+        d.add(tenant=("acme", "globex")[i % 2], prompt_len=200, max_new=4)
+    batch = d.add(tenant="batchco", prompt_len=100, max_new=4)
+    d.step()
+    assert batch.num_computed_tokens == int(256 * 0.2)
+
+
+
+def test_a_chat_sized_prompt_starts_whole_not_on_the_last_scraps_of_a_step():
+    # Long prefills leave 128 tokens of a 256-token step to the waiting; the first 100-token
+    # question takes 100, and the second would start on the 28 left and then queue its rest
+    # behind the long prefills (which take the whole budget once nobody waits). It waits a step
+    # instead and starts whole.
+    d = Driver(small_config(4096, overrides={"engine.max_num_batched_tokens": 256,
+                                             "engine.long_prefill_token_threshold": 128,
+                                             "tenants.acme.max_kv_share": 1.0}))
+    longs = [d.add(prompt_len=4000, max_new=4) for _ in range(4)]
+    while not all(r.num_computed_tokens for r in longs):
+        d.step()
+    first, second = (d.add(tenant="globex", prompt_len=100, max_new=4) for _ in range(2))
+    d.step()
+    assert first.first_token_s is not None and second.num_computed_tokens == 0
+    d.step()
+    assert second.first_token_s is not None

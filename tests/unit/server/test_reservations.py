@@ -47,3 +47,18 @@ def test_a_dead_worker_loses_every_reservation_with_events():
     assert kinds == [EventKind.WORKER_DIED.value] + [EventKind.RESERVATION_RELEASED.value] * 3
     assert all(row[-1] == 0 for row in rows) and rows[0][10] == "killed by SIGKILL"
     assert {row[10] for row in rows[1:]} == {"worker_lost"}
+
+
+def test_the_broken_router_keeps_a_dead_worker_s_reservations_where_nothing_frees_them():
+    # server.release_reservations_on_worker_loss = false: the target the no_orphans gate must catch
+    events = MergedEventLog()
+    ledger = ReservationLedger(VirtualClock(), events, num_workers=2, release_on_worker_loss=False)
+    ledger.reserve("r0", 0, 4, "acme")
+    ledger.reserve("other", 1, 4, "acme")
+    assert ledger.release_worker(0, "killed by SIGKILL") == []
+    assert ledger.release("r0", "worker_lost") is None  # the request's own release finds nothing
+    ledger.reserve("r0", 1, 4, "acme")  # a retry elsewhere is not refused
+    assert len(ledger) == 3 and ledger.reserved_blocks == [4, 8]
+    assert {r["request_id"] for r in ledger.rows()} == {"r0", "other"} and len(ledger.rows()) == 3
+    rows, _, _ = events.page(0, 100)
+    assert [row[2] for row in rows] == [EventKind.WORKER_DIED.value]  # no reservation_released
