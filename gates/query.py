@@ -33,10 +33,14 @@ def load_window(meta: RunMeta) -> Window:
 
 
 def after_load_window(meta: RunMeta) -> Window | None:
-    """The `cooldown` phase, or everything after `load` ends; None without a load phase."""
+    """Everything after the load: from the end of `load` (or the start of `cooldown`) on, open
+    at the end. A record's last sample can sit exactly at the cooldown's end (replay takes the
+    first sample at or after the drain and ends the phase there) or just after it (a live
+    run's collectors stop after the phase ends): it is the one that shows what was left, so a
+    window closed at the cooldown's end would miss it. None without a load phase."""
     cooldown = phase_window(meta, "cooldown")
     if cooldown is not None:
-        return cooldown
+        return (cooldown[0], math.inf)
     load = phase_window(meta, "load")
     return None if load is None else (load[1], math.inf)
 

@@ -1,9 +1,13 @@
 """batch_progress: batch work may pause at peak, but it resumes and does not starve.
 
-Over batch requests that were not cancelled on purpose nor refused explicitly (a 429 is an
-answer, not starvation): the P95 wait for the first token is bounded (a timeout waited
-forever), and most of them complete. `watermark` events entering `pause_batch` are kept as
-evidence that batch did pause at peak.
+Over batch requests that were not cancelled on purpose nor refused explicitly at admission (a
+429 `kv_capacity` or `tenant_quota` is an answer, not starvation): the P95 wait for the first
+token is bounded (a timeout waited forever), and most of them complete. A 429 `queue_deadline`
+is different: the request was accepted into the queue and waited there until its deadline
+without ever starting, which is what starvation looks like from the batch client's side, so it
+counts as a batch request that did not complete (without it, a scheduler that never runs batch
+would hide behind the deadline and the gate could not fail). `watermark` events entering
+`pause_batch` are kept as evidence that batch did pause at peak.
 """
 
 from __future__ import annotations
@@ -13,12 +17,16 @@ from gates.query import EXPLICIT_STATUSES, events_of, flag, percentile, ttft_ms,
 from harness.run_record import RunRecord
 
 
+WAITED_OUT = "queue_deadline"
+"""The error code of a request that waited in the queue until its deadline and never started."""
+
+
 class BatchProgressGate:
     name = "batch_progress"
     title = "Batch resumes without starving"
     metrics = {
         "p95_max_wait_s": "P95 wait for the first token of batch requests, seconds (timeouts: forever)",
-        "min_completed_fraction": "share of batch requests not refused explicitly that complete",
+        "min_completed_fraction": "share of batch requests not refused at admission that complete",
     }
 
     def evaluate(self, record: RunRecord, limits: Limits) -> GateResult:
@@ -26,7 +34,8 @@ class BatchProgressGate:
         if not record.meta.signals.client_requests or req.empty:
             return GateResult.not_measurable(self.name, "no client requests in the record")
         batch = req[(req["traffic_class"] == "batch") & (req["status"] != "cancelled") & ~flag(req["cancel_intended"])]
-        refused = (batch["status"] == "error") & batch["http_status"].isin(EXPLICIT_STATUSES)
+        refused = ((batch["status"] == "error") & batch["http_status"].isin(EXPLICIT_STATUSES)
+                   & (batch["error_code"] != WAITED_OUT))
         served = batch[~refused]
         if served.empty:
             why = "no batch traffic in this run" if batch.empty else "every batch request was refused explicitly"
@@ -36,6 +45,7 @@ class BatchProgressGate:
         measurements = [Measurement("min_completed_fraction", completed, limits["min_completed_fraction"],
                                     Unit.FRACTION, is_max=False)]
         evidence: dict = {"num_batch": len(batch), "num_refused": int(refused.sum()),
+                          "num_waited_out": int((served["error_code"] == WAITED_OUT).sum()),
                           "not_completed": served.loc[served["status"] != "ok", "request_id"].head(5).tolist()}
         explanation = f"{completed:.0%} of {len(served)} admitted batch requests completed"
         if len(wait_s):

@@ -6,7 +6,9 @@ The latency of one cancel is, in order of preference:
   3. for a client cancel the engine never heard of (propagation broken): the time from the
      client's disconnect (`done_s`) to the request's release, whatever the release reason.
 A request's `finished` event also marks its release (finishing frees every block it held). A
-cancel whose blocks were never released counts as infinitely late, so it fails the gate.
+cancel whose blocks were never released counts as infinitely late, so it fails the gate. A
+request the engine refused (a 429 before a cancel timer fired) never held a block: there is
+nothing to release, so it is no cancel at all, whatever the client meant to do with it.
 """
 
 from __future__ import annotations
@@ -60,10 +62,10 @@ def cancel_latencies(record: RunRecord) -> dict[str, float]:
 
     requests = record.requests
     cancelled = requests[(requests["status"] == "cancelled") | flag(requests["cancel_intended"])]
-    known = set(record.events["request_id"].dropna())
+    admitted = set(events_of(record, "admitted")["request_id"].dropna())
     for rid, t_disconnect in zip(engine_ids(cancelled), cancelled["done_s"]):
-        if rid in latency or rid not in known or pd.isna(t_disconnect):
-            continue  # already measured, or the engine never saw the request (nothing held)
+        if rid in latency or rid not in admitted or pd.isna(t_disconnect):
+            continue  # already measured, or the engine never admitted the request (nothing held)
         latency[rid] = _since(release_t.get(rid), t_disconnect)
     return latency
 

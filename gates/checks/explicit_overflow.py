@@ -6,7 +6,10 @@ counted, each against its own limit:
   - silent truncation: finished `length` below the requested `max_tokens` without the
     `max_tokens_clamped` flag that says the server shortened it on purpose;
   - unexplained errors: an error without an explicit status and code (400/410/429/503 with an
-    OpenAI error code), e.g. a dropped connection or a bare 500.
+    OpenAI error code), e.g. a dropped connection or a bare 500. A stream that had already
+    started (HTTP 200) and then ended with an SSE error event carrying an OpenAI code (the
+    router's `worker_lost` when a worker dies mid-answer) is explicit too: that event is the
+    only way a server can say why once the status line is sent.
 Explicit errors (429 kv_capacity, 410 context_expired, ...) are the right answer to overflow
 and are listed in the evidence by code.
 """
@@ -20,6 +23,7 @@ from gates.query import EXPLICIT_STATUSES, flag
 from harness.run_record import RunRecord
 
 CLIENT_SIDE_CODES = ("connection_error", "timeout", "bad_response")
+STREAM_STARTED = 200  # the status of a stream that ended with an SSE error event
 
 
 class ExplicitOverflowGate:
@@ -60,6 +64,6 @@ def _truncations(req: pd.DataFrame) -> pd.DataFrame:
 
 def _unexplained(req: pd.DataFrame) -> pd.DataFrame:
     errors = req[(req["status"] == "error") & (req["error_code"] != "timeout")]
-    explicit = (errors["http_status"].isin(EXPLICIT_STATUSES) & errors["error_code"].notna()
-                & ~errors["error_code"].isin(CLIENT_SIDE_CODES))
+    said_why = errors["http_status"].isin(EXPLICIT_STATUSES) | (errors["http_status"] == STREAM_STARTED)
+    explicit = said_why & errors["error_code"].notna() & ~errors["error_code"].isin(CLIENT_SIDE_CODES)
     return errors[~explicit]

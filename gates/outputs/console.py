@@ -20,7 +20,7 @@ LABELS = {Outcome.PASS: "PASS", Outcome.FAIL: "FAIL", Outcome.NOT_MEASURABLE: "N
 
 class ConsoleOutput:
     def __init__(self, console: Console | None = None) -> None:
-        self.console = console or _stdout_console()
+        self.console = console or stdout_console()
 
     def emit(self, verdict: Verdict, run_dir: Path) -> None:
         self.console.print(verdict_table(verdict))
@@ -40,7 +40,7 @@ def verdict_table(verdict: Verdict) -> Table:
     return table
 
 
-def _stdout_console() -> Console:
+def stdout_console() -> Console:
     """A terminal keeps its width; a log (no TTY) gets 140 columns instead of rich's 80."""
     console = Console()
     return console if console.is_terminal else Console(width=140)

@@ -18,5 +18,15 @@ def test_starved_batch_fails_it(judge, healthy):
     assert result.evidence["not_completed"][0] == "starved-0"
 
 
+def test_batch_that_waits_out_its_queue_deadline_did_not_progress(judge, healthy):
+    # never started, refused after waiting: starvation behind the deadline, not an admission answer
+    for i in range(6):
+        healthy.request(f"waited-{i}", sent_s=30 + i, ttft_s=None, e2e_s=8.0, status="error", http_status=429,
+                        error_code="queue_deadline", tenant="batchco", traffic_class="batch", finish_reason=None)
+    result = judge(healthy, "batch_progress")
+    assert result.outcome is Outcome.FAIL and result.headline.metric == "min_completed_fraction"
+    assert result.evidence["num_waited_out"] == 6
+
+
 def test_not_measurable_without_batch_traffic(judge, healthy):
     assert judge(healthy.drop("requests", traffic_class="batch"), "batch_progress").outcome is Outcome.NOT_MEASURABLE

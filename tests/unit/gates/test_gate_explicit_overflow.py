@@ -28,5 +28,14 @@ def test_a_bare_500_or_a_dropped_connection_is_unexplained(judge, healthy):
     assert result.outcome is Outcome.FAIL and result.evidence["unexplained_errors"] == ["bare", "dropped"]
 
 
+def test_a_stream_ended_by_an_sse_error_event_with_a_code_is_explicit(judge, healthy):
+    # a worker killed mid-answer: the router ends the started stream with a worker_lost event
+    healthy.request("lost", status="error", http_status=200, error_code="worker_lost", finish_reason=None)
+    healthy.request("cut", status="error", http_status=200, error_code="connection_error", finish_reason=None)
+    result = judge(healthy, "explicit_overflow")
+    assert result.evidence["unexplained_errors"] == ["cut"]
+    assert result.evidence["explicit_errors_by_code"]["worker_lost"] == 1
+
+
 def test_not_measurable_without_client_requests(judge, healthy):
     assert judge(healthy.signals(client_requests=False), "explicit_overflow").outcome is Outcome.NOT_MEASURABLE
