@@ -10,6 +10,10 @@ Phases, on one clock (seconds since `meta.started_unix`, taken just before the b
     cooldown  after the load: until the engine holds no request (bounded by cooldown_max_s), and
               at least cooldown_min_s, sampling all along, so memory fall-back can be judged
 
+A profile may resize the simulated GPU for its load (`LivePlan.engine_overrides`, see
+harness/profiles.py): the engine this run starts then runs the --policy config with those keys
+changed, saved as `<run>/engine_config.json`, and `meta.live.engine_overrides` says what changed.
+
 Collectors (harness/collectors/live.py) run across all three. The record is complete even when
 the run fails or is interrupted: the finally-block writes meta.json with what was measured and
 a note saying what went wrong; the reference engine, if this run started it, is stopped then.
@@ -22,7 +26,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -37,9 +41,11 @@ from harness.run_record import Phase, RunMeta, RunRecordWriter
 from harness.scenario_catalog import Scenario
 from harness.target import ReferenceEngine, Target, external_target
 from reference_engine import EngineConfig
+from reference_engine.config import save_config
 from reference_engine.errors import KvgateError
 
 TAIL_INTERVAL_S = 0.5
+ENGINE_CONFIG_FILE = "engine_config.json"
 EXIT_MARGIN_S = 60.0
 
 
@@ -76,6 +82,9 @@ class LivePlan:
     stop_timeout_s: float = 10.0
     sample_interval_s: float = 0.5
     profile: str = ""
+    engine_overrides: Mapping[str, Any] = field(default_factory=dict)
+    """Applied to `config` already (the profile's, for an engine this run starts); the engine
+    is started with that config, saved beside the record as engine_config.json."""
 
 
 @dataclass(frozen=True)
@@ -91,14 +100,23 @@ def run_live(plan: LivePlan, progress: RunProgress) -> LiveResult:
         if plan.target_url:
             target = external_target(plan.target_url, plan.metrics_url)
         else:
-            assert plan.config_path is not None
-            target = stack.enter_context(ReferenceEngine(plan.config_path, workers=plan.engine_workers,
+            target = stack.enter_context(ReferenceEngine(_engine_config_path(plan), workers=plan.engine_workers,
                                                          log_path=plan.run_dir / "engine.log"))
         tenants = TenantSet(parse_tenants(plan.settings.tenants))
         progress.phase("preflight", target.url)
         checked = preflight(target.url, key=tenants.all[0].key, model=plan.settings.model)
         settings = plan.settings.with_(model=checked.model)
         return _record(plan, settings, target, tenants, progress, stack)
+
+
+def _engine_config_path(plan: LivePlan) -> Path:
+    """The file `kvgate serve` starts with: the --policy file, or the config with the profile's
+    overrides applied, written into the run directory (the record keeps what ran)."""
+    assert plan.config_path is not None
+    if not plan.engine_overrides:
+        return plan.config_path
+    assert plan.config is not None
+    return save_config(plan.config, plan.run_dir / ENGINE_CONFIG_FILE)
 
 
 def _record(plan: LivePlan, settings: LoadSettings, target: Target, tenants: TenantSet, progress: RunProgress,
@@ -113,7 +131,8 @@ def _record(plan: LivePlan, settings: LoadSettings, target: Target, tenants: Ten
     phases: list[Phase] = []
     live: dict[str, Any] = {"profile": plan.profile, "users": plan.users, "spawn_rate": plan.spawn_rate,
                             "duration_s": plan.duration_s, "processes": plan.processes,
-                            "settings": public_settings(asdict(settings))}
+                            "settings": public_settings(asdict(settings)),
+                            "engine_overrides": dict(plan.engine_overrides)}
     notes: list[str] = []
 
     def clock() -> float:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import os
 import signal
 import subprocess
@@ -64,7 +65,8 @@ def locust_command(*, scenarios: Sequence[Scenario], mixed_dir: Path | None, hos
     scenario's shape drives the run)."""
     files = str(mixed_dir) if mixed_dir is not None else ",".join(str(s.path) for s in scenarios)
     cmd = [sys.executable, "-m", "locust", "-f", files, "--headless", "--host", host, "-u", str(users),
-           "-r", str(spawn_rate), "-t", f"{max(1, round(duration_s))}s", "--stop-timeout", str(stop_timeout_s),
+           "-r", str(spawn_rate), "-t", f"{max(1, round(duration_s))}s", "--stop-timeout",
+           f"{math.ceil(stop_timeout_s)}s",  # locust reads whole seconds only: "1.0" is an error
            "--exit-code-on-error", "0", "--only-summary"]
     if processes:
         cmd += ["--processes", str(processes)]

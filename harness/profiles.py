@@ -6,11 +6,23 @@
 
 `--duration`, `--users` and `--spawn-rate` on the command line override a profile's values;
 every other knob is a LoadSettings field (docs/scenarios.md) that a profile may change.
+
+`engine_overrides` resize the *simulated* GPU for the profile's load. A short run on a 2-core
+machine cannot fill the default 52.7 GiB pool (26,995 blocks: a quick run peaked at 5 % of it),
+and a gate that never sees pressure cannot tell a good policy from a bad one. So quick and ci
+shrink the KV pool (`hardware.kv_pool_gib`) until their load fills the prefix cache and meets the
+tenant caps (the rungs above warn stay out of reach of five 15 % tenants on any pool size:
+docs/scenarios.md), and quick lowers `engine.max_num_seqs` with it, because consecutive
+watermarks must stay one scheduler step of growth apart (Watermarks.check_headroom) and a small
+pool leaves 3 % of it between rungs. Policy keys are never overridden: what is gated is the
+policy as written. Overrides apply only to an engine the harness starts, never to an external
+--target.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 from reference_engine.errors import UnknownNameError
@@ -28,25 +40,38 @@ class Profile:
     stop_timeout_s: float
     settings: dict[str, Any] = field(default_factory=dict)
     """LoadSettings fields this profile changes."""
+    engine_overrides: dict[str, Any] = field(default_factory=dict)
+    """Dotted config keys (`reference_engine.with_overrides`) set on an engine the harness starts."""
 
 
 PROFILES: dict[str, Profile] = {p.name: p for p in (
-    Profile(name="quick", duration_s=12, users=10, spawn_rate=10, baseline_requests=5, cooldown_max_s=15,
+    # quick: 7 GiB = 3,584 blocks; tenant caps (15 %) of 537 blocks hold one 7K-token prompt with
+    # its answer. max_num_seqs 40: rungs 3 % (107 blocks) apart hold one step of growth (64 + 40).
+    Profile(name="quick", duration_s=12, users=20, spawn_rate=10, baseline_requests=5, cooldown_max_s=15,
             cooldown_min_s=2, stop_timeout_s=5,
-            settings={"long_prompt_tokens": 16384, "long_output_tokens": 256, "batch_prompt_tokens": 1024,
-                      "batch_max_tokens": 128, "cancel_prompt_tokens": 4096, "cancel_max_tokens": 256,
+            engine_overrides={"hardware.kv_pool_gib": 7, "engine.max_num_seqs": 40},
+            settings={"long_prompt_tokens": 7000, "long_output_tokens": 1024, "batch_prompt_tokens": 2048,
+                      "batch_max_tokens": 256, "cancel_prompt_tokens": 4096, "cancel_max_tokens": 256,
                       "tenant_prefix_tokens": 256, "burst_size": 8, "turns": 3, "idle_gap_min_s": 0.5,
                       "idle_gap_max_s": 2.0, "wait_min_s": 0.1, "wait_max_s": 0.5, "kill_interval_s": 4.0,
                       "step_users": 2, "step_s": 3.0, "step_max_users": 16, "step_hold_s": 3.0,
                       "request_timeout_s": 30.0}),
-    Profile(name="ci", duration_s=60, users=24, spawn_rate=8, baseline_requests=10, cooldown_max_s=30,
+    # ci: 30 GiB = 15,360 blocks; a tenant's cap (2,304 blocks) holds one 32K-token prompt with
+    # its answer, and the default max_num_seqs (256) still fits between the rungs.
+    Profile(name="ci", duration_s=45, users=24, spawn_rate=8, baseline_requests=10, cooldown_max_s=30,
             cooldown_min_s=5, stop_timeout_s=15,
+            engine_overrides={"hardware.kv_pool_gib": 30},
             settings={"long_output_tokens": 1024, "burst_size": 12, "idle_gap_min_s": 1.0, "idle_gap_max_s": 4.0,
                       "kill_interval_s": 15.0, "step_users": 4, "step_s": 8.0, "step_max_users": 48,
                       "step_hold_s": 8.0, "request_timeout_s": 60.0}),
     Profile(name="full", duration_s=300, users=64, spawn_rate=8, baseline_requests=20, cooldown_max_s=60,
             cooldown_min_s=10, stop_timeout_s=30),
 )}
+
+
+def format_overrides(overrides: Mapping[str, Any]) -> str:
+    """`hardware.kv_pool_gib = 6, engine.max_num_seqs = 32`: how a run says what it changed."""
+    return ", ".join(f"{key} = {value}" for key, value in overrides.items())
 
 
 def get_profile(name: str) -> Profile:

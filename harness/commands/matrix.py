@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import argparse
 import signal
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
+from gates.outputs.console import stdout_console
 from harness.cli import EXIT_GATE_FAILED, EXIT_HARNESS_ERROR, EXIT_OK
 from harness.commands.run import RichProgress, raise_keyboard_interrupt, add_load_arguments, build_plan
 from harness.judge import Judgement, compare, judge
@@ -64,13 +66,15 @@ def plan_entries(configs: list[Path], baselines: list[Path]) -> tuple[list[Entry
 
 def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, raise_keyboard_interrupt)
-    console = Console()
+    console = stdout_console()  # a CI log gets a summary table wide enough to read
     entries, notes = plan_entries(args.configs, args.baseline)
     for note in notes:
         console.print(f"[dim]{note}[/]")
     judged: list[tuple[Entry, Judgement]] = []
     failed_runs: list[tuple[Entry, str]] = []
+    wall_s: dict[Path, float] = {}
     for i, entry in enumerate(entries, 1):
+        started = time.monotonic()
         console.rule(f"[bold]{i}/{len(entries)}[/] {entry.path}" + (" (baseline)" if entry.baseline else ""))
         run_args = argparse.Namespace(**{**vars(args), "policy": entry.path, "out": args.out / entry.name,
                                          "target": None, "metrics_url": None, "model": None, "tenants": None})
@@ -82,9 +86,10 @@ def run(args: argparse.Namespace) -> int:
         except KvgateError as err:  # one config that cannot run does not hide the others' results
             console.print(f"[red]kvgate: {entry.path}: {err}[/]")
             failed_runs.append((entry, str(err)))
+        wall_s[entry.path] = time.monotonic() - started
     if judged:
         report = compare([j for _, j in judged], args.out)
-        _print_summary(console, judged, failed_runs)
+        _print_summary(console, judged, failed_runs, wall_s)
         console.print(f"comparison report: [bold]{report}[/]")
     return _exit_code(judged, failed_runs)
 
@@ -99,16 +104,17 @@ def _exit_code(judged: list[tuple[Entry, Judgement]], failed_runs: list[tuple[En
 
 
 def _print_summary(console: Console, judged: list[tuple[Entry, Judgement]],
-                   failed_runs: list[tuple[Entry, str]]) -> None:
+                   failed_runs: list[tuple[Entry, str]], wall_s: dict[Path, float]) -> None:
+    """One row per config; `wall` is the whole run (engine start to report), what a CI budget counts."""
     table = Table(title="kvgate matrix")
-    for col in ("config", "policy", "digest", "verdict", "failed gates", "report"):
+    for col in ("config", "policy", "digest", "verdict", "failed gates", "wall", "report"):
         table.add_column(col)
     for entry, j in judged:
         failed = [g.gate for g in j.verdict.results if g.outcome.value == "fail"]
         verdict = j.verdict.outcome.value + (" (baseline)" if entry.baseline else "")
         style = "red" if failed and not entry.baseline else ("yellow" if failed else "green")
         table.add_row(str(entry.path), j.record.meta.policy, j.record.meta.config_digest,
-                      f"[{style}]{verdict}[/]", ", ".join(failed) or "-", str(j.report))
+                      f"[{style}]{verdict}[/]", ", ".join(failed) or "-", f"{wall_s[entry.path]:.0f} s", str(j.report))
     for entry, err in failed_runs:
-        table.add_row(str(entry.path), "-", "-", "[red]harness error[/]", err[:60], "-")
+        table.add_row(str(entry.path), "-", "-", "[red]harness error[/]", err[:60], f"{wall_s[entry.path]:.0f} s", "-")
     console.print(table)

@@ -30,9 +30,9 @@ from harness.live_run import LivePlan, run_live
 from harness.loadgen.prompts import DEFAULT_SYSTEM_PROMPT
 from harness.loadgen.settings import LoadSettings, SettingsError
 from harness.loadgen.tenants import format_tenants, tenants_of_config
-from harness.profiles import PROFILES, get_profile
+from harness.profiles import PROFILES, format_overrides, get_profile
 from harness.scenario_catalog import scenarios_dir, select
-from reference_engine import EngineConfig, load_config
+from reference_engine import EngineConfig, load_config, with_overrides
 from reference_engine.errors import KvgateError
 
 
@@ -79,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
     plan = build_plan(args)
     console.print(f"[bold]kvgate run[/] {plan.run_dir} — policy {_policy(plan.config)}, "
                   f"scenarios {', '.join(s.name for s in plan.scenarios)}, profile {plan.profile}")
+    if plan.engine_overrides:
+        console.print(f"  the {plan.profile} profile sets {format_overrides(plan.engine_overrides)}")
     with RichProgress(console) as progress:
         result = run_live(plan, progress)
     console.print(f"run record: [bold]{result.run_dir}[/]")
@@ -100,6 +102,11 @@ def build_plan(args: argparse.Namespace) -> LivePlan:
         raise KvgateError("kvgate run needs --policy CONFIG (start the reference engine) or --target URL")
     config = load_config(args.policy) if args.policy is not None else None
     profile = get_profile(args.profile)
+    # A profile sizes the simulated GPU for its load (engine_overrides); an external --target
+    # runs what it runs, so nothing is changed there: the config only names it.
+    overrides = dict(profile.engine_overrides) if config is not None and args.target is None else {}
+    if overrides:
+        config = with_overrides(config, overrides)
     try:
         settings = _settings(args, config, profile.settings)
     except SettingsError as err:
@@ -116,7 +123,7 @@ def build_plan(args: argparse.Namespace) -> LivePlan:
                     engine_workers=args.workers, target_url=args.target, metrics_url=args.metrics_url,
                     baseline_requests=profile.baseline_requests, cooldown_max_s=profile.cooldown_max_s,
                     cooldown_min_s=profile.cooldown_min_s, stop_timeout_s=profile.stop_timeout_s,
-                    sample_interval_s=sample_interval, profile=profile.name)
+                    sample_interval_s=sample_interval, profile=profile.name, engine_overrides=overrides)
 
 
 def _settings(args: argparse.Namespace, config: EngineConfig | None, profile: Mapping[str, object]) -> LoadSettings:

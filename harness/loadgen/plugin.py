@@ -50,7 +50,8 @@ FALLBACK_MODEL = "default"
 @dataclass(eq=False)
 class ScenarioContext:
     """What the users of one locust process share. Only the listeners below call `configure`
-    and set `model` and `log`; users call `next_request_id`, `next_seed` and `record`."""
+    and set `model` and `log`; users call `next_request_id`, `next_seed`, `tenant_for` and
+    `record`."""
 
     settings: LoadSettings
     tenants: TenantSet = field(init=False)
@@ -69,6 +70,11 @@ class ScenarioContext:
     def next_request_id(self) -> str:
         """Unique across the processes of a run: a per-process nonce and a counter."""
         return f"{self.nonce}-{next(self._ids)}"
+
+    def tenant_for(self, traffic_class: str) -> Tenant:
+        """The tenant of the next user of this class: round-robin over all the process's users,
+        whatever their scenario (`TenantSet.next_of_class`)."""
+        return self.tenants.next_of_class(traffic_class)
 
     def next_seed(self) -> str:
         return f"seed-{self.next_request_id()}"

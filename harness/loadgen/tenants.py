@@ -72,6 +72,7 @@ class TenantSet:
         if not tenants:
             raise TenantSpecError("at least one tenant is needed")
         self.all = tuple(tenants)
+        self._next: dict[str, int] = {}
 
     def of_class(self, traffic_class: str) -> tuple[Tenant, ...]:
         return tuple(t for t in self.all if t.traffic_class == traffic_class) or self.all
@@ -80,6 +81,15 @@ class TenantSet:
         """Round-robin over the tenants of a class: user `index` speaks for this one."""
         candidates = self.of_class(traffic_class)
         return candidates[index % len(candidates)]
+
+    def next_of_class(self, traffic_class: str) -> Tenant:
+        """Round-robin over the tenants of a class across every caller: the tenant of the next
+        user, whatever its scenario. Counting per scenario instead would put the first user of
+        every scenario on the same tenant (a mixed run of one user per scenario: all the
+        interactive load on one tenant and its cap), which is not the load a server sees."""
+        index = self._next.get(traffic_class, 0)
+        self._next[traffic_class] = index + 1
+        return self.pick(traffic_class, index)
 
     def named(self, name: str) -> Tenant:
         for t in self.all:

@@ -2,9 +2,9 @@
 
 A scenario subclasses it, names itself (`scenario`), says which traffic class it speaks for,
 and writes tasks with `self.chat(prompt, max_tokens=...)`. The base does the rest the same way
-for every scenario: picks the user's tenant (round-robin over the tenants of its class), sends
-the request through the shared exchange (harness/loadgen/exchange.py), fires the locust
-events, and hands the outcome to the run record.
+for every scenario: picks the user's tenant (round-robin over the tenants of its class, across
+the users of every scenario), sends the request through the shared exchange
+(harness/loadgen/exchange.py), fires the locust events, and hands the outcome to the run record.
 
 Locust events per request, so the web UI and CSV stats show what the record holds:
 
@@ -53,7 +53,7 @@ class KvgateUser(FastHttpUser):
         self.ctx: ScenarioContext = context_of(environment)
         self.index = next(type(self)._counter)
         self.rng = random.Random(f"{self.ctx.nonce}-{self.scenario}-{self.index}")
-        self.tenant: Tenant = self.ctx.tenants.pick(self.traffic_class, self.index)
+        self.tenant: Tenant = self.ctx.tenant_for(self.traffic_class)
         self.transport = GeventTransport(self.host, connection_timeout_s=self.connection_timeout,
                                          network_timeout_s=self.settings.request_timeout_s)
 

@@ -20,7 +20,11 @@ def test_the_cancel_storm_leaves_no_live_request_blocks(tmp_path: Path) -> None:
     record = load_record(result, run_dir)
     load = record.requests[record.requests["phase"] == "load"]
     cancelled = load[load["status"] == "cancelled"]
-    assert len(cancelled) == len(load) > 10 and cancelled["cancel_intended"].all()
+    # on the quick profile's small pool two 4K-token cancels may not fit one tenant's cap: an
+    # explicit 429 tenant_quota, not a cancel
+    refused = load[(load["status"] == "error") & (load["error_code"] == "tenant_quota")]
+    assert len(cancelled) + len(refused) == len(load) and len(cancelled) > 10
+    assert cancelled["cancel_intended"].all()
     mid_prefill = cancelled[cancelled["http_status"].isna()]  # hung up before the status line (first token)
     mid_decode = cancelled[cancelled["http_status"] == 200]
     assert len(mid_prefill) and len(mid_decode) and mid_decode["ttft_s"].notna().all()

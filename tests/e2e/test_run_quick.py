@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.profiles import get_profile
 from harness.run_record import REQUEST_COLUMNS, SAMPLE_COLUMNS, TENANT_SAMPLE_COLUMNS, RECORD_EVENT_COLUMNS
-from reference_engine import config_digest, load_config
+from reference_engine import config_digest, load_config, with_overrides
+from reference_engine.memory import MemoryPlan
 from tests.e2e.run_support import DEFAULT_CONFIG, STATUSES, kvgate_run, load_record
 
 pytestmark = pytest.mark.slow
@@ -21,7 +23,9 @@ def test_a_quick_run_writes_a_complete_record(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     result = kvgate_run("--policy", str(DEFAULT_CONFIG), "--profile", "quick", "--duration", "8", "--out", str(run_dir))
     record = load_record(result, run_dir)
-    meta, config = record.meta, load_config(DEFAULT_CONFIG)
+    meta, overrides = record.meta, get_profile("quick").engine_overrides
+    config = with_overrides(load_config(DEFAULT_CONFIG), overrides)  # the quick profile's small pool
+    quick_blocks = MemoryPlan.from_config(config).num_blocks  # 3,584
 
     assert f"run record: {run_dir}" in result.stdout.replace("\n", "")
     assert (meta.mode, meta.run_id, meta.policy, meta.config_path) == ("live", "run", "lru", str(DEFAULT_CONFIG))
@@ -29,7 +33,8 @@ def test_a_quick_run_writes_a_complete_record(tmp_path: Path) -> None:
     assert set(meta.scenarios) == SENDERS | {"worker_kill"}
     assert meta.target["kind"] == "reference" and meta.target["model"] == "llama-3.1-8b"
     assert meta.target["url"].startswith("http://127.0.0.1:")
-    assert meta.pool is not None and meta.pool.num_blocks == 26995 and meta.pool.block_tokens == 16
+    assert meta.pool is not None and meta.pool.num_blocks == quick_blocks and meta.pool.block_tokens == 16
+    assert meta.live["engine_overrides"] == overrides and (run_dir / "engine_config.json").is_file()
     assert meta.watermarks["evict"] == 0.85 and set(meta.tenants) == set(config.tenants)
     assert meta.versions["locust"] and meta.hardware["num_cpus"] and meta.started_unix > 0
     assert meta.live["profile"] == "quick" and meta.live["locust_exit_code"] == 0 and meta.live["drained"]
@@ -73,7 +78,7 @@ def test_a_quick_run_writes_a_complete_record(tmp_path: Path) -> None:
     samples = record.samples
     assert tuple(samples.columns) == SAMPLE_COLUMNS and set(samples["source"]) == {"engine"}
     assert samples["t_s"].is_monotonic_increasing and samples["t_s"].max() >= meta.phase("cooldown").end_s - 1
-    assert (samples["num_blocks"] == 26995).all()
+    assert (samples["num_blocks"] == quick_blocks).all()
     ts = record.tenant_samples
     assert tuple(ts.columns) == TENANT_SAMPLE_COLUMNS and set(ts["tenant"]) == set(config.tenants)
     assert len(ts) == len(samples) * len(config.tenants) and (ts["cap"] == 0.15).all()

@@ -9,6 +9,9 @@ from pathlib import Path
 import pytest
 
 from gates import read_verdict
+from harness.profiles import get_profile
+from reference_engine import load_config, with_overrides
+from reference_engine.memory import MemoryPlan
 from tests.e2e.run_support import DEFAULT_CONFIG, kvgate_run, load_record
 
 pytestmark = pytest.mark.slow
@@ -22,7 +25,9 @@ def test_a_killed_worker_is_recorded_and_leaves_no_orphans(tmp_path: Path) -> No
     meta = record.meta
     assert meta.signals.worker_chaos and meta.target["workers"] == 2
     assert (record.events["kind"] == "worker_died").sum() >= 1
-    assert meta.pool is not None and meta.pool.num_blocks == 2 * 26995  # the router sums its workers' pools
+    quick = with_overrides(load_config(DEFAULT_CONFIG), get_profile("quick").engine_overrides)
+    num_blocks = MemoryPlan.from_config(quick).num_blocks  # the quick profile's small pool
+    assert meta.pool is not None and meta.pool.num_blocks == 2 * num_blocks  # the router sums its workers' pools
     req = record.requests
     assert set(req["worker"].dropna().astype(int)) == {0, 1}
     lost = req[req["error_code"] == "worker_lost"]

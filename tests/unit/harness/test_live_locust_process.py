@@ -31,6 +31,9 @@ def test_the_mixed_default_runs_the_directory_and_named_scenarios_name_their_cla
     mixed = locust_command(scenarios=select(scenarios_dir(), []), mixed_dir=scenarios_dir(), **common)
     assert mixed[mixed.index("-f") + 1] == str(scenarios_dir()) and mixed[-1] == "--only-summary"
     assert mixed[mixed.index("-t") + 1] == "10s" and "--headless" in mixed
+    assert mixed[mixed.index("--stop-timeout") + 1] == "5s"
+    fractional = locust_command(scenarios=[], mixed_dir=scenarios_dir(), **{**common, "stop_timeout_s": 1.5})
+    assert fractional[fractional.index("--stop-timeout") + 1] == "2s"  # locust refuses "1.5"
     named = locust_command(scenarios=select(scenarios_dir(), ["step_load", "short_qa"]), mixed_dir=None,
                            **{**common, "processes": 2, "html_path": tmp_path / "l.html"})
     assert named[-2:] == ["StepLoad", "ShortQA"] and named[named.index("--processes") + 1] == "2"

@@ -1,10 +1,15 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from harness.loadgen.settings import LoadSettings
-from harness.profiles import PROFILES, get_profile
+from harness.profiles import PROFILES, format_overrides, get_profile
+from reference_engine import EngineCore, VirtualClock, load_config, with_overrides
 from reference_engine.errors import UnknownNameError
+
+DEFAULT_CONFIG = Path(__file__).resolve().parents[3] / "configs" / "default.toml"
 
 
 @pytest.mark.parametrize("name", list(PROFILES))
@@ -21,3 +26,18 @@ def test_quick_is_short_and_full_is_long() -> None:
 def test_an_unknown_profile_lists_the_known_ones() -> None:
     with pytest.raises(UnknownNameError, match="valid: ci, full, quick"):
         get_profile("fast")
+
+
+@pytest.mark.parametrize("name", list(PROFILES))
+def test_every_profile_s_engine_overrides_give_an_engine_that_starts(name: str) -> None:
+    # the watermark headroom rule (one scheduler step between rungs) is checked at start
+    config = with_overrides(load_config(DEFAULT_CONFIG), get_profile(name).engine_overrides)
+    EngineCore(config, clock=VirtualClock())
+
+
+def test_quick_and_ci_shrink_the_pool_and_never_touch_the_policy() -> None:
+    for name in ("quick", "ci"):
+        overrides = get_profile(name).engine_overrides
+        assert overrides["hardware.kv_pool_gib"] < 52
+        assert all(key.split(".")[0] in ("hardware", "engine") for key in overrides)
+    assert format_overrides({"a.b": 1, "c.d": 2}) == "a.b = 1, c.d = 2"

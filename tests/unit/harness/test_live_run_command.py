@@ -8,6 +8,7 @@ import pytest
 
 from harness.cli import build_parser
 from harness.commands.run import build_plan
+from harness.profiles import get_profile
 from harness.loadgen.tenants import DEFAULT_SPEC, parse_tenants
 from harness.scenario_catalog import scenarios_dir
 from reference_engine.errors import KvgateError
@@ -47,8 +48,8 @@ def test_a_policy_run_takes_tenants_admin_key_public_prefix_and_model_from_the_c
     s = p.settings
     assert parse_tenants(s.tenants) == parse_tenants("acme=sk-a1:interactive,bulk=sk-bulk:batch")
     assert (s.admin_key, s.system_prompt, s.model) == ("sk-admin-test", SERVER_PROMPT, "served-name")
-    assert (p.duration_s, p.users, p.profile, p.target_url) == (12, 10, "quick", None)
-    assert s.long_output_tokens == 256  # the quick profile's size
+    assert (p.duration_s, p.users, p.profile, p.target_url) == (12, 20, "quick", None)
+    assert s.long_output_tokens == 1024  # the quick profile's size
     assert p.mixed_dir == scenarios_dir() and len(p.scenarios) == 10
     assert p.run_dir.parent == Path("runs") and p.run_dir.name.endswith("-lru")
 
@@ -63,6 +64,21 @@ def test_command_line_wins_over_environment_over_config_over_profile(config: Pat
     assert (p.duration_s, p.users, p.mixed_dir, [s.name for s in p.scenarios]) == (
         3, 2, None, ["cancel_storm", "short_qa"])
     assert p.run_dir == Path("/tmp/x")
+
+
+def test_the_profile_resizes_the_engine_it_starts(config: Path) -> None:
+    p = plan("--policy", str(config), "--profile", "quick")
+    assert p.engine_overrides == get_profile("quick").engine_overrides
+    assert p.config.hardware.kv_pool_gib == p.engine_overrides["hardware.kv_pool_gib"]
+    assert p.config.engine.max_num_seqs == p.engine_overrides["engine.max_num_seqs"]
+    untouched = plan("--policy", str(config), "--profile", "full")
+    assert untouched.engine_overrides == {} and untouched.config.hardware.kv_pool_gib is None
+
+
+def test_an_external_target_is_never_resized(config: Path) -> None:
+    # --policy only names what the target runs: nothing is started, so nothing is changed
+    p = plan("--policy", str(config), "--target", "http://127.0.0.1:9000", "--profile", "quick")
+    assert p.engine_overrides == {} and p.config.hardware.kv_pool_gib is None
 
 
 def test_an_external_target_needs_no_policy() -> None:

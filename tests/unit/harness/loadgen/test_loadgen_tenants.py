@@ -42,6 +42,14 @@ def test_users_are_spread_round_robin_over_the_tenants_of_their_class() -> None:
     assert tenants.pick("batch", 3).name == "batchco"
 
 
+def test_successive_users_of_any_scenario_take_the_next_tenant_of_their_class() -> None:
+    # the first user of every scenario must not all land on acme (one tenant, one cap)
+    tenants = TenantSet(parse_tenants(DEFAULT_SPEC))
+    firsts = [tenants.next_of_class("interactive").name for _ in range(5)]
+    assert firsts == ["acme", "globex", "initech", "umbrella", "acme"]
+    assert tenants.next_of_class("batch").name == "batchco" == tenants.next_of_class("batch").name
+
+
 def test_a_target_without_a_tenant_of_the_class_degrades_to_any_tenant() -> None:
     tenants = TenantSet(parse_tenants("me=sk-123"))
     assert tenants.pick("batch", 0) == Tenant("me", "sk-123", "interactive")

@@ -1,0 +1,336 @@
+"""Gate truth (DESIGN §6: "every gate must be shown to fail on a configuration built to break
+it"): the scenarios that drive default.toml and the broken configs, and the runs that judge them.
+
+Two mechanisms, each with its scenarios:
+
+- **replay** (fast, deterministic, virtual clock): a synthetic trace built here, replayed through
+  the engine core by `harness.replay.run.run_replay`, which writes the same run record a live
+  run does. Used wherever the gate's signal exists without HTTP: OOM, tenant shares, engine
+  TTFT, preemption, usage samples, evictions, batch waits.
+- **live** (real HTTP, locust, bounded): `harness.live_run.run_live` against `kvgate serve`,
+  for signals only a live target has: client disconnects (cancel), client timeouts (hangs),
+  a bounded cooldown after clients left, worker kill -9.
+
+A scenario may resize the simulated engine (`overrides`, applied to default.toml and the broken
+config alike, as the CI profiles do) or give tenants a larger share where the pressure it needs
+cannot exist under six 15 % tenants (their caps sum to 90 %, below the preempt rung); a broken
+config differs from default.toml in the one setting that breaks its gate, and nothing else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gates import Verdict, evaluate, load_thresholds
+from harness.cli import build_parser
+from harness.commands.run import build_plan
+from harness.live_run import run_live
+from harness.replay.run import ReplaySettings, run_replay
+from harness.replay.tenants import make_assigner
+from harness.replay.trace import Trace, TraceRequest
+from harness.run_record import RunRecord
+from reference_engine import EngineConfig, load_config, with_overrides
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_CONFIG = REPO / "configs" / "default.toml"
+BROKEN_DIR = REPO / "configs" / "broken"
+TRACE_BLOCK_TOKENS = 512  # tokens per prefix id, as in the Mooncake trace
+
+
+# ------------------------------------------------------------------ synthetic traces
+@dataclass(frozen=True, slots=True)
+class Send:
+    """One request of a synthetic trace. `session` continues a conversation: its prompt starts
+    with the session's earlier prompts (the same prefix ids), so a kept session is reused."""
+
+    t_s: float
+    tenant: str
+    prompt_tokens: int
+    output_tokens: int
+    session: str | None = None
+
+
+class TraceBuilder:
+    """Synthetic traces whose every request goes to a chosen tenant.
+
+    Replay assigns tenants itself (traces have none); with `hash:<tenants>;depth=1` the tenant
+    is a function of a request's first prefix id, so each tenant gets a first id that hashes to
+    it (found by asking the same assigner), and every prompt of that tenant starts with it: one
+    512-token block the tenant's requests share, like a tenant system prompt. The other ids are
+    fresh per request, or a session's own, growing with each turn."""
+
+    def __init__(self, config: EngineConfig, tenants: tuple[str, ...]) -> None:
+        self.spec = f"hash:{','.join(tenants)};depth=1"
+        assigner = make_assigner(self.spec, config)
+        self._first_id: dict[str, int] = {}
+        candidate = 1
+        while len(self._first_id) < len(tenants):
+            probe = TraceRequest(row=0, arrival_s=0.0, num_prompt_tokens=1, num_output_tokens=1,
+                                 prefix_ids=(candidate,))
+            self._first_id.setdefault(assigner.assign(probe), candidate)
+            candidate += 1
+        self._next_id = 1_000_000
+        self._sessions: dict[str, list[int]] = {}
+
+    def _fresh(self, n: int) -> list[int]:
+        ids = list(range(self._next_id, self._next_id + n))
+        self._next_id += n
+        return ids
+
+    def _ids(self, send: Send) -> tuple[int, ...]:
+        num = math.ceil(send.prompt_tokens / TRACE_BLOCK_TOKENS)
+        if send.session is None:
+            return (self._first_id[send.tenant], *self._fresh(num - 1))
+        history = self._sessions.setdefault(send.session, [self._first_id[send.tenant]])
+        history.extend(self._fresh(max(0, num - len(history))))
+        return tuple(history[:num])
+
+    def build(self, sends: list[Send]) -> Trace:
+        ordered = sorted(sends, key=lambda s: s.t_s)
+        requests = [TraceRequest(row=i + 1, arrival_s=s.t_s - ordered[0].t_s, num_prompt_tokens=s.prompt_tokens,
+                                 num_output_tokens=s.output_tokens, prefix_ids=self._ids(s), session_id=s.session)
+                    for i, s in enumerate(ordered)]
+        return Trace(format="synthetic", source=Path("synthetic"), requests=requests,
+                     prefix_block_tokens=TRACE_BLOCK_TOKENS, num_rows=len(requests))
+
+
+def every(period_s: float, until_s: float, start_s: float = 0.0) -> Iterator[float]:
+    """start, start + period, ... below until."""
+    n = 0
+    while (t := start_s + n * period_s) < until_s:
+        yield t
+        n += 1
+
+
+@dataclass(frozen=True)
+class ReplayScenario:
+    """A synthetic trace (built against the config it runs on) and what it resizes."""
+
+    name: str
+    sends: Callable[[], list[Send]]
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+
+    def tenants(self) -> tuple[str, ...]:
+        return tuple(sorted({s.tenant for s in self.sends()}))
+
+
+def _overload() -> list[Send]:
+    # Three tenants send a 16K-token prompt with a 2K-token answer every 0.25 s, and umbrella
+    # bursts twelve at once: 60 × 18K tokens ≈ 1.1M tokens against a 432K-token pool.
+    sends = [Send(t, tenant, 16_384, 2_048) for tenant in ("acme", "globex", "initech")
+             for t in every(0.25, 4.0)]
+    sends += [Send(2.0 + 0.001 * i, "umbrella", 16_384, 2_048) for i in range(12)]
+    return sends
+
+
+def _batch_flood() -> list[Send]:
+    # A batch job of 48K tokens every 2 s beside one short chat question every 0.1 s.
+    sends = [Send(t, "batchco", 48_000, 16) for t in every(2.0, 30.0)]
+    sends += [Send(t, "acme", 200, 32) for t in every(0.1, 30.0, start_s=0.05)]
+    return sends
+
+
+def _interactive_flood() -> list[Send]:
+    # Chat questions (1K tokens, half of it the tenant's shared block) at 200/s over four tenants
+    # for 20 s: more than the engine starts, so interactive work waits at every step, ahead of
+    # batch by priority, hundreds deep; a batch job arrives every 2 s.
+    tenants = ("acme", "globex", "initech", "umbrella")
+    sends = [Send(t, tenants[i % 4], 1_024, 4) for i, t in enumerate(every(0.005, 20.0))]
+    sends += [Send(t, "batchco", 1_024, 32) for t in every(2.0, 16.0, start_s=1.0)]
+    return sends
+
+
+def _decode_growth() -> list[Send]:
+    # 120 requests whose prompts are small and answers long: admitted on their prompts, they
+    # outgrow the pool while decoding, so running work must be preempted.
+    return [Send(0.02 * i, ("acme", "globex")[i % 2], 1_000, 4_000) for i in range(120)]
+
+
+def _many_sessions() -> list[Send]:
+    # A new three-turn conversation every 0.1 s; turns 5 s apart, each adding 2K tokens. Kept
+    # until their idle timeout (120 s), the sessions pile up far past the pool.
+    sends = []
+    for i, t in enumerate(every(0.1, 25.0)):
+        sends += [Send(t + 5.0 * turn, "acme", 2_048 * (turn + 1), 64, session=f"s{i}") for turn in range(3)]
+    return sends
+
+
+def _conversations() -> list[Send]:
+    # 40 conversations over four tenants, a turn every 2 s for 20 s, each adding 256 tokens: at
+    # most 40 × 3K tokens ≈ 7,500 blocks of sessions, inside every tenant's cap and the pool.
+    tenants = ("acme", "globex", "initech", "umbrella")
+    return [Send(0.05 * i + 2.0 * turn, tenants[i % 4], 512 + 256 * turn, 32, session=f"c{i}")
+            for i in range(40) for turn in range(10)]
+
+
+REPLAY_SCENARIOS: dict[str, ReplayScenario] = {s.name: s for s in (
+    ReplayScenario("overload", _overload),
+    ReplayScenario("batch_flood", _batch_flood),
+    ReplayScenario("interactive_flood", _interactive_flood),
+    # six 15 % tenants can never reach the preempt rung (92 %): here two may take 60 % each
+    ReplayScenario("decode_growth", _decode_growth,
+                   {"tenants.acme.max_kv_share": 0.6, "tenants.globex.max_kv_share": 0.6}),
+    # one tenant may fill the pool, so the watermarks, not its cap, must stop it
+    ReplayScenario("many_sessions", _many_sessions, {"tenants.acme.max_kv_share": 1.0}),
+    ReplayScenario("conversations", _conversations),
+)}
+
+
+def replay(config_path: Path, scenario: ReplayScenario, run_dir: Path) -> RunRecord:
+    """`kvgate replay` of the scenario's trace on the config (with the scenario's overrides)."""
+    config = with_overrides(load_config(config_path), scenario.overrides)
+    builder = TraceBuilder(config, scenario.tenants())
+    trace = builder.build(scenario.sends())
+    run_replay(trace, config, ReplaySettings(tenants=builder.spec), run_dir, config_path=str(config_path))
+    return RunRecord.load(run_dir)
+
+
+def judge(record: RunRecord) -> Verdict:
+    return evaluate(record, load_thresholds())
+
+
+def broken_config(gate: str) -> Path:
+    return BROKEN_DIR / f"{gate}.toml"
+
+
+def config_changes(path: Path) -> dict[str, Any]:
+    """Dotted keys whose values differ from default.toml's (for the one-change check)."""
+    def flat(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in data.items():
+            if isinstance(value, Mapping):
+                out.update(flat(value, f"{prefix}{key}."))
+            else:
+                out[f"{prefix}{key}"] = value
+        return out
+    default = flat(load_config(DEFAULT_CONFIG).model_dump(mode="json"))
+    broken = flat(load_config(path).model_dump(mode="json"))
+    return {k: v for k, v in broken.items() if default.get(k) != v}
+
+
+# ---------------------------------------------------------------------------- live runs
+@dataclass(frozen=True)
+class LiveScenario:
+    """A short, bounded `kvgate run` (in-process: the same LivePlan the CLI builds)."""
+
+    name: str
+    scenarios: str
+    users: int
+    duration_s: float
+    settings: Mapping[str, Any]
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    workers: int = 0
+    cooldown_max_s: float = 3.0
+
+
+class _Quiet:
+    """run_live's progress, unseen."""
+
+    def phase(self, name: str, detail: str = "") -> None:
+        pass
+
+    def load(self, elapsed_s: float, total_s: float, counts: Mapping[str, int], usage: float | None) -> None:
+        pass
+
+
+LIVE_SCENARIOS: dict[str, LiveScenario] = {s.name: s for s in (
+    # Clients that hang up: cancel-storm users mid-prefill and mid-decode (a cancelled answer
+    # would run on for 1,024 tokens, ~7 s), and 2,048-token answers (~13 s) that the end of the
+    # load cuts off, so a deaf engine is still busy with them through the cooldown.
+    LiveScenario("hang_ups", "cancel_storm,long_output", users=8, duration_s=8.0,
+                 settings={"cancel_prompt_tokens": 2048, "cancel_max_tokens": 1024, "long_output_tokens": 2048,
+                           "request_timeout_s": 30.0, "wait_min_s": 0.1, "wait_max_s": 0.3}),
+    # A queue: one sequence at a time (so a handful of users on two cores make one) and eight
+    # users, each answer ~2.5 s. A request waits up to its queue deadline (8 s on default.toml)
+    # and is then served in time for its client's 12 s timeout, or refused with 429
+    # queue_deadline; a queue of seven takes ~17 s.
+    LiveScenario("queue", "long_output", users=8, duration_s=16.0,
+                 settings={"long_output_tokens": 384, "request_timeout_s": 12.0, "wait_min_s": 0.1,
+                           "wait_max_s": 0.3},
+                 overrides={"engine.max_num_seqs": 1}),
+    # Two workers, one killed every 3 s while 3-second answers stream from both.
+    LiveScenario("router", "worker_kill,long_output", users=6, duration_s=8.0, workers=2,
+                 settings={"long_output_tokens": 512, "kill_interval_s": 3.0, "request_timeout_s": 30.0,
+                           "wait_min_s": 0.1, "wait_max_s": 0.3}),
+)}
+
+
+def live(config_path: Path, scenario: LiveScenario, run_dir: Path) -> RunRecord:
+    """The plan `kvgate run --policy CONFIG --scenarios ... --profile full` builds, with the
+    scenario's sizes and engine overrides, one baseline request and a short cooldown."""
+    args = build_parser().parse_args(["run", "--policy", str(config_path), "--profile", "full", "--scenarios",
+                                      scenario.scenarios, "--users", str(scenario.users), "--spawn-rate",
+                                      str(scenario.users), "--duration", str(scenario.duration_s),
+                                      "--workers", str(scenario.workers), "--out", str(run_dir)])
+    plan = build_plan(args)
+    assert plan.config is not None
+    plan = dataclasses.replace(plan, config=with_overrides(plan.config, scenario.overrides),
+                               engine_overrides=dict(scenario.overrides),
+                               settings=plan.settings.with_(**scenario.settings), baseline_requests=1,
+                               cooldown_min_s=1.0, cooldown_max_s=scenario.cooldown_max_s, stop_timeout_s=1)
+    run_live(plan, _Quiet())
+    return RunRecord.load(run_dir)
+
+
+# --------------------------------------------------------------------------- the table
+@dataclass(frozen=True)
+class Truth:
+    """One row of the gate-truth table (docs/gates.md): the gate, the scenario that drives both
+    default.toml and configs/broken/<gate>.toml, and what fails there."""
+
+    gate: str
+    scenario: str
+    breaks: str
+
+    @property
+    def is_live(self) -> bool:
+        return self.scenario in LIVE_SCENARIOS
+
+    @property
+    def broken(self) -> Path:
+        return broken_config(self.gate)
+
+
+GATE_TRUTH: dict[str, Truth] = {t.gate: t for t in (
+    Truth("no_oom", "overload", "the `none` baseline starts everything it is sent and fails the batch when the "
+          "pool runs out"),
+    Truth("cancel_release", "hang_ups", "cancelled answers run on for seconds, holding their blocks"),
+    Truth("interactive_ttft", "batch_flood", "a 48K-token batch prefill takes whole steps; chat waits seconds"),
+    Truth("tenant_share", "overload", "one tenant's burst takes about half the pool against its 15 % cap"),
+    Truth("preempted_complete", "decode_growth", "preemption kills the victim instead of swapping or recomputing"),
+    Truth("explicit_overflow", "queue", "queued requests outwait the clients' 12 s timeout: hangs"),
+    Truth("memory_recovery", "hang_ups", "abandoned answers keep in-flight KV up through the cooldown"),
+    Truth("memory_level_off", "many_sessions", "idle sessions fill the pool to 100 % instead of levelling off"),
+    Truth("no_orphans", "router", "a killed worker's reservations stay in the router, held by nobody"),
+    Truth("eviction_thrash", "conversations", "each tenant keeps one idle session: ~7 % of the pool evicted "
+          "per second"),
+    Truth("batch_progress", "interactive_flood", "batch never starts behind the chat queue and waits out its "
+          "deadline"),
+)}
+
+
+def run_scenario(config_path: Path, scenario: str, run_dir: Path) -> RunRecord:
+    if scenario in LIVE_SCENARIOS:
+        return live(config_path, LIVE_SCENARIOS[scenario], run_dir)
+    return replay(config_path, REPLAY_SCENARIOS[scenario], run_dir)
+
+
+class RunCache:
+    """Each (config, scenario) is run once per test module and judged once: the healthy
+    default.toml run of a scenario serves every gate that scenario proves."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._verdicts: dict[tuple[Path, str], tuple[RunRecord, Verdict]] = {}
+
+    def get(self, config_path: Path, scenario: str) -> tuple[RunRecord, Verdict]:
+        key = (config_path, scenario)
+        if key not in self._verdicts:
+            record = run_scenario(config_path, scenario, self.root / f"{config_path.stem}-{scenario}")
+            self._verdicts[key] = (record, judge(record))
+        return self._verdicts[key]
