@@ -40,7 +40,7 @@ class ChurnSection:
                 fig.add_trace(go.Bar(x=rate.index, y=rate.values, name=f"preempted ({mode})", marker_color=color,
                                      width=width_s), row=2, col=1)
         cached = record.meta.final.get("num_evicted_cached_blocks")
-        cached_note = note(f"cached prefix blocks reclaimed for reuse during the run: {cached:,} (a run total "
+        cached_note = note(f"cached prefix blocks reclaimed for reuse during the run: {int(cached):,} (a run total "
                            f"in meta.final, not logged per event)") if cached is not None else ""
         if not fig.data:
             return note("no eviction, expiry or preemption event in this run") + cached_note
