@@ -3,9 +3,7 @@ before any load (no run record is written)."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -13,35 +11,22 @@ import pytest
 from harness.target import free_port
 from tests.e2e.run_support import kvgate_run
 from tests.integration.server_process import running_server
+from tests.stub_http import stub_server
 
 pytestmark = pytest.mark.slow
 
+NOT_FOUND = b'{"detail": "Not Found"}'
 
-class NoChoices(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802
-        self._answer(404, b'{"detail": "Not Found"}')
 
-    def do_POST(self) -> None:  # noqa: N802
-        self.rfile.read(int(self.headers["Content-Length"]))
-        self._answer(200, b'{"status": "queued", "ticket": 17}')
-
-    def _answer(self, status: int, body: bytes) -> None:
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+def no_choices(method: str, path: str) -> tuple[int, bytes]:
+    """Answers a POST with JSON that is no completion: 200 without `choices`."""
+    return (200, b'{"status": "queued", "ticket": 17}') if method == "POST" else (404, NOT_FOUND)
 
 
 @pytest.fixture
 def no_choices_url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), NoChoices)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with stub_server(no_choices) as url:
+        yield url
 
 
 def fails_preflight(tmp_path: Path, *args: str) -> str:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pandas as pd
@@ -12,29 +10,19 @@ import pytest
 
 from harness.collectors.live import CollectorSettings, LiveCollectors
 from harness.run_record import RunRecordWriter
+from tests.stub_http import stub_server
 from tests.unit.harness.collectors.test_collector_prometheus import VLLM
 
 
-class VllmLike(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-        body, status = (VLLM.encode(), 200) if self.path == "/metrics" else (b'{"detail":"Not Found"}', 404)
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+def vllm_like(method: str, path: str) -> tuple[int, bytes]:
+    """Only /metrics, with vLLM's names; everything else 404 (no admin API)."""
+    return (200, VLLM.encode()) if path == "/metrics" else (404, b'{"detail":"Not Found"}')
 
 
 @pytest.fixture
 def vllm_url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), VllmLike)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with stub_server(vllm_like) as url:
+        yield url
 
 
 def test_a_vllm_target_gives_prometheus_samples_and_nothing_engine_only(vllm_url: str, tmp_path: Path) -> None:
