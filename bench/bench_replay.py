@@ -37,12 +37,18 @@ TARGET_SPEEDUP = 600.0
 def _parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
-    p.add_argument("--config", type=Path, action="append", help="policy config(s); default: every configs/**.toml")
+    p.add_argument("--config", type=Path, action="append", help="policy config(s); default: configs/*.toml and configs/baselines/*.toml")
     p.add_argument("--limit", type=int, default=None, help="first N requests only")
     p.add_argument("--repeat", type=int, default=1, help="replays per config; the best is reported")
     p.add_argument("--tenants", default="hash")
     p.add_argument("--profile", type=int, default=0, metavar="N", help="cProfile once more, print the top N")
     return p.parse_args()
+
+
+def _default_configs() -> list[Path]:
+    """The candidates and the baselines; configs/broken/ (built to fail a gate) is no policy."""
+    root = REPO / "configs"
+    return sorted([*root.glob("*.toml"), *root.glob("baselines/*.toml")])
 
 
 def _label(config: Path) -> str:
@@ -56,7 +62,7 @@ def main() -> int:
     if not args.trace.exists():
         print(f"bench_replay: trace {args.trace} not found (the shared traces sit at ../shared)", file=sys.stderr)
         return 2
-    configs = args.config or sorted((REPO / "configs").rglob("*.toml"))  # baselines/ included
+    configs = args.config or _default_configs()
     t0 = time.perf_counter()
     trace = load_trace(args.trace, "auto", args.limit)
     load_s = time.perf_counter() - t0
