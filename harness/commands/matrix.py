@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     if judged:
         report = compare([j for _, j in judged], args.out)
         _print_summary(console, judged, failed_runs, wall_s)
-        console.print(f"comparison report: [bold]{report}[/]")
+        console.print(f"reports: [bold]{args.out}/<run>/report.html[/]; comparison report: [bold]{report}[/]")
     return _exit_code(judged, failed_runs)
 
 
@@ -105,16 +105,18 @@ def _exit_code(judged: list[tuple[Entry, Judgement]], failed_runs: list[tuple[En
 
 def _print_summary(console: Console, judged: list[tuple[Entry, Judgement]],
                    failed_runs: list[tuple[Entry, str]], wall_s: dict[Path, float]) -> None:
-    """One row per config; `wall` is the whole run (engine start to report), what a CI budget counts."""
+    """One row per config; `wall` is the whole run (engine start to report), what a CI budget counts;
+    `run` names the run's directory under --out. Long cells wrap: a CI log is no wider than 140."""
     table = Table(title="kvgate matrix")
-    for col in ("config", "policy", "digest", "verdict", "failed gates", "wall", "report"):
-        table.add_column(col)
+    for col in ("config", "policy", "digest", "verdict", "failed gates", "wall", "run"):
+        table.add_column(col, overflow="fold")
     for entry, j in judged:
         failed = [g.gate for g in j.verdict.results if g.outcome.value == "fail"]
         verdict = j.verdict.outcome.value + (" (baseline)" if entry.baseline else "")
         style = "red" if failed and not entry.baseline else ("yellow" if failed else "green")
         table.add_row(str(entry.path), j.record.meta.policy, j.record.meta.config_digest,
-                      f"[{style}]{verdict}[/]", ", ".join(failed) or "-", f"{wall_s[entry.path]:.0f} s", str(j.report))
+                      f"[{style}]{verdict}[/]", ", ".join(failed) or "-", f"{wall_s[entry.path]:.0f} s",
+                      j.report.parent.name)
     for entry, err in failed_runs:
         table.add_row(str(entry.path), "-", "-", "[red]harness error[/]", err[:60], f"{wall_s[entry.path]:.0f} s", "-")
     console.print(table)
