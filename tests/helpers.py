@@ -63,3 +63,12 @@ class Driver:
         self._n += 1
         ids = kw.pop("prompt_token_ids", None) or [10_000 + self._n * 100_003 + i for i in range(prompt_len)]
         return self.core.add_request(tenant=tenant, prompt_token_ids=ids, max_new_tokens=max_new, **kw)
+
+
+def access(index: Any, key: Any, now_s: float, meta: Any = None) -> None:
+    """An access to an indexed entry, as the engine makes it: the entry becomes live again
+    (`remove`: a prefix hit, a session's next turn) and is released back (`insert`)."""
+    from reference_engine.policies.base import EntryMeta
+
+    index.remove(key, now_s)
+    index.insert([key], meta if meta is not None else EntryMeta(), now_s)

@@ -250,10 +250,6 @@ class BlockPool:
         for t in owners:
             counts[t] = counts.get(t, 0) + sign
 
-    def touch_cached(self, block: int, now_s: float) -> None:
-        if self.is_cached(block):
-            self._cached.touch(block, now_s)
-
     # ------------------------------------------------------------ consistency
     def check_invariants(self) -> None:
         """O(n) self-check for tests: counts add up and every index agrees with the arrays."""

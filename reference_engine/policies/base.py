@@ -62,14 +62,11 @@ class EntryMeta:
 
 
 class EvictionIndex(Protocol[K]):
-    """An ordering of evictable entries. Keys enter, are touched, leave or are popped as victims."""
+    """An ordering of evictable entries. Keys enter, leave (live again: `remove`) or are popped as
+    victims; an access is a `remove` followed by an `insert` when the entry is released again."""
 
     def insert(self, keys: Sequence[K], meta: EntryMeta, now_s: float) -> None:
         """Add keys, the first key to be evicted first among them."""
-        ...
-
-    def touch(self, key: K, now_s: float) -> None:
-        """Record an access to a key that stays in the index."""
         ...
 
     def remove(self, key: K, now_s: float) -> None:
@@ -124,9 +121,8 @@ class LruIndex(Generic[K]):
     """Least recently used first: the `lru` policy (with `touch_on_decode`) and the baselines.
 
     An `OrderedDict` key -> size is a C doubly-linked list + hash map in recency order (oldest
-    first): insert, touch (`move_to_end`), remove and pop are all O(1); peeking at the oldest
-    entry for a strict pop is O(1) too. Invariant: the order is the order of the last insert
-    or touch. `max_entries` (sessions tier: `[lru] max_entries`) bounds the number of entries:
+    first): insert, remove and pop are all O(1); peeking at the oldest
+    entry for a strict pop is O(1) too. Invariant: the order is the order of the last insert. `max_entries` (sessions tier: `[lru] max_entries`) bounds the number of entries:
     once it is passed, `pop_overflow` returns the oldest entries, at least `overflow_batch` of
     them (`[lru] evict_batch_size`), so overflow is handled in batches rather than per insert.
     """
@@ -142,9 +138,6 @@ class LruIndex(Generic[K]):
         if size != 1:
             self._unit_sizes = False
         self._order.update(dict.fromkeys(keys, size))
-
-    def touch(self, key: K, now_s: float) -> None:
-        self._order.move_to_end(key)
 
     def remove(self, key: K, now_s: float) -> None:
         del self._order[key]

@@ -71,10 +71,7 @@ class HeapIndex(Generic[K]):
         """The current priority of a key in the index (for tests and the ledger)."""
         return self._live[key][2]
 
-    def size_of(self, key: K) -> int:
-        return self._live[key][1]
-
-    # ------------------------------------------ EvictionIndex (insert/touch/remove: subclasses)
+    # ------------------------------------------ EvictionIndex (insert/remove: subclasses)
     def pop_victims(self, num_blocks: int, now_s: float, *, strict: bool = False) -> list[K]:
         heap, live, heappop, evicted = self._heap, self._live, heapq.heappop, self._evicted
         victims: list[K] = []

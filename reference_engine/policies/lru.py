@@ -26,15 +26,12 @@ from reference_engine.policies.policy import Policy
 class RecencyIndex(HeapIndex[K]):
     """Least recently used first, where an entry's recency is `meta.last_access_s` (its last
     scheduling) rather than its insertion. A heap keyed by that time (see `HeapIndex` for the
-    invariants and costs); a touch re-keys the entry at `now_s`."""
+    invariants and costs)."""
 
     def insert(self, keys: Sequence[K], meta: EntryMeta, now_s: float) -> None:
         t = now_s if meta.last_access_s is None else meta.last_access_s
         for key in keys:
             self._push(key, t, meta.size_blocks)
-
-    def touch(self, key: K, now_s: float) -> None:
-        self._push(key, now_s, self.size_of(key))
 
     def remove(self, key: K, now_s: float) -> None:
         self._discard(key)

@@ -21,8 +21,9 @@ pool, not by the policy, so the three numbers are used as proportions of it (256
 the pool has not asked for.
 
 What counts as an access: an index sees an entry become live again (`remove`: a prefix hit,
-a session's next turn) and come back (`insert`); `touch` for accesses while it stays. A
-promotion earned at `remove` is remembered (`History`) until the entry comes back.
+a session's next turn) and come back (`insert`); an entry never changes while it is indexed
+(it holds no running request). A promotion earned at `remove` is remembered (`History`)
+until the entry comes back.
 """
 
 from __future__ import annotations
@@ -61,9 +62,9 @@ class MultiQueueIndex(Generic[K]):
 
     Invariants: every key is in exactly one queue and `_where` names it; FIFO 1 is in insertion
     order, the LRU in recency order (demoted entries enter at its cold end), FIFO 2 in order of
-    last access (so its head is its least active entry); after every insert and touch, and before
+    last access (so its head is its least active entry); after every insert, and before
     every pop, the LRU and FIFO 2 are within their capacities and FIFO 2's head was accessed
-    within `active_s`. Costs: insert, touch, remove O(1); a pop O(1) per victim; a demotion O(1),
+    within `active_s`. Costs: insert, remove O(1); a pop O(1) per victim; a demotion O(1),
     and an entry leaves the LRU or FIFO 2 by demotion at most once per time it entered, so
     demotions are O(1) amortised. Only this class mutates the queues.
     """
@@ -110,18 +111,6 @@ class MultiQueueIndex(Generic[K]):
             queue = Queue.FIFO2 if long_active else Queue.LRU if take(key) else Queue.FIFO1
             queues[queue][key] = slot
             where[key] = queue
-        self._rebalance(now_s)
-
-    def touch(self, key: K, now_s: float) -> None:
-        queue = self._where[key]
-        slot = self._queues[queue][key]
-        if queue is Queue.FIFO1:
-            if now_s - slot.since_s <= self.promotion_window_s:
-                queue = self._move(key, Queue.FIFO1, Queue.LRU)
-            # else: a new promotion window starts; FIFO order is insertion order, unchanged
-        else:
-            self._queues[queue].move_to_end(key)
-        self._queues[queue][key] = slot._replace(since_s=now_s)
         self._rebalance(now_s)
 
     def remove(self, key: K, now_s: float) -> None:

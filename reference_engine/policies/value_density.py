@@ -12,7 +12,7 @@ the heap. Reuse is estimated from observed hits with a half-life:
     expected_reuse = prior_reuse + Σ over past hits of 0.5 ^ (age of the hit / reuse_half_life_s)
 
 updated at each access. A hit is an entry becoming live again (`remove`: a prefix hit, the
-session's next turn) or a `touch`; the count survives the entry's time live (`History`) and
+session's next turn); the count survives the entry's time live (`History`) and
 is forgotten when the entry is evicted. Blocks tier: `saved_prefill_ms` is a block's share of
 its request's prefill; sessions tier: the session's rebuild cost over its retained blocks.
 """
@@ -80,9 +80,6 @@ class ValueDensityIndex(HeapIndex[K]):
                 push(key, fresh_priority, size)
             else:
                 self._repush(key, _Reuse(past.hits, past.at_s, saved_ms), size, now_s)
-
-    def touch(self, key: K, now_s: float) -> None:
-        self._repush(key, self._hit(self._reuse[key], now_s), self.size_of(key), now_s)
 
     def remove(self, key: K, now_s: float) -> None:
         self._discard(key)

@@ -1,4 +1,4 @@
-"""Every eviction index keeps its invariants under random insert / touch / remove / pop sequences.
+"""Every eviction index keeps its invariants under random insert / remove / pop sequences.
 
 Each index is driven side by side with a brute-force reference model (a list or a dict scanned
 for its minimum): the membership must always agree, pops must cover what was asked (or stay
@@ -21,7 +21,6 @@ DT = st.floats(0.0, 4.0)
 OPS = st.lists(st.one_of(
     st.tuples(st.just("insert"), st.lists(KEYS, min_size=1, max_size=3, unique=True), st.integers(1, 4),
               st.integers(0, 3), DT),
-    st.tuples(st.just("touch"), KEYS, DT),
     st.tuples(st.just("remove"), KEYS, DT),
     st.tuples(st.just("pop"), st.integers(0, 9), st.booleans(), DT),
     st.tuples(st.just("overflow"), DT),
@@ -42,10 +41,6 @@ class ListLru:
 
     def insert(self, keys, meta, now):
         self.order += [(k, meta.size_blocks) for k in keys]
-
-    def touch(self, key, now):
-        i = [k for k, _ in self.order].index(key)
-        self.order.append(self.order.pop(i))
 
     def remove(self, key, now):
         self.order = [(k, s) for k, s in self.order if k != key]
@@ -92,9 +87,6 @@ class MinScanRecency(MinScan):
         for k in keys:
             self.put(k, now if meta.last_access_s is None else meta.last_access_s, meta.size_blocks)
 
-    def touch(self, key, now):
-        self.put(key, now, self.entries[key][2])
-
     def remove(self, key, now):
         del self.entries[key]
 
@@ -124,11 +116,6 @@ class MinScanValueDensity(MinScan):
             self.reuse[k] = r
             self._put(k, meta.size_blocks, now)
 
-    def touch(self, key, now):
-        r = self.reuse[key]
-        r[0], r[1] = self._hits(r, now) + 1.0, now
-        self._put(key, self.entries[key][2], now)
-
     def remove(self, key, now):
         del self.entries[key]
         r = self.reuse.pop(key)
@@ -155,14 +142,13 @@ def run(index, ops, model=None, check=None) -> None:
             if model:
                 model.insert(keys, meta, now)
             present.update(dict.fromkeys(keys, op[2]))
-        elif kind in ("touch", "remove"):
+        elif kind == "remove":
             if op[1] not in present:
                 continue
-            getattr(index, kind)(op[1], now)
+            index.remove(op[1], now)
             if model:
-                getattr(model, kind)(op[1], now)
-            if kind == "remove":
-                del present[op[1]]
+                model.remove(op[1], now)
+            del present[op[1]]
         elif kind == "pop":
             n, strict = op[1], op[2]
             victims = index.pop_victims(n, now, strict=strict)
@@ -203,9 +189,9 @@ def test_value_density_index_matches_a_min_scan(ops):
 
 def _multi_queue_invariants(q: MultiQueueIndex, kind: str) -> None:
     assert sum(q.num_in(x) for x in Queue) == len(q)
-    # Capacities hold after every insert and touch; shrinking the index (remove, pop) can leave
+    # Capacities hold after every insert; shrinking the index (remove, pop) can leave
     # a proportional queue over its share until the next operation rebalances it.
-    if kind in ("insert", "touch") or (not q.proportional and kind != "remove"):
+    if kind == "insert" or (not q.proportional and kind != "remove"):
         assert q.num_in(Queue.LRU) <= q.capacity(Queue.LRU)
         assert q.num_in(Queue.FIFO2) <= q.capacity(Queue.FIFO2)
 

@@ -3,7 +3,7 @@
 from reference_engine.memory import MemoryPlan
 from reference_engine.policies.base import EntryMeta, LruIndex, Tier
 from reference_engine.policies.lru import RecencyIndex, make_lru
-from tests.helpers import small_config
+from tests.helpers import access, small_config
 
 ONE = EntryMeta()
 
@@ -12,7 +12,7 @@ def test_lru_evicts_least_recently_used_first_and_a_chain_from_its_tail():
     index = LruIndex()
     index.insert(["c3", "c2", "c1"], ONE, 0.0)  # a released chain: tail first
     index.insert(["x"], ONE, 1.0)
-    index.touch("c2", 2.0)
+    access(index, "c2", 2.0)
     index.remove("c1", 3.0)  # a prefix hit: live again
     assert index.pop_victims(2, 4.0) == ["c3", "x"]
     assert index.pop_victims(5, 4.0) == ["c2"] and len(index) == 0
@@ -50,7 +50,7 @@ def test_without_touch_on_decode_recency_is_the_last_scheduling():
     index.insert(["late"], EntryMeta(last_access_s=1.0), 11.0)
     index.insert(["now"], ONE, 12.0)  # no last access given: now
     assert index.pop_victims(1, 13.0) == ["late"]
-    index.touch("early", 14.0)
+    access(index, "early", 14.0)
     assert index.pop_victims(2, 15.0) == ["now", "early"]
 
 

@@ -5,7 +5,7 @@ import pytest
 from reference_engine.memory import MemoryPlan
 from reference_engine.policies.base import EntryMeta, Tier
 from reference_engine.policies.multi_queue import MultiQueueIndex, Queue, make_multi_queue
-from tests.helpers import small_config
+from tests.helpers import access, small_config
 
 NEW = EntryMeta()
 LONG_ACTIVE = EntryMeta(tokens=5000, is_active=True)
@@ -22,10 +22,10 @@ def test_new_entries_enter_fifo1_and_a_second_access_within_the_window_promotes_
     q = index()
     q.insert(["a", "b"], NEW, 0.0)
     assert q.queue_of("a") is Queue.FIFO1
-    q.touch("a", 4.0)  # within 5 s
-    q.touch("b", 6.0)  # too late: stays, with a new window
+    access(q, "a", 4.0)  # within 5 s
+    access(q, "b", 6.0)  # too late: stays, with a new window
     assert (q.queue_of("a"), q.queue_of("b")) == (Queue.LRU, Queue.FIFO1)
-    q.touch("b", 10.0)  # second access within the new window
+    access(q, "b", 10.0)  # second access within the new window
     assert q.queue_of("b") is Queue.LRU
 
 
@@ -47,7 +47,7 @@ def test_long_active_entries_go_to_fifo2_and_are_evicted_last():
     q.insert(["long"], LONG_ACTIVE, 0.0)
     q.insert(["n1", "n2"], NEW, 1.0)
     q.insert(["hot"], NEW, 1.0)
-    q.touch("hot", 2.0)
+    access(q, "hot", 2.0)
     assert q.queue_of("long") is Queue.FIFO2
     assert q.pop_victims(3, 3.0) == ["n1", "n2", "hot"]
     assert q.pop_victims(1, 3.0) == ["long"]
@@ -60,11 +60,11 @@ def test_demotion_an_lru_entry_that_goes_cold_returns_to_fifo1():
     q = index(lru=2)
     for i, key in enumerate(["a", "b", "c"]):
         q.insert([key], NEW, float(i))
-        q.touch(key, float(i) + 0.5)
+        access(q, key, float(i) + 0.5)
     # the LRU holds two: "a", the least recently used, went cold, back to FIFO 1 ...
     assert [q.queue_of(k) for k in "abc"] == [Queue.FIFO1, Queue.LRU, Queue.LRU]
     # ... with a fresh promotion window: re-accessed in time, it is promoted again (and "b" goes cold)
-    q.touch("a", 3.0)
+    access(q, "a", 3.0)
     assert [q.queue_of(k) for k in "abc"] == [Queue.LRU, Queue.FIFO1, Queue.LRU]
 
 
@@ -72,7 +72,7 @@ def test_demotion_a_fifo2_entry_whose_session_ended_goes_to_the_lru_cold_end():
     q = index()
     q.insert(["long"], LONG_ACTIVE, 0.0)
     q.insert(["warm"], NEW, 1.0)
-    q.touch("warm", 2.0)
+    access(q, "warm", 2.0)
     q.pop_victims(0, 29.0)
     assert q.queue_of("long") is Queue.FIFO2  # accessed 29 s ago: still active
     q.pop_victims(0, 31.0)
@@ -97,13 +97,13 @@ def test_each_queue_gives_its_share_and_what_one_cannot_give_passes_on():
     q.insert([f"f{i}" for i in range(10)], NEW, 0.0)
     for i in range(10):
         q.insert([f"l{i}"], NEW, 0.0)
-        q.touch(f"l{i}", 0.1)
+        access(q, f"l{i}", 0.1)
     q.insert([f"x{i}" for i in range(10)], LONG_ACTIVE, 0.2)
     victims = q.pop_victims(8, 1.0)  # shares 4 / 2 / 2
     assert [v[0] for v in victims] == ["f"] * 4 + ["l"] * 2 + ["x"] * 2
     q2 = index(water_level=0.5)
     q2.insert(["l0"], NEW, 0.0)
-    q2.touch("l0", 0.1)
+    access(q2, "l0", 0.1)
     q2.insert(["f0", "f1", "f2"], NEW, 0.2)
     assert q2.pop_victims(4, 1.0) == ["f0", "f1", "l0", "f2"]  # FIFO 2 is empty: its share back to FIFO 1
 
@@ -126,7 +126,7 @@ def test_blocks_tier_capacities_are_proportions_and_never_evict():
     q = index(fifo1=2, lru=2, fifo2=1, proportional=True)  # 40 % / 40 % / 20 %
     for i in range(10):
         q.insert([i], NEW, 0.0)
-        q.touch(i, 0.1)  # everything promoted ...
+        access(q, i, 0.1)  # everything promoted ...
     assert q.num_in(Queue.LRU) == q.capacity(Queue.LRU) == 4  # ... but the LRU keeps its 40 %
     assert q.num_in(Queue.FIFO1) == 6 and q.pop_overflow(1.0) == [] and len(q) == 10
 

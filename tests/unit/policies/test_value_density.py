@@ -4,6 +4,7 @@ import pytest
 
 from reference_engine.policies.base import EntryMeta
 from reference_engine.policies.value_density import MIB, ValueDensityIndex
+from tests.helpers import access
 
 
 def index(prior: float = 1.0, half_life_s: float = 10.0) -> ValueDensityIndex:
@@ -31,7 +32,7 @@ def test_observed_hits_raise_expected_reuse_and_decay_with_their_half_life():
     vd.remove("k", 0.0)  # a hit: live again; the count survives until it comes back
     vd.insert(["k"], meta(10), 10.0)  # one half-life later: reuse = 1 + 0.5
     assert vd.priority_of("k") == pytest.approx(1.5 * 5.0)
-    vd.touch("k", 10.0)  # another hit: 1 + (0.5 + 1)
+    access(vd, "k", 10.0, meta(10))  # another hit: 1 + (0.5 + 1)
     assert vd.priority_of("k") == pytest.approx(2.5 * 5.0)
 
 
