@@ -50,7 +50,7 @@ class Decision:
 
 class AdmissionController:
     def __init__(self, config: EngineConfig, marks: Watermarks, block_tokens: int, max_context_tokens: int,
-                 enabled: bool, tenant_caps: bool, refuse_beyond_pool: bool = True) -> None:
+                 enabled: bool, tenant_caps: bool, max_pool_tokens: int | None = None) -> None:
         self.cfg = config.admission
         self.guard = config.kv_cache.guard
         self.marks = marks
@@ -58,7 +58,8 @@ class AdmissionController:
         self.max_context_tokens = max_context_tokens
         self.enabled = enabled
         self.tenant_caps = tenant_caps
-        self.refuse_beyond_pool = refuse_beyond_pool
+        self.max_pool_tokens = max_pool_tokens
+        """Requests larger than the whole pool are refused; None (a policy that never preempts) lets them OOM."""
 
     # ------------------------------------------------------------ static checks
     def resolve_max_new_tokens(self, requested: int | None, live_blocks: int) -> tuple[int, bool]:
@@ -75,8 +76,8 @@ class AdmissionController:
                 f"this model's maximum context length is {self.max_context_tokens} tokens; the request has "
                 f"{num_prompt_tokens} prompt tokens + max_tokens {max_new_tokens} = {total}. Shorten the prompt "
                 f"or lower max_tokens.", param="messages")
-        pool_tokens = self.marks.num_blocks * self.block_tokens
-        if self.refuse_beyond_pool and total > pool_tokens:
+        pool_tokens = self.max_pool_tokens
+        if pool_tokens is not None and total > pool_tokens:
             # What vLLM refuses at start (a max_model_len the KV cache cannot hold), per request:
             # a sequence larger than the whole pool could never finish. Without this, a policy
             # without admission starts it, preempts it when the pool fills, and it waits forever.

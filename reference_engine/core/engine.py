@@ -93,7 +93,7 @@ class EngineCore:
         self.admission = AdmissionController(config, self.marks, bt, self.memory.model.max_context_tokens,
                                              enabled=config.admission.enabled and self.policy.admission,
                                              tenant_caps=self.policy.tenant_caps,
-                                             refuse_beyond_pool=self.policy.preemption)
+                                             max_pool_tokens=self.memory.capacity_tokens if self.policy.preemption else None)
         self.executor = executor or make_executor(config, self.memory)
         self.host = HostTier(config.preemption.host_swap_gib * GIB)
         self.scheduler = Scheduler(config, self.memory, self.policy, self.kv, self.sessions, self.tenants,

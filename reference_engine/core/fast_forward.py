@@ -42,7 +42,7 @@ def fast_forward(core: "EngineCore", until_s: float) -> "StepOutput | None":
     sched, kv = core.scheduler, core.kv
     sample_run = getattr(core.executor, "sample_run", None)
     if (sample_run is None or not sched.running or sched.swapped or core.policy.compressor is not None
-            or core._in_flight is not None or not _waiting_stays_blocked(core)):
+            or core._in_flight is not None):
         return None
     decodes, prefill, num_prefills = _split(sched.running.values())
     chunk = 0 if prefill is None else sched.token_budget - len(decodes)
@@ -59,7 +59,7 @@ def fast_forward(core: "EngineCore", until_s: float) -> "StepOutput | None":
         # the step that completes the prompt may be fused only if no other prefill would take
         # the budget it leaves over
         k_max = min(k_max, math.ceil(remaining / chunk) - (num_prefills > 1))
-    if k_max <= 1:
+    if k_max <= 1 or not _waiting_stays_blocked(core):  # the queue scan after the cheap exits
         return None
     now = core.clock.now()
     timer = sched.next_timer_s()  # a queue deadline or a session expiry

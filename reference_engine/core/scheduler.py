@@ -163,6 +163,7 @@ class Scheduler:
             self._note_evicted(self.sessions.evict_overflow(session.tenant, now_s), "overflow", now_s)
         if self.policy.compressor is not None:
             self.policy.compressor.forget(r.request_id)
+        self.executor.forget(r.request_id)
         num_blocks = len(r.block_ids)
         self.kv.free(r, now_s, self._meta(r))
         r.state, r.finish_reason, r.finish_s, r.finish_detail = RequestState.FINISHED, reason, now_s, detail
@@ -331,18 +332,17 @@ class Scheduler:
                            self.executor.transfer_time_s(kv_bytes), self.executor.prefill_time_s(r.num_kv_tokens))
         if r.approximate and mode is not PreemptionKind.KILL:
             mode = PreemptionKind.SWAP if self.host.can_hold(kv_bytes) else PreemptionKind.RECOMPUTE
-        del self.running[r.request_id]
-        self.prefilling.pop(r.request_id, None)
         num_blocks = len(r.block_ids)
         r.num_preemptions += 1
         r.consecutive_preemptions += 1
         self.num_preemptions[mode] += 1
         common = dict(request_id=r.request_id, tenant=r.tenant, traffic_class=r.traffic_class.value)
         self.events.emit(now_s, EventKind.PREEMPTED, mode=mode.value, num_blocks=num_blocks, reason=reason, **common)
-        if mode is PreemptionKind.KILL:
-            self.running[r.request_id] = r  # finish() takes it out of the running set
+        if mode is PreemptionKind.KILL:  # finish() takes it out of the running set and frees it
             self.finish(r, FinishReason.PREEMPTED, now_s, detail="killed to free KV memory")
             return
+        del self.running[r.request_id]
+        self.prefilling.pop(r.request_id, None)
         if mode is PreemptionKind.SWAP:
             plan.swap_out.append(BlockCopy(r, list(r.block_ids), kv_bytes))
             self.host.store(kv_bytes)

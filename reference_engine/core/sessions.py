@@ -140,13 +140,15 @@ class SessionStore:
             self._idle[s.key] = s
             self._idle.move_to_end(s.key)
             # An idle session is a conversation still going on: active, for multi_queue's FIFO 2.
-            self._index_idle(s, rebuild_cost_s, meta.last_access_s, now_s)
+            self._index_idle(s, meta.last_access_s, now_s)
         return len(s.blocks)
 
-    def _index_idle(self, s: Session, rebuild_cost_s: float, last_access_s: float | None, now_s: float) -> None:
+    def _index_idle(self, s: Session, last_access_s: float | None, now_s: float) -> None:
+        """Index an idle session by what it holds: its own rebuild cost, not the last turn's
+        (a turn that did not complete left the session's earlier blocks and cost in place)."""
         self._tenant_index(s.tenant).insert(
             [s.key], EntryMeta(size_blocks=max(1, len(s.blocks)), tokens=s.num_tokens, tenant=s.tenant.name,
-                               priority=s.tenant.traffic_class.priority, saved_prefill_s=rebuild_cost_s,
+                               priority=s.tenant.traffic_class.priority, saved_prefill_s=s.rebuild_cost_s,
                                is_active=True, last_access_s=last_access_s), now_s)
 
     # --------------------------------------------------------------- eviction
@@ -202,7 +204,7 @@ class SessionStore:
                 freed += num
                 evicted.append((s, num))
         if spared is not None:
-            self._index_idle(spared, spared.rebuild_cost_s, None, now_s)
+            self._index_idle(spared, None, now_s)
         return evicted
 
     def evict_overflow(self, tenant: TenantState, now_s: float) -> list[tuple[Session, int]]:

@@ -92,6 +92,10 @@ class Executor(Protocol):
         """Time to move `num_bytes` between device and host memory."""
         ...
 
+    def forget(self, request_id: str) -> None:
+        """The request ended (any reason, any state): drop what the executor kept for it."""
+        ...
+
     def steady_durations_s(self, num_decodes: int, decode_kv_tokens: int, num_steps: int,
                            chunk_tokens: int = 0, chunk_start: int = 0) -> list[float]:
         """Durations of `num_steps` consecutive steps in which `num_decodes` sequences (holding

@@ -117,7 +117,7 @@ class TorchExecutor:
         self.sampled_ids = range(FIRST_SAMPLED_ID, min(s.vocab_size, VOCAB_SIZE))
         if not self.sampled_ids:
             raise ConfigError(f"a vocabulary of {s.vocab_size} leaves no id to sample above the special tokens")
-        self._host: dict[str, tuple[Request, Tensor]] = {}
+        self._host: dict[str, Tensor] = {}
         # Divergence measurement (`torch_divergence`): the logits behind each sampled token,
         # per request id and output index, kept only while `keep_logits` is on.
         self.keep_logits = False
@@ -157,23 +157,19 @@ class TorchExecutor:
     def _compact(self, plan: StepPlan) -> None:
         if not plan.compactions:
             return
-        bt, src, dst = self.cache.block_tokens, [], []
+        src, dst = [], []
         for c in plan.compactions:
-            table = torch.tensor(c.block_ids)
+            table = torch.tensor(c.block_ids)[None]
             moved = torch.as_tensor(c.src, dtype=torch.long)
-            src.append(table[moved // bt] * bt + moved % bt)
-            kept = torch.arange(c.dst_start, c.dst_start + len(moved))
-            dst.append(table[kept // bt] * bt + kept % bt)
+            src.append(self.cache.slots(table, moved[None])[0])
+            dst.append(self.cache.slots(table, torch.arange(c.dst_start, c.dst_start + len(moved))[None])[0])
         self.cache.move(torch.cat(src).to(self.device), torch.cat(dst).to(self.device))
 
     def _swap(self, plan: StepPlan) -> None:
-        if self._host:  # a request that ended while swapped out leaves its host copy behind
-            self._host = {rid: e for rid, e in self._host.items() if not e[0].is_finished}
         for copy in plan.swap_out:
-            self._host[copy.request.request_id] = (copy.request, self.cache.copy_out(copy.device_blocks))
+            self._host[copy.request.request_id] = self.cache.copy_out(copy.device_blocks)
         for copy in plan.swap_in:
-            _, host = self._host.pop(copy.request.request_id)
-            self.cache.copy_in(host, copy.device_blocks)
+            self.cache.copy_in(self._host.pop(copy.request.request_id), copy.device_blocks)
 
     def _forward(self, chunks: Sequence[ScheduledChunk]) -> tuple[list[int | None], dict[str, list[float]] | None]:
         if not chunks:
@@ -210,6 +206,11 @@ class TorchExecutor:
         if self.record_attention:
             attention = {c.request.request_id: m for c, m in zip(chunks, attend.attention_mass())}
         return sampled, attention
+
+    def forget(self, request_id: str) -> None:
+        """A request that ended while swapped out leaves its host copy here: drop it."""
+        self._host.pop(request_id, None)
+        self._pricing.forget(request_id)
 
     # ----------------------------------------------------------- time model
     def prefill_time_s(self, num_tokens: int, num_cached_tokens: int = 0) -> float:
