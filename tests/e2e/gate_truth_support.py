@@ -253,9 +253,11 @@ LIVE_SCENARIOS: dict[str, LiveScenario] = {s.name: s for s in (
                  settings={"long_output_tokens": 384, "request_timeout_s": 12.0, "wait_min_s": 0.1,
                            "wait_max_s": 0.3},
                  overrides={"engine.max_num_seqs": 1}),
-    # Two workers, one killed every 3 s while 3-second answers stream from both.
-    LiveScenario("router", "worker_kill,long_output", users=6, duration_s=8.0, workers=2,
-                 settings={"long_output_tokens": 512, "kill_interval_s": 3.0, "request_timeout_s": 30.0,
+    # Two workers, one killed every 3 s (three kills) while eight users stream ~6-second answers
+    # from both: every kill finds requests in flight on its worker, even on a loaded machine
+    # (with fewer, shorter answers a kill could land on a worker that held nothing).
+    LiveScenario("router", "worker_kill,long_output", users=9, duration_s=10.0, workers=2,
+                 settings={"long_output_tokens": 1024, "kill_interval_s": 3.0, "request_timeout_s": 30.0,
                            "wait_min_s": 0.1, "wait_max_s": 0.3}),
 )}
 

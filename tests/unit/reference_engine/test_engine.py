@@ -49,8 +49,7 @@ def test_prefix_hit_reuses_blocks_of_an_earlier_request(driver):
     b = driver.add(prompt_token_ids=ids + [7, 8, 9], max_new=4)
     driver.run()
     # 160 prompt tokens = 10 full blocks; all cached from the first request
-    assert b.num_prefix_hit_tokens == 160
-    assert a.output_token_ids != b.output_token_ids or True
+    assert a.num_prefix_hit_tokens == 0 and b.num_prefix_hit_tokens == 160
 
 
 def test_tenants_never_share_private_blocks(driver):
@@ -100,12 +99,12 @@ def test_recompute_gives_the_same_tokens_as_an_uninterrupted_run():
     reqs = [d.add(tenant=("acme", "globex")[i % 2], prompt_len=100, max_new=220, request_id=f"r{i}")
             for i in range(6)]
     d.run()
+    victim = next(r for r in reqs if r.num_preemptions)  # the scenario forces at least one
     alone = Driver(small_config())
-    ref = alone.add(prompt_len=100, max_new=220, request_id="r0",
-                    prompt_token_ids=list(reqs[0].prompt_token_ids))
+    ref = alone.add(prompt_len=100, max_new=220, request_id=victim.request_id,
+                    prompt_token_ids=list(victim.prompt_token_ids))
     alone.run()
-    assert reqs[0].num_preemptions or any(r.num_preemptions for r in reqs)
-    assert reqs[0].output_token_ids == ref.output_token_ids
+    assert victim.output_token_ids == ref.output_token_ids
 
 
 def test_swap_preemption_brings_the_request_back():
