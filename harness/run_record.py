@@ -29,7 +29,7 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
-from reference_engine.core.events import EVENT_COLUMNS
+from reference_engine.core.events import WORKER_EVENT_COLUMNS
 
 SCHEMA_VERSION = 1
 
@@ -52,7 +52,7 @@ SAMPLE_COLUMNS: tuple[str, ...] = (
 
 TENANT_SAMPLE_COLUMNS: tuple[str, ...] = ("t_s", "tenant", "live_blocks", "share", "cap")
 
-RECORD_EVENT_COLUMNS: tuple[str, ...] = (*EVENT_COLUMNS, "worker")
+RECORD_EVENT_COLUMNS: tuple[str, ...] = WORKER_EVENT_COLUMNS
 
 TABLES: dict[str, tuple[str, ...]] = {
     "requests": REQUEST_COLUMNS,

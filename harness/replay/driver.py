@@ -31,7 +31,7 @@ from harness.replay.prefix_blocks import PrefixBlockMapper
 from harness.replay.samples import sample_row, tenant_rows
 from harness.replay.trace import TraceRequest
 from reference_engine import EngineCore, VirtualClock
-from reference_engine.core.events import EVENT_COLUMNS, Event
+from reference_engine.core.events import Event
 from reference_engine.errors import KvgateError, RequestError
 
 _FLUSH_ROWS = 4096
@@ -72,12 +72,6 @@ class DriveStats:
     last_sample_s: float  # the first sample at or after the drain: the record's end
     num_iterations: int  # driver loop turns (engine calls)
     num_refused: int  # refused at arrival (add_request raised)
-
-
-def _event_row(e: Event) -> dict:
-    row = {c: getattr(e, c) for c in EVENT_COLUMNS}
-    row["kind"] = e.kind.value
-    return row
 
 
 class ReplayDriver:
@@ -167,7 +161,7 @@ class ReplayDriver:
         assert not page.missed, "the driver drains the event log every step; nothing can be missed"
         self._cursor = page.next_cursor
         if page.events:
-            self._buffers["events"].extend(map(_event_row, page.events))
+            self._buffers["events"].extend(map(Event.to_row, page.events))
             self._buffers["requests"].extend(self.view.observe(page.events))
             if len(self._buffers["events"]) >= _FLUSH_ROWS:
                 self.flush()

@@ -12,12 +12,15 @@ the request leaves, so `reserved_blocks` bounds the tenant's live blocks at ever
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from reference_engine.config import EngineConfig, TenantConfig, TrafficClass
 from reference_engine.errors import AuthError
 
 DEFAULT_TENANT = "default"
+T = TypeVar("T")
 
 
 @dataclass(eq=False, slots=True)
@@ -52,29 +55,40 @@ class TenantState:
         return self.retained_blocks / (rate + 1e-3)
 
 
-class TenantRegistry:
-    def __init__(self, config: EngineConfig, num_blocks: int, scope_of) -> None:
+class TenantKeys(Generic[T]):
+    """API key -> one value per tenant, with open mode: the identity check alone, shared by the
+    engine (`TenantRegistry`, values `TenantState`) and the multi-worker router (which holds no
+    ledger). `make(name, config)` builds each tenant's value once."""
+
+    def __init__(self, config: EngineConfig, make: Callable[[str, TenantConfig], T]) -> None:
         tenants = dict(config.tenants)
         self.open_mode = not tenants
         if self.open_mode:
             tenants = {DEFAULT_TENANT: TenantConfig(api_keys=["*"])}
-        self.tenants: dict[str, TenantState] = {}
-        self._by_key: dict[str, TenantState] = {}
-        for name, tc in tenants.items():
-            state = TenantState(name=name, config=tc, scope=scope_of(name, tc.permission_version),
-                                max_blocks=math.floor(tc.max_kv_share * num_blocks))
-            self.tenants[name] = state
-            for key in tc.api_keys:
-                self._by_key[key] = state
+        self.by_name: dict[str, T] = {name: make(name, tc) for name, tc in tenants.items()}
+        self._by_key: dict[str, T] = {key: self.by_name[name] for name, tc in tenants.items() for key in tc.api_keys}
+        self._open: T | None = self.by_name[DEFAULT_TENANT] if self.open_mode else None
 
-    def authenticate(self, api_key: str | None) -> TenantState:
-        if self.open_mode:
-            return self.tenants[DEFAULT_TENANT]
-        state = self._by_key.get(api_key or "")
-        if state is None:
+    def authenticate(self, api_key: str | None) -> T:
+        if self._open is not None:
+            return self._open
+        value = self._by_key.get(api_key or "")
+        if value is None:
             raise AuthError("unknown API key: send 'Authorization: Bearer <key>' with a key listed under "
                             "[tenants.<name>] api_keys in the engine config")
-        return state
+        return value
+
+
+class TenantRegistry:
+    def __init__(self, config: EngineConfig, num_blocks: int, scope_of) -> None:
+        self._keys = TenantKeys(config, lambda name, tc: TenantState(
+            name=name, config=tc, scope=scope_of(name, tc.permission_version),
+            max_blocks=math.floor(tc.max_kv_share * num_blocks)))
+        self.open_mode = self._keys.open_mode
+        self.tenants: dict[str, TenantState] = self._keys.by_name
+
+    def authenticate(self, api_key: str | None) -> TenantState:
+        return self._keys.authenticate(api_key)
 
     def __getitem__(self, name: str) -> TenantState:
         return self.tenants[name]

@@ -20,11 +20,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from reference_engine.core.events import EVENT_COLUMNS
+from reference_engine.core.events import WORKER_EVENT_COLUMNS
 from reference_engine.core.ledger import ledger
 from reference_engine.server.state import ServerState
 
-EVENTS_COLUMNS = (*EVENT_COLUMNS, "worker")
+EVENTS_COLUMNS = WORKER_EVENT_COLUMNS
 
 
 def _state(request: Request) -> ServerState:
@@ -57,8 +57,7 @@ async def get_events(state: Admin, since: Annotated[int, Query(ge=0)] = 0,
     state.loop.pump()
     page = state.core.events.since(since, limit)
     worker = state.worker
-    rows = [[e.seq, e.t_s, e.kind.value, e.request_id, e.tenant, e.traffic_class, e.num_blocks, e.num_tokens,
-             e.latency_s, e.value, e.reason, e.mode, worker] for e in page.events]
+    rows = [[*e.to_row().values(), worker] for e in page.events]
     return {"columns": EVENTS_COLUMNS, "rows": rows, "next_cursor": page.next_cursor, "missed": page.missed,
             **_clock(state)}
 

@@ -29,7 +29,7 @@ from reference_engine.errors import InvalidRequestError
 from reference_engine.server.completion_response import CompletionResponse
 from reference_engine.server.openai_format import Kind, ResponseFormat, models_list
 from reference_engine.server.protocol import ChatCompletionRequest, CompletionRequest
-from reference_engine.server.state import ServerState
+from reference_engine.server.state import ServerState, session_rebuildable
 
 Body = TypeVar("Body", ChatCompletionRequest, CompletionRequest)
 _bearer = HTTPBearer(auto_error=False, description="a tenant API key from the engine config")
@@ -60,15 +60,6 @@ _HEADER_DOCS = [
      "schema": {"type": "string", "pattern": _REQUEST_ID.pattern},
      "description": "use this as the engine request id (must be unique)"},
 ]
-
-
-def _rebuildable(value: str | None) -> bool:
-    if value is None or value.lower() in ("true", "1", "yes"):
-        return True
-    if value.lower() in ("false", "0", "no"):
-        return False
-    raise InvalidRequestError(f"X-Session-Rebuildable must be 'true' or 'false', not {value!r}",
-                              param="X-Session-Rebuildable")
 
 
 def _session_and_request_ids(headers: Headers) -> tuple[str | None, str | None]:
@@ -120,7 +111,7 @@ async def _start(request: Request, kind: Kind, model: type[Body]) -> CompletionR
     body = _parse(model, await request.body())
     state.check_model(body.model)
     session_id, request_id = _session_and_request_ids(request.headers)
-    rebuild_ok = _rebuildable(request.headers.get("x-session-rebuildable")) and tenant.config.rebuildable_sessions
+    rebuild_ok = session_rebuildable(request.headers.get("x-session-rebuildable"), tenant.config)
     prompt_ids = body.prompt_token_ids(state.core.tokenizer)
     request_id = request.state.request_id = request_id or state.new_request_id(kind)
     stream = state.loop.submit(tenant=tenant.name, prompt_token_ids=prompt_ids, max_new_tokens=body.max_new_tokens(),

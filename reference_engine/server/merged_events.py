@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 import httpx
 
-from reference_engine.core.events import EVENT_COLUMNS, EventKind, EventLog
+from reference_engine.core.events import EVENT_COLUMNS, WORKER_EVENT_COLUMNS, EventKind, EventLog
 
 log = logging.getLogger("kvgate.router")
 
-MERGED_COLUMNS = (*EVENT_COLUMNS, "worker")
+MERGED_COLUMNS = WORKER_EVENT_COLUMNS
 _PAGE = 20_000
 
 

@@ -13,7 +13,8 @@ it was relaying end with a `worker_lost` SSE error event (503 if no byte was sen
 request that could not reach its worker at all (connection refused) is retried on another
 one: its reservation is released first, so it never holds two. A session whose worker died is
 re-prefilled elsewhere and says so (`x-kvgate-session-rebuilt: true`), or answers 410
-`context_expired` when the client declared it not rebuildable.
+`context_expired` when it is not rebuildable (the client's `X-Session-Rebuildable: false` or its
+tenant's `rebuildable_sessions = false`: `state.session_rebuildable`, as a worker decides).
 
 `ProxyResponse` relays one request: bytes pass through untouched, so the worker's SSE chunks,
 ids and headers reach the client as they are; a client disconnect closes the upstream
@@ -37,15 +38,16 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from reference_engine.clock import MonotonicClock
-from reference_engine.config import EngineConfig
-from reference_engine.errors import AuthError, ContextExpiredError, RequestError, WorkerLostError
+from reference_engine.config import EngineConfig, TenantConfig
+from reference_engine.core.tenants import TenantKeys
+from reference_engine.errors import ContextExpiredError, RequestError, WorkerLostError
 from reference_engine.memory import MemoryPlan
 from reference_engine.server.errors import error_response
 from reference_engine.server.merged_events import MergedEventLog, WorkerEventPuller
 from reference_engine.server.openai_format import DONE, error_event
 from reference_engine.server.protocol import ChatCompletionRequest, CompletionRequest
 from reference_engine.server.reservations import ReservationLedger
-from reference_engine.server.state import bearer_key
+from reference_engine.server.state import bearer_key, session_rebuildable
 from reference_engine.server.supervisor import Supervisor, WorkerSlot, WorkerState
 from reference_engine.tokenizer import WordTokenizer
 
@@ -75,7 +77,7 @@ class Router:
         self.started_unix = time.time()
         self.num_worker_lost_requests = 0
         self.num_retries = 0
-        self._tenants = {key: name for name, t in config.tenants.items() for key in t.api_keys}
+        self._tenants = TenantKeys(config, lambda name, tc: (name, tc))  # the workers' key check
         self._clients: list[httpx.AsyncClient | None] = [None] * num_workers
         self._sessions: OrderedDict[str, tuple[int, int]] = OrderedDict()  # session -> (worker, incarnation)
         self._nonce = secrets.token_hex(3)
@@ -141,15 +143,10 @@ class Router:
             await self.pull_events()
 
     # ---------------------------------------------------------------- routing
-    def authenticate(self, authorization: str | None) -> str | None:
-        """The tenant of a key (None in open mode, where every key is welcome)."""
-        if not self._tenants:
-            return None
-        tenant = self._tenants.get(bearer_key(authorization) or "")
-        if tenant is None:
-            raise AuthError("unknown API key: send 'Authorization: Bearer <key>' with a key listed under "
-                            "[tenants.<name>] api_keys in the engine config")
-        return tenant
+    def authenticate(self, authorization: str | None) -> tuple[str | None, TenantConfig]:
+        """The tenant of a key and its config (name None in open mode, where every key is welcome)."""
+        name, tenant_config = self._tenants.authenticate(bearer_key(authorization))
+        return (None if self._tenants.open_mode else name), tenant_config
 
     def new_request_id(self, kind: str) -> str:
         return f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-r{self._nonce}-{next(self._ids):x}"
@@ -189,7 +186,7 @@ class Router:
 
     async def proxy(self, request: Request, kind: str) -> "ProxyResponse":
         """The response that relays this completion request (401 here for an unknown key)."""
-        tenant = self.authenticate(request.headers.get("authorization"))
+        tenant, tenant_config = self.authenticate(request.headers.get("authorization"))
         body = await request.body()
         request_id = request.state.request_id = self.new_request_id(kind)
         try:
@@ -199,7 +196,8 @@ class Router:
         headers = {k: v for k in _FORWARDED if (v := request.headers.get(k)) is not None}
         headers["x-request-id"] = request_id
         session_id = request.headers.get("x-session-id")
-        rebuildable = (request.headers.get("x-session-rebuildable") or "true").lower() not in ("false", "0", "no")
+        # As the worker decides for an evicted session: the header and the tenant's rebuildable_sessions.
+        rebuildable = session_rebuildable(request.headers.get("x-session-rebuildable"), tenant_config)
         return ProxyResponse(self, path=request.url.path, body=body, headers=headers, request_id=request_id,
                              tenant=tenant, num_blocks=self.estimate_blocks(kind, payload),
                              streaming=isinstance(payload, dict) and payload.get("stream") is True,

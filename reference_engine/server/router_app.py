@@ -31,13 +31,12 @@ from starlette.responses import JSONResponse, Response
 
 from reference_engine.config import config_digest
 from reference_engine.core.watermarks import PressureLevel
-from reference_engine.errors import AuthError
 from reference_engine.server.app import PROMETHEUS_TEXT, BodyLimit
 from reference_engine.server.errors import install_error_handlers
 from reference_engine.server.merged_events import MERGED_COLUMNS
 from reference_engine.server.openai_format import models_list
 from reference_engine.server.router import Router
-from reference_engine.server.state import bearer_key
+from reference_engine.server.state import check_admin_key
 from reference_engine.server.supervisor import WorkerState
 
 _SUMMED = ("num_blocks", "live_blocks", "retained_blocks", "pinned_blocks", "cached_blocks", "free_blocks",
@@ -128,8 +127,7 @@ def _router_families(router: Router) -> list[Metric]:
 
 def _admin_api(router: Router) -> APIRouter:
     async def check_admin(request: Request) -> None:
-        if bearer_key(request.headers.get("authorization")) != router.config.server.admin_key:
-            raise AuthError("the admin API needs 'Authorization: Bearer <server.admin_key>' from the engine config")
+        check_admin_key(request.headers.get("authorization"), router.config.server.admin_key)
 
     api = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(check_admin)])
 

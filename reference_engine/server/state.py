@@ -13,10 +13,10 @@ import secrets
 import time
 from dataclasses import dataclass, field
 
-from reference_engine.config import EngineConfig
+from reference_engine.config import EngineConfig, TenantConfig
 from reference_engine.core.engine import EngineCore
 from reference_engine.core.tenants import TenantState
-from reference_engine.errors import AuthError, NotFoundError
+from reference_engine.errors import AuthError, InvalidRequestError, NotFoundError
 from reference_engine.server.engine_loop import EngineLoop
 from reference_engine.server.metrics import EngineMetrics
 
@@ -31,6 +31,26 @@ def bearer_key(authorization: str | None) -> str | None:
     if scheme.lower() != "bearer":
         return None
     return key.strip() or None
+
+
+def check_admin_key(authorization: str | None, admin_key: str) -> None:
+    """401 unless the header carries the admin key (compared in constant time). One engine's
+    admin API and the router's both check with this."""
+    if not secrets.compare_digest(bearer_key(authorization) or "", admin_key):
+        raise AuthError("the admin API needs 'Authorization: Bearer <server.admin_key>' from the engine config")
+
+
+def session_rebuildable(header: str | None, tenant: TenantConfig) -> bool:
+    """Whether a session whose KV is gone may be re-prefilled (and flagged rebuilt) rather than
+    answer 410 context_expired: the client's `X-Session-Rebuildable` (default true; 400 for a
+    value other than true/false/1/0/yes/no) and the tenant's `rebuildable_sessions`, both. One
+    engine applies it to an evicted session, the router to a session whose worker was lost."""
+    if header is None or header.lower() in ("true", "1", "yes"):
+        return tenant.rebuildable_sessions
+    if header.lower() in ("false", "0", "no"):
+        return False
+    raise InvalidRequestError(f"X-Session-Rebuildable must be 'true' or 'false', not {header!r}",
+                              param="X-Session-Rebuildable")
 
 
 @dataclass(eq=False)
@@ -62,5 +82,4 @@ class ServerState:
         return self.core.authenticate(bearer_key(authorization))
 
     def check_admin(self, authorization: str | None) -> None:
-        if not secrets.compare_digest(bearer_key(authorization) or "", self.config.server.admin_key):
-            raise AuthError("the admin API needs 'Authorization: Bearer <server.admin_key>' from the engine config")
+        check_admin_key(authorization, self.config.server.admin_key)

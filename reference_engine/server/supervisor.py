@@ -16,7 +16,6 @@ PR_SET_PDEATHSIG (Linux), so they do not outlive a supervisor that is itself kil
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import signal
@@ -30,7 +29,7 @@ from enum import Enum
 
 import httpx
 
-from reference_engine.config import EngineConfig
+from reference_engine.config import EngineConfig, save_config
 
 log = logging.getLogger("kvgate.supervisor")
 
@@ -101,9 +100,10 @@ class Supervisor:
         self._stopping = False
 
     async def start(self) -> None:
+        # `.json`: load_config (in the worker) reads a file by its suffix.
         with tempfile.NamedTemporaryFile("w", prefix="kvgate-config-", suffix=".json", delete=False) as f:
-            json.dump(self.config.model_dump(mode="json"), f)
-        self._config_path = f.name
+            self._config_path = f.name
+        save_config(self.config, self._config_path)
         for slot in self.slots:
             slot.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             slot.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

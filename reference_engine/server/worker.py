@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import json
 import logging
 import signal
 import sys
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import uvicorn
 
-from reference_engine.config import parse_config
+from reference_engine.config import load_config
 from reference_engine.server.app import create_app
 
 _PR_SET_PDEATHSIG = 1
@@ -40,7 +39,7 @@ def main(argv: list[str] | None = None) -> None:
     _die_with_parent()
     logging.basicConfig(level=args.log_level.upper(),
                         format=f"%(asctime)s worker-{args.worker} %(name)s %(levelname)s %(message)s")
-    config = parse_config(json.loads(args.config_json.read_text()), str(args.config_json))
+    config = load_config(args.config_json)
     app = create_app(config, worker=args.worker)
     uvicorn.run(app, fd=args.fd, log_level=args.log_level, access_log=False, timeout_graceful_shutdown=5)
 

@@ -1,5 +1,7 @@
 from reference_engine.config import TrafficClass
-from reference_engine.core.events import EventKind, EventLog
+from dataclasses import asdict
+
+from reference_engine.core.events import EVENT_COLUMNS, EventKind, EventLog
 from reference_engine.core.request import Request
 from reference_engine.core.waiting_queue import WaitingQueue
 
@@ -12,6 +14,17 @@ def test_event_cursor_pages_and_reports_missed_events():
     assert [e.request_id for e in page.events] == ["2", "3", "4"] and page.missed == 2 and page.next_cursor == 5
     assert log.since(4, limit=10).events[0].seq == 4
     assert log.since(5).events == []
+
+
+def test_event_rows_are_the_dataclass_fields_in_column_order_with_the_kind_as_text():
+    log = EventLog()
+    bare = log.emit(1.5, EventKind.WATERMARK, reason="warn", value=0.9)
+    full = log.emit(2.0, EventKind.PREEMPTED, request_id="r", tenant="t", traffic_class="batch", num_blocks=3,
+                    num_tokens=4, latency_s=0.5, value=1.0, reason="capacity", mode="swap")
+    for e in (bare, full):
+        row = e.to_row()
+        assert tuple(row) == EVENT_COLUMNS and row == {**asdict(e), "kind": e.kind.value}
+        assert type(row["kind"]) is str
 
 
 def req(i, cls, arrival=0.0):

@@ -5,12 +5,15 @@ import json
 
 import httpx
 import pytest
+from starlette.requests import Request
 
+from reference_engine.config import TenantConfig
 from reference_engine.core.events import EventKind
+from reference_engine.errors import AuthError, InvalidRequestError
 from reference_engine.server.merged_events import MergedEventLog, WorkerEventPuller
 from reference_engine.server.router import ProxyResponse, Router
 from reference_engine.server.router_app import aggregate_snapshots, merge_worker_metrics
-from reference_engine.server.state import bearer_key
+from reference_engine.server.state import bearer_key, check_admin_key, session_rebuildable
 from reference_engine.server.supervisor import WorkerState, exit_cause
 from tests.unit.server.server_support import ACME, chat, server_config, serving
 
@@ -157,3 +160,74 @@ async def test_a_stream_cut_by_a_lost_worker_ends_with_a_worker_lost_event():
     tail = sent[-1]["body"].decode()
     assert sent[0]["status"] == 200 and '"code":"worker_lost"' in tail and tail.endswith("data: [DONE]\n\n")
     assert router.num_worker_lost_requests == 1 and len(router.ledger) == 0
+
+
+async def proxied(router: Router, headers: dict[str, str], body: dict) -> list[dict]:
+    """Take one request in through `Router.proxy` (as the router app does) and relay it."""
+    raw = json.dumps(body).encode()
+    scope = {"type": "http", "method": "POST", "path": "/v1/completions", "query_string": b"",
+             "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()]}
+
+    async def receive_body() -> dict:
+        return {"type": "http.request", "body": raw, "more_body": False}
+
+    response = await router.proxy(Request(scope, receive_body), "text")
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        await asyncio.Event().wait()  # the client never hangs up
+        return {}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    await response({"type": "http"}, receive, send)
+    return sent
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("tenant_rebuildable, header, status", [
+    (False, {}, 410),  # the tenant's rebuildable_sessions = false, as a worker applies it
+    (True, {"X-Session-Rebuildable": "false"}, 410),
+    (True, {}, 200),
+])
+async def test_a_session_whose_worker_died_is_rebuilt_only_where_worker_would_rebuild_it(tenant_rebuildable, header,
+                                                                                          status):
+    router = Router(server_config(tenants__acme__rebuildable_sessions=tenant_rebuildable), 2)
+    for slot in router.slots:
+        slot.state, slot.incarnation = WorkerState.READY, 1
+    router._clients = [mock_worker(lambda request: httpx.Response(200, json={"id": "r-1"})) for _ in range(2)]
+    router.remember_session("acme/s", router.slots[1])
+    router.slots[1].incarnation += 1  # killed and restarted: the session's KV is gone
+    sent = await proxied(router, {**ACME, "X-Session-Id": "s", **header}, {"model": "m", "prompt": "x"})
+    assert sent[0]["status"] == status
+    if status == 410:
+        assert json.loads(sent[1]["body"])["error"]["code"] == "context_expired" and len(router.ledger) == 0
+    else:
+        assert (b"x-kvgate-session-rebuilt", b"true") in sent[0]["headers"]
+
+
+@pytest.mark.anyio
+async def test_router_checks_keys_and_the_rebuildable_header_as_a_worker_does():
+    router = ready_router()
+    with pytest.raises(AuthError, match="unknown API key"):
+        await proxied(router, {"Authorization": "Bearer sk-nobody"}, {"model": "m", "prompt": "x"})
+    with pytest.raises(InvalidRequestError, match="X-Session-Rebuildable"):
+        await proxied(router, {**ACME, "X-Session-Rebuildable": "maybe"}, {"model": "m", "prompt": "x"})
+    assert router.authenticate("Bearer sk-acme")[0] == "acme"
+    open_router = Router(server_config(tenants={}), 1)
+    assert open_router.authenticate(None) == (None, TenantConfig(api_keys=["*"]))
+
+
+@pytest.mark.parametrize("header, tenant_ok, expected", [
+    (None, True, True), ("TRUE", True, True), ("yes", False, False), (None, False, False), ("0", True, False),
+    ("no", True, False)])
+def test_session_rebuildable_needs_the_client_and_the_tenant(header, tenant_ok, expected):
+    assert session_rebuildable(header, TenantConfig(api_keys=["k"], rebuildable_sessions=tenant_ok)) is expected
+
+
+def test_the_admin_key_check_is_shared():
+    check_admin_key("Bearer sk-admin", "sk-admin")
+    for header in (None, "Bearer sk-admin2", "Basic sk-admin", "Bearer "):
+        with pytest.raises(AuthError):
+            check_admin_key(header, "sk-admin")
