@@ -11,28 +11,13 @@ from __future__ import annotations
 import dataclasses
 import platform
 import sys
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from harness.live_meta import package_version, watermarks_of
 from harness.replay.driver import DriveStats
 from harness.replay.trace import Trace
 from harness.run_record import Phase, PoolInfo, RunMeta, Signals, TenantInfo
 from reference_engine import EngineCore
-
-
-def _kvgate_version() -> str:
-    try:
-        return version("kvgate")
-    except PackageNotFoundError:
-        return "unknown"
-
-
-def watermark_fractions(core: EngineCore) -> dict[str, float]:
-    g = core.config.kv_cache.guard
-    return {"warn": g.warn_at_percent / 100, "admission": g.admission_at_percent / 100,
-            "evict": g.evict_at_percent / 100, "pause_batch": g.pause_batch_prefill_at_percent / 100,
-            "preempt": g.preempt_at_percent / 100, "reject": g.reject_at_percent / 100,
-            "interactive_reserve": g.interactive_reserve_percent / 100}
 
 
 def final_state(core: EngineCore) -> dict[str, Any]:
@@ -62,13 +47,13 @@ def replay_meta(*, run_id: str, core: EngineCore, config_path: str, trace: Trace
                 "executor": config.engine.executor},
         pool=PoolInfo(num_blocks=plan.num_blocks, block_tokens=plan.block_tokens,
                       bytes_per_block=plan.bytes_per_block, model=plan.model.name, gpu=plan.gpu.name),
-        watermarks=watermark_fractions(core),
+        watermarks=watermarks_of(config),
         tenants={t.name: TenantInfo(traffic_class=t.traffic_class.value, max_kv_share=t.config.max_kv_share)
                  for t in core.tenants},
         phases=[Phase(name="load", start_s=0.0, end_s=stats.last_arrival_s),
                 Phase(name="cooldown", start_s=stats.last_arrival_s, end_s=stats.last_sample_s)],
         signals=Signals(client_requests=True, engine_events=True, engine_samples=True, tenant_samples=True),
-        versions={"kvgate": _kvgate_version(), "python": platform.python_version()},
+        versions={"kvgate": package_version("kvgate"), "python": platform.python_version()},
         hardware={"cpu": platform.machine(), "platform": sys.platform, "gpu": f"simulated {plan.gpu.name}"},
         final=final_state(core),
         notes=list(trace.notes),

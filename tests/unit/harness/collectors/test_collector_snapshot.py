@@ -3,6 +3,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from harness.collectors.snapshot import in_flight, sample_row, tenant_rows
+from harness.replay import samples as replay_samples
 from harness.run_record import SAMPLE_COLUMNS, TENANT_SAMPLE_COLUMNS
 from reference_engine import EngineCore
 from tests.helpers import small_config
@@ -36,3 +37,14 @@ def test_every_configured_tenant_gets_a_row_with_its_cap() -> None:
 def test_in_flight_counts_router_reservations_too() -> None:
     snap = {"num_running": 1, "num_waiting": 2, "num_swapped": 0}
     assert in_flight(snap) == 3 and in_flight({**snap, "num_reservations": 4}) == 7
+
+
+def test_live_and_replay_write_the_same_rows_of_one_snapshot() -> None:
+    core = EngineCore(small_config(num_blocks=1024))
+    core.pin_prefixes()
+    caps = {t.name: t.config.max_kv_share for t in core.tenants}
+    snap = core.snapshot()
+    live = {**asdict(snap), "usage": snap.usage, "engine_clock_offset_unix": 1000.0}
+    row = sample_row(live, started_unix=990.0)
+    assert replay_samples.sample_row(snap, snap.t_s + 10.0) == row and set(row) <= set(SAMPLE_COLUMNS)
+    assert replay_samples.tenant_rows(snap, 1.5, caps) == tenant_rows(live, 1.5, caps) and len(caps) > 0

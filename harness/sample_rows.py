@@ -1,0 +1,54 @@
+"""samples.csv and tenant_samples.csv rows from an engine usage snapshot, live or replayed.
+
+One definition of the columns for both sources: the admin API's JSON answer (a mapping, live
+runs: harness/collectors/snapshot.py) and the engine's `UsageSnapshot` itself (replay:
+harness/replay/samples.py, through `Fields`, a view that reads its attributes by name without
+copying the snapshot, since replay samples every 0.5 virtual seconds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+
+class Fields(Mapping[str, Any]):
+    """A read-only mapping view of an object's attributes (a dataclass, properties included)."""
+
+    __slots__ = ("_obj",)
+
+    def __init__(self, obj: object) -> None:
+        self._obj = obj
+
+    def __getitem__(self, name: str) -> Any:
+        try:
+            return getattr(self._obj, name)
+        except AttributeError:
+            raise KeyError(name) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(getattr(self._obj, "__dataclass_fields__", ()))
+
+    def __len__(self) -> int:
+        return len(getattr(self._obj, "__dataclass_fields__", ()))
+
+
+def sample_row(snap: Mapping[str, Any], t_s: float) -> dict[str, Any]:
+    """One samples.csv row, stamped `t_s` (seconds on the run's clock)."""
+    waiting = snap.get("waiting_by_class", {})
+    return {
+        "t_s": t_s, "num_blocks": snap["num_blocks"], "live_blocks": snap["live_blocks"],
+        "retained_blocks": snap["retained_blocks"], "pinned_blocks": snap["pinned_blocks"],
+        "cached_blocks": snap["cached_blocks"], "free_blocks": snap["free_blocks"], "usage": snap["usage"],
+        "num_running": snap["num_running"], "num_waiting": snap["num_waiting"], "num_swapped": snap["num_swapped"],
+        "waiting_system": waiting.get("system", 0), "waiting_interactive": waiting.get("interactive", 0),
+        "waiting_batch": waiting.get("batch", 0), "fragmentation": snap["fragmentation"], "level": snap["level"],
+        "source": "engine",
+    }
+
+
+def tenant_rows(snap: Mapping[str, Any], t_s: float, caps: Mapping[str, float]) -> list[dict[str, Any]]:
+    """One tenant_samples.csv row per configured tenant (zero blocks included), with its hard cap."""
+    live, num_blocks = snap.get("tenant_live_blocks", {}), snap["num_blocks"]
+    return [{"t_s": t_s, "tenant": name, "live_blocks": live.get(name, 0), "share": live.get(name, 0) / num_blocks,
+             "cap": cap} for name, cap in caps.items()]
