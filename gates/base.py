@@ -34,6 +34,11 @@ class Outcome(str, Enum):
     FAIL = "fail"
     NOT_MEASURABLE = "not_measurable"
 
+    @property
+    def label(self) -> str:
+        """How a person reads it: PASS, FAIL, NOT MEASURABLE (console table, report badges)."""
+        return self.value.upper().replace("_", " ")
+
 
 class Unit(str, Enum):
     """How a measured value is shown; values are stored in these units."""

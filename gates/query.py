@@ -89,9 +89,33 @@ def engine_ids(requests: pd.DataFrame) -> pd.Series:
     return eid.where(eid.notna() & (eid.astype(str) != ""), requests["request_id"]).astype(str)
 
 
+def intended_cancels(requests: pd.DataFrame) -> pd.Series:
+    """The requests cancelled on purpose: status `cancelled`, or flagged `cancel_intended` (a
+    cancel the client meant, whatever status it ended with)."""
+    return (requests["status"] == "cancelled") | flag(requests["cancel_intended"])
+
+
 def events_of(record: RunRecord, *kinds: str) -> pd.DataFrame:
     events = record.events
     return events[events["kind"].isin(kinds)]
+
+
+def prefix_hit_rate(record: RunRecord, window: Window) -> float | None:
+    """Prefix-cache hit tokens / prompt tokens of the requests scheduled in `window`.
+
+    Hits are the `num_tokens` of `scheduled` events; a request's prompt is the `num_tokens` of
+    the event it emitted on arrival, `admitted` or `queued` (one or the other, never both).
+    None when nothing was scheduled in the window or the prompt sizes are unknown. `WHOLE_RUN`
+    takes every event, with or without a time."""
+    events = record.events
+    scheduled = events[events["kind"] == "scheduled"]
+    if window != WHOLE_RUN:
+        scheduled = in_window(scheduled, "t_s", window)
+    if scheduled.empty:
+        return None
+    arrivals = events[events["kind"].isin(("admitted", "queued"))].drop_duplicates("request_id")
+    prompt_tokens = arrivals.set_index("request_id")["num_tokens"].reindex(scheduled["request_id"]).sum()
+    return float(scheduled["num_tokens"].fillna(0).sum() / prompt_tokens) if prompt_tokens else None
 
 
 def pool_blocks(record: RunRecord) -> int | None:

@@ -48,7 +48,6 @@ code { font-size: 12px; }
 @media (max-width: 1000px) { .grid2 { grid-template-columns: 1fr; } }
 """
 
-LABELS = {Outcome.PASS: "PASS", Outcome.FAIL: "FAIL", Outcome.NOT_MEASURABLE: "NOT MEASURABLE"}
 CLASS_COLORS = {"interactive": "#0969da", "batch": "#bf8700", "system": "#8250df"}
 FIGURE_HEIGHT_PX = 340
 
@@ -67,7 +66,7 @@ def esc(value: Any) -> str:
 
 
 def badge(outcome: Outcome) -> str:
-    return f'<span class="badge {outcome.value}">{LABELS[outcome]}</span>'
+    return f'<span class="badge {outcome.value}">{outcome.label}</span>'
 
 
 def note(text: str) -> str:

@@ -19,7 +19,7 @@ def render_run_report(record: RunRecord, verdict: Verdict, out: str | Path | Non
     chosen = [make_section(name) for name in sections]
     blocks = [Block(s.name, s.title, s.render(record, verdict)) for s in chosen]
     meta = record.meta
-    title = f"kvgate — {meta.policy or 'run'} — {verdict.outcome.value.upper().replace('_', ' ')}"
+    title = f"kvgate — {meta.policy or 'run'} — {verdict.outcome.label}"
     subtitle = (f"run {meta.run_id} · {meta.mode} · config {meta.config_digest or 'digest unknown'} · "
                 f"{meta.duration_s:.0f} s · scenarios: {', '.join(meta.scenarios) or 'n/a'}")
     path = Path(out) if out is not None else record.dir / REPORT_FILE

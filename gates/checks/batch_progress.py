@@ -13,7 +13,7 @@ would hide behind the deadline and the gate could not fail). `watermark` events 
 from __future__ import annotations
 
 from gates.base import GateResult, Limits, Measurement, Unit
-from gates.query import EXPLICIT_STATUSES, events_of, flag, percentile, ttft_ms, worst
+from gates.query import EXPLICIT_STATUSES, events_of, intended_cancels, percentile, ttft_ms, worst
 from harness.run_record import RunRecord
 
 
@@ -33,7 +33,7 @@ class BatchProgressGate:
         req = record.requests
         if not record.meta.signals.client_requests or req.empty:
             return GateResult.not_measurable(self.name, "no client requests in the record")
-        batch = req[(req["traffic_class"] == "batch") & (req["status"] != "cancelled") & ~flag(req["cancel_intended"])]
+        batch = req[(req["traffic_class"] == "batch") & ~intended_cancels(req)]
         refused = ((batch["status"] == "error") & batch["http_status"].isin(EXPLICIT_STATUSES)
                    & (batch["error_code"] != WAITED_OUT))
         served = batch[~refused]

@@ -18,7 +18,7 @@ import math
 import pandas as pd
 
 from gates.base import GateResult, Limits, Measurement, Unit
-from gates.query import engine_ids, events_of, flag, percentile
+from gates.query import engine_ids, events_of, intended_cancels, percentile
 from harness.run_record import RunRecord
 
 
@@ -61,7 +61,7 @@ def cancel_latencies(record: RunRecord) -> dict[str, float]:
             latency[rid] = _since(release_t.get(rid), t_cancel)
 
     requests = record.requests
-    cancelled = requests[(requests["status"] == "cancelled") | flag(requests["cancel_intended"])]
+    cancelled = requests[intended_cancels(requests)]
     admitted = set(events_of(record, "admitted")["request_id"].dropna())
     for rid, t_disconnect in zip(engine_ids(cancelled), cancelled["done_s"]):
         if rid in latency or rid not in admitted or pd.isna(t_disconnect):

@@ -11,9 +11,10 @@ is the rate of new unique prompt tokens, the same under every policy for the sam
 measures throughput against pool size rather than thrash, and any load that keeps a pool full
 would fail it (a short CI run on a small simulated pool, or a production server at 10K new
 prompt tokens/s, 2.3 % of the default pool per second). Whether the cached tier keeps what is
-reused is what the prefix hit rate says: when the log has prompt sizes (`admitted.num_tokens`)
-and prefix-cache hits (`scheduled.num_tokens`), it is bounded below by `min_prefix_hit_rate`,
-whose default 0 leaves it off, since a healthy rate depends on how much the workload shares.
+reused is what the prefix hit rate says (`gates.query.prefix_hit_rate`): when the log has prompt
+sizes (`num_tokens` of the `admitted` or `queued` event each request emits on arrival) and
+prefix-cache hits (`scheduled.num_tokens`), it is bounded below by `min_prefix_hit_rate`, whose
+default 0 leaves it off, since a healthy rate depends on how much the workload shares.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from __future__ import annotations
 import math
 
 from gates.base import GateResult, Limits, Measurement, Unit
-from gates.query import WHOLE_RUN, events_of, in_window, load_window, pool_blocks, window_duration_s
+from gates.query import (WHOLE_RUN, events_of, in_window, load_window, pool_blocks, prefix_hit_rate,
+                          window_duration_s)
 from harness.run_record import RunRecord
 
 
@@ -30,7 +32,8 @@ class EvictionThrashGate:
     title = "No eviction thrash"
     metrics = {
         "max_evicted_fraction_per_s": "blocks of retained state (idle sessions) evicted per second under load / pool",
-        "min_prefix_hit_rate": "prefix-cache hit tokens / prompt tokens under load (0: not judged)",
+        "min_prefix_hit_rate": ("prefix-cache hit tokens / prompt tokens of the requests scheduled under load "
+                                "(0: not judged)"),
     }
 
     def evaluate(self, record: RunRecord, limits: Limits) -> GateResult:
@@ -61,10 +64,9 @@ class EvictionThrashGate:
             evidence["evicted_cached_blocks"] = cached
             evidence["cached_reclaimed_fraction_per_s"] = float(cached) / run_s / num_blocks
             explanation += f"; {cached:.0f} cached prefix blocks reclaimed for reuse (reported, not judged)"
-        prompt = in_window(events_of(record, "admitted"), "t_s", window)["num_tokens"].sum()
-        if prompt > 0:
-            hits = in_window(events_of(record, "scheduled"), "t_s", window)["num_tokens"].sum()
-            measurements.append(Measurement("min_prefix_hit_rate", hits / prompt, limits["min_prefix_hit_rate"],
+        hit_rate = prefix_hit_rate(record, window)
+        if hit_rate is not None:
+            measurements.append(Measurement("min_prefix_hit_rate", hit_rate, limits["min_prefix_hit_rate"],
                                              Unit.FRACTION, is_max=False))
-            explanation += f"; prefix hit rate {hits / prompt:.1%}"
+            explanation += f"; prefix hit rate {hit_rate:.1%}"
         return GateResult.judged(self.name, measurements, explanation, evidence)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import pandas as pd
 
 from gates.base import GateResult, Limits, Measurement, Unit
-from gates.query import EXPLICIT_STATUSES, flag
+from gates.query import EXPLICIT_STATUSES, flag, intended_cancels
 from harness.run_record import RunRecord
 
 CLIENT_SIDE_CODES = ("connection_error", "timeout", "bad_response")
@@ -39,7 +39,7 @@ class ExplicitOverflowGate:
         req = record.requests
         if not record.meta.signals.client_requests or req.empty:
             return GateResult.not_measurable(self.name, "no client requests in the record")
-        req = req[(req["status"] != "cancelled") & ~flag(req["cancel_intended"])]
+        req = req[~intended_cancels(req)]
         found = {"max_timeouts": _hangs(req), "max_silent_truncations": _truncations(req),
                  "max_unexplained_errors": _unexplained(req)}
         measurements = [Measurement(metric, len(rows), limits[metric], Unit.COUNT) for metric, rows in found.items()]

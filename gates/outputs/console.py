@@ -15,7 +15,6 @@ from gates.base import Outcome
 from gates.verdict import Verdict
 
 STYLES = {Outcome.PASS: "bold green", Outcome.FAIL: "bold red", Outcome.NOT_MEASURABLE: "yellow"}
-LABELS = {Outcome.PASS: "PASS", Outcome.FAIL: "FAIL", Outcome.NOT_MEASURABLE: "NOT MEASURABLE"}
 
 
 class ConsoleOutput:
@@ -35,7 +34,7 @@ def verdict_table(verdict: Verdict) -> Table:
     table.add_column("threshold", justify="right", no_wrap=True)
     table.add_column("explanation", overflow="fold")
     for r in verdict.results:
-        table.add_row(r.gate, f"[{STYLES[r.outcome]}]{LABELS[r.outcome]}[/]", r.measured_text(),
+        table.add_row(r.gate, f"[{STYLES[r.outcome]}]{r.outcome.label}[/]", r.measured_text(),
                       r.threshold_text(), r.explanation)
     return table
 

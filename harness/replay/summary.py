@@ -1,7 +1,8 @@
 """The figures a replay prints, computed from its run record alone (so any record works).
 
     prefix hit rate   Σ hit tokens of `scheduled` events / Σ prompt tokens of those requests
-                      (their `admitted`/`queued` events); None without scheduled requests
+                      (their `admitted`/`queued` events; gates.query.prefix_hit_rate over the
+                      whole run); None without scheduled requests
     evicted blocks    cached prefix blocks the pool dropped (`meta.final`, replay and reference
                       targets) + blocks of `evicted` events (idle sessions)
     TTFT P50 / P95    over requests with status ok
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from gates.query import WHOLE_RUN, prefix_hit_rate
 from harness.run_record import RunRecord
 
 DEFAULT_TTFT_SLO_S = 0.9  # DESIGN.md §6: P95 TTFT of interactive traffic ≤ 900 ms
@@ -54,7 +56,7 @@ class RunSummary:
         peak_blocks, peak_bytes, peak_usage = _peak(record)
         return cls(
             run_id=meta.run_id, policy=meta.policy, config_digest=meta.config_digest,
-            num_requests=len(req), num_ok=len(ok), hit_rate=_hit_rate(ev),
+            num_requests=len(req), num_ok=len(ok), hit_rate=prefix_hit_rate(record, WHOLE_RUN),
             num_evicted_blocks=int(meta.final.get("num_evicted_cached_blocks", 0))
             + int(ev.loc[ev["kind"] == "evicted", "num_blocks"].fillna(0).sum()),
             ttft_p50_s=float(ttft.quantile(0.5)) if len(ttft) else None,
@@ -68,15 +70,6 @@ class RunSummary:
 
 def _counts(column: pd.Series) -> dict[str, int]:
     return {str(k): int(v) for k, v in column.fillna("unknown").value_counts().sort_index().items()}
-
-
-def _hit_rate(ev: pd.DataFrame) -> float | None:
-    scheduled = ev[ev["kind"] == "scheduled"]
-    if scheduled.empty:
-        return None
-    prompts = ev[ev["kind"].isin(("admitted", "queued"))].drop_duplicates("request_id")
-    prompt_tokens = prompts.set_index("request_id")["num_tokens"].reindex(scheduled["request_id"]).sum()
-    return float(scheduled["num_tokens"].fillna(0).sum() / prompt_tokens) if prompt_tokens else None
 
 
 def _peak(record: RunRecord) -> tuple[int | None, float | None, float | None]:

@@ -32,9 +32,9 @@ class ChurnSection:
                 rate = per_bucket(rows["t_s"], rows["num_blocks"], width_s) / width_s
                 fig.add_trace(go.Bar(x=rate.index, y=rate.values, name=label, marker_color=color, width=width_s),
                               row=1, col=1)
+        preempted = events_of(record, "preempted")
         for mode, color in (("recompute", "#cf222e"), ("swap", "#bf8700")):
-            rows = events_of(record, "preempted")
-            rows = rows[rows["mode"].fillna("recompute") == mode]
+            rows = preempted[preempted["mode"].fillna("recompute") == mode]
             if len(rows):
                 rate = per_bucket(rows["t_s"], None, width_s) / width_s
                 fig.add_trace(go.Bar(x=rate.index, y=rate.values, name=f"preempted ({mode})", marker_color=color,

@@ -1,4 +1,8 @@
+import pytest
+
 from gates import Outcome
+from gates.query import WHOLE_RUN, prefix_hit_rate
+from tests.fixtures.records import RecordBuilder
 
 
 def test_passes_with_a_trickle_of_evictions(judge, healthy):
@@ -30,3 +34,20 @@ def test_prefix_hit_rate_below_its_band_fails_it(judge, healthy):
 
 def test_not_measurable_without_engine_events(judge, healthy):
     assert judge(healthy.signals(engine_events=False), "eviction_thrash").outcome is Outcome.NOT_MEASURABLE
+
+
+def test_prefix_hit_rate_counts_the_prompts_of_queued_requests_too(judge, tmp_path):
+    # A request emits `admitted` or `queued` on arrival, never both: counting only admitted prompts
+    # would put q's 90 hit tokens over a's 100 prompt tokens (140 %).
+    builder = (RecordBuilder()
+               .event("admitted", 20.0, request_id="a", num_tokens=100)
+               .event("scheduled", 20.1, request_id="a", num_tokens=50)
+               .event("queued", 21.0, request_id="q", num_tokens=100)
+               .event("scheduled", 25.0, request_id="q", num_tokens=90))
+    result = judge(builder, "eviction_thrash", min_prefix_hit_rate=0.5)
+    rate = next(m for m in result.measurements if m.metric == "min_prefix_hit_rate")
+    assert rate.value == pytest.approx(140 / 200) and result.outcome is Outcome.PASS
+    record = builder.build(tmp_path / "run")
+    assert prefix_hit_rate(record, WHOLE_RUN) == pytest.approx(140 / 200)
+    assert prefix_hit_rate(record, (22.0, 70.0)) == pytest.approx(90 / 100)  # q only: scheduled in the window
+    assert prefix_hit_rate(record, (70.0, 100.0)) is None  # nothing scheduled

@@ -1,3 +1,4 @@
+import dataclasses
 import io
 import xml.etree.ElementTree as ET
 
@@ -53,7 +54,10 @@ def test_step_summary_appends_markdown_only_when_github_asks(tmp_path, verdict, 
 
 
 def test_markdown_escapes_pipes_in_explanations(verdict):
-    assert verdict_markdown(verdict).count("\n| `") == 11
+    first = dataclasses.replace(verdict.results[0], explanation="a | b")
+    text = verdict_markdown(dataclasses.replace(verdict, results=[first, *verdict.results[1:]]))
+    assert text.count("\n| `") == 11  # one row per gate: the pipe did not split a row
+    assert "a \\| b" in text
 
 
 def test_unknown_output_lists_the_valid_ones():
