@@ -10,16 +10,18 @@ added beside it.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gates import Verdict, evaluate, load_thresholds, write_verdict
-from harness.commands.gate import verdict_exit_code
+from gates import OUTPUTS, Outcome, Verdict, evaluate, load_thresholds, write_verdict
+from harness.cli import EXIT_GATE_FAILED, EXIT_HARNESS_ERROR, EXIT_OK
 from harness.run_record import RunRecord
 from reports import render_comparison, render_run_report
 
-VERDICT_OUTPUTS = ("json", "junit", "console", "github")
+VERDICT_OUTPUTS = tuple(OUTPUTS)
+"""Every verdict output: verdict.json, verdict.junit.xml, the console table, the step summary."""
 
 
 @dataclass(frozen=True)
@@ -43,3 +45,13 @@ def compare(judgements: Sequence[Judgement], out_dir: Path) -> Path:
     """One comparison report of several judged runs, as `out_dir/comparison.html`."""
     return render_comparison([j.record for j in judgements], [j.verdict for j in judgements],
                              Path(out_dir) / "comparison.html")
+
+
+def verdict_exit_code(verdict: Verdict) -> int:
+    """0 pass, 1 a gate failed; 2 when no gate could be measured (the run proves nothing)."""
+    if verdict.outcome is Outcome.FAIL:
+        return EXIT_GATE_FAILED
+    if verdict.outcome is Outcome.NOT_MEASURABLE:
+        print("kvgate: no gate could be measured: the record lacks every signal the gates need", file=sys.stderr)
+        return EXIT_HARNESS_ERROR
+    return EXIT_OK

@@ -15,11 +15,10 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from harness.loadgen.settings import SECRETS
 from harness.run_record import Phase, PoolInfo, RunMeta, Signals, TenantInfo
 from reference_engine import EngineConfig, config_digest, parse_config
 from reference_engine.memory import MemoryPlan
-
-SECRET_SETTINGS = ("tenants", "admin_key")
 
 
 def package_version(name: str) -> str:
@@ -45,7 +44,7 @@ def engine_config_of(admin_answer: dict[str, Any] | None, local: EngineConfig | 
 
 
 def public_settings(settings: dict[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in settings.items() if k not in SECRET_SETTINGS}
+    out = {k: v for k, v in settings.items() if k not in SECRETS}
     out["tenants"] = [t.split("=")[0] for t in str(settings.get("tenants", "")).split(",") if t]
     return out
 

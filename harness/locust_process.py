@@ -85,9 +85,6 @@ class LocustProcess:
         env = {**os.environ, **settings.to_env()}
         self.process = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env)
 
-    def poll(self) -> int | None:
-        return self.process.poll()
-
     def wait(self, timeout_s: float) -> int | None:
         try:
             return self.process.wait(timeout=timeout_s)

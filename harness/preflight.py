@@ -21,9 +21,9 @@ from typing import NoReturn
 
 import httpx
 
+from harness.loadgen.exchange import CHAT_PATH
 from reference_engine.errors import KvgateError
 
-CHAT_PATH = "/v1/chat/completions"
 MODELS_PATH = "/v1/models"
 MAX_BODY_CHARS = 2000
 

@@ -15,10 +15,9 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from harness.loadgen.prompts import DEFAULT_SYSTEM_PROMPT
 from reference_engine import EngineCore, RequestError, VirtualClock, load_config
 from reference_engine.tokenizer import apply_chat_template
-
-SYSTEM_PROMPT = "You are a helpful assistant . Answer briefly and precisely , cite sources when you can , and say so when you do not know ."
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -40,7 +39,7 @@ def _workload(rng: random.Random, seconds: float, rate: float):
         tenant = "batchco" if kind == "batch" else rng.choice(interactive)
         words = {"qa": 200, "shared": 400, "long_prompt": 32_000, "long_output": 300, "batch": 3000}[kind]
         body = " ".join(f"w{rng.randrange(50_000)}" for _ in range(words))
-        system = SYSTEM_PROMPT if kind == "shared" else f"Context {rng.randrange(10**9)} ."
+        system = DEFAULT_SYSTEM_PROMPT if kind == "shared" else f"Context {rng.randrange(10**9)} ."
         prompt = apply_chat_template([{"role": "system", "content": system}, {"role": "user", "content": body}])
         max_tokens = {"qa": 128, "shared": 128, "long_prompt": 256, "long_output": 2048, "batch": 512}[kind]
         out.append((t, tenant, prompt, max_tokens, kind))

@@ -11,11 +11,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gates import Outcome, Verdict, evaluate, load_thresholds, write_verdict
-from harness.cli import EXIT_GATE_FAILED, EXIT_HARNESS_ERROR, EXIT_OK
+from gates import evaluate, load_thresholds, write_verdict
+from harness.cli import EXIT_HARNESS_ERROR
+from harness.judge import VERDICT_OUTPUTS, verdict_exit_code
 from harness.run_record import RecordError, RunRecord
-
-OUTPUTS = ("json", "junit", "console", "github")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -38,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     if record is None:
         return EXIT_HARNESS_ERROR
     verdict = evaluate(record, load_thresholds(args.gates), only=args.only, require=args.require)
-    write_verdict(record.dir, verdict, OUTPUTS)
+    write_verdict(record.dir, verdict, VERDICT_OUTPUTS)
     return verdict_exit_code(verdict)
 
 
@@ -49,13 +48,3 @@ def load_record(run_dir: str) -> RunRecord | None:
     except (RecordError, ValueError, OSError) as err:
         print(f"kvgate: cannot read run record {run_dir}: {err}", file=sys.stderr)
         return None
-
-
-def verdict_exit_code(verdict: Verdict) -> int:
-    """0 pass, 1 a gate failed; 2 when no gate could be measured (the run proves nothing)."""
-    if verdict.outcome is Outcome.FAIL:
-        return EXIT_GATE_FAILED
-    if verdict.outcome is Outcome.NOT_MEASURABLE:
-        print("kvgate: no gate could be measured: the record lacks every signal the gates need", file=sys.stderr)
-        return EXIT_HARNESS_ERROR
-    return EXIT_OK

@@ -25,6 +25,7 @@ from types import FrameType
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from harness.commands.gate import names
 from harness.judge import judge
 from harness.live_run import LivePlan, run_live
 from harness.loadgen.prompts import DEFAULT_SYSTEM_PROMPT
@@ -52,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def add_load_arguments(p: argparse.ArgumentParser) -> None:
     """The options that say how to load a target: shared by `kvgate run` and `kvgate matrix`."""
-    p.add_argument("--scenarios", type=_names, default=[], metavar="A,B",
+    p.add_argument("--scenarios", type=names, default=[], metavar="A,B",
                    help="comma-separated scenario names (default: all of scenarios/, the mixed default)")
     p.add_argument("--profile", choices=list(PROFILES), default="ci",
                    help="duration, users and sizes: quick (< 1 min), ci (default), full")
@@ -67,10 +68,6 @@ def add_load_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sample-interval", type=float, metavar="S",
                    help="seconds between samples (default: the config's server.sample_interval_s, else 0.5)")
     p.add_argument("--scenarios-dir", type=Path, default=None, metavar="DIR", help="where the locustfiles are")
-
-
-def _names(text: str) -> list[str]:
-    return [n.strip() for n in text.split(",") if n.strip()]
 
 
 def run(args: argparse.Namespace) -> int:

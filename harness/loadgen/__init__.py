@@ -8,7 +8,7 @@
     exchange.py          one request start to end over a transport: the measurement core
     gevent_transport.py  the locust users' transport (geventhttpclient, cancels hang up at once)
     httpx_transport.py   the harness's own transport (the unloaded baseline probe)
-    request_log.py       the CSV of rows and the counts, where the record is written
+    request_log.py       the CSV of rows, where the record is written; the first rejection
     ramp.py              the step-load plan (pure)
     chaos.py             worker kill: find a worker pid through /admin/workers, kill -9 it
     plugin.py            locust event hooks: options, per-process context, row forwarding

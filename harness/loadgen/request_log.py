@@ -1,5 +1,5 @@
 """Where outcomes end up in the process that owns the record (locust's master, or the only
-process): a CSV of run-record rows, and the counts the step-load shape and the logs read.
+process): a CSV of run-record rows, and when the first 429 came back (the step-load shape reads it).
 
 Rows are appended and flushed as they arrive, so a reader (`kvgate run` tails the file for its
 progress display) sees them within a second, and a crash keeps what was measured.
@@ -8,7 +8,6 @@ progress display) sees them within a second, and a crash keeps what was measured
 from __future__ import annotations
 
 import csv
-from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import IO
@@ -20,15 +19,12 @@ REJECTED_STATUS = 429
 
 
 class RequestLog:
-    """Counts every outcome; writes it as a row when a CSV path was given.
+    """Writes every outcome as a row when a CSV path was given.
 
-    Invariant: `num_by_status` and `num_by_http_status` count every outcome added, once.
     `first_rejection_unix` is when the first 429 came back (its send time + its duration)."""
 
     def __init__(self, csv_path: str | Path | None, origin_unix: float) -> None:
         self.origin_unix = origin_unix
-        self.num_by_status: Counter[str] = Counter()
-        self.num_by_http_status: Counter[int] = Counter()
         self.first_rejection_unix: float | None = None
         self._file: IO[str] | None = None
         self._writer: csv.DictWriter | None = None
@@ -43,20 +39,13 @@ class RequestLog:
     def add(self, outcomes: Iterable[Outcome]) -> None:
         rows = []
         for o in outcomes:
-            self.num_by_status[o.status] += 1
-            if o.http_status is not None:
-                self.num_by_http_status[o.http_status] += 1
-                if o.http_status == REJECTED_STATUS and self.first_rejection_unix is None:
-                    self.first_rejection_unix = o.sent_unix + (o.e2e_s or 0.0)
+            if o.http_status == REJECTED_STATUS and self.first_rejection_unix is None:
+                self.first_rejection_unix = o.sent_unix + (o.e2e_s or 0.0)
             rows.append(o.row(self.origin_unix))
         if self._writer is not None and rows:
             self._writer.writerows(rows)
             assert self._file is not None
             self._file.flush()
-
-    @property
-    def num_requests(self) -> int:
-        return sum(self.num_by_status.values())
 
     def close(self) -> None:
         if self._file is not None:

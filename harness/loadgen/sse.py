@@ -29,7 +29,6 @@ class StreamState:
     usage: dict[str, Any] | None = None
     kvgate: dict[str, Any] | None = None
     error_code: str = ""
-    error_message: str = ""
     is_done: bool = False
     is_malformed: bool = False
     parts: list[str] = field(default_factory=list)
@@ -74,9 +73,8 @@ class StreamState:
 
     def _apply(self, chunk: dict[str, Any], now_s: float) -> str:
         if "error" in chunk:
-            err = chunk["error"] if isinstance(chunk["error"], dict) else {"message": str(chunk["error"])}
+            err = chunk["error"] if isinstance(chunk["error"], dict) else {}
             self.error_code = str(err.get("code") or err.get("type") or "stream_error")
-            self.error_message = str(err.get("message", ""))
             return ""
         self.chunk_id = self.chunk_id or str(chunk.get("id") or "")
         if chunk.get("usage"):
