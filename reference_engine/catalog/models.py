@@ -11,6 +11,7 @@ and 512 KiB (Llama-2-7B, no GQA).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from dataclasses import dataclass
 from enum import Enum
@@ -56,10 +57,10 @@ class ModelSpec:
 
     def digest(self, weight_dtype: DType, kv_dtype: DType) -> str:
         """Identity of the model as served: architecture + dtypes. A config's `binding.model_digest`
-        must equal it, so thresholds tuned for one model are never applied to another."""
-        fields = (self.name, self.num_layers, self.num_attention_heads, self.num_kv_heads, self.head_dim,
-                  self.hidden_size, self.num_params, self.max_context_tokens, weight_dtype.value, kv_dtype.value)
-        return hashlib.sha256(repr(fields).encode()).hexdigest()[:12]
+        must equal it, so thresholds tuned for one model are never applied to another. Every field
+        but `source` counts: a field added later is part of the identity without anyone listing it."""
+        shape = [(f.name, getattr(self, f.name)) for f in dataclasses.fields(self) if f.name != "source"]
+        return hashlib.sha256(repr((shape, weight_dtype.value, kv_dtype.value)).encode()).hexdigest()[:12]
 
 
 def _llama3(name: str, layers: int, heads: int, hidden: int, inter: int, params: float, ctx: int,

@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 
 from reference_engine.catalog import DType, get_gpu, get_model
@@ -49,3 +51,12 @@ def test_chat_prompt_token_formula():
     tok = WordTokenizer()
     msgs = [{"role": "system", "content": "a b c"}, {"role": "user", "content": "d e"}]
     assert len(tok.encode(apply_chat_template(msgs))) == chat_prompt_tokens([3, 2]) == 10
+
+
+def test_the_model_digest_covers_every_shape_field_but_the_source():
+    spec = get_model("llama-3.1-8b")
+    digest = spec.digest(DType.BF16, DType.BF16)
+    assert dataclasses.replace(spec, source="elsewhere").digest(DType.BF16, DType.BF16) == digest
+    for change in ({"intermediate_size": 1}, {"vocab_size": 1}, {"sliding_window_tokens": 4096}, {"num_layers": 1}):
+        assert dataclasses.replace(spec, **change).digest(DType.BF16, DType.BF16) != digest, change
+    assert spec.digest(DType.BF16, DType.FP8) != digest
