@@ -116,13 +116,8 @@ class AdmissionController:
         if not self.tenant_caps:
             return None
         c = tenant.config
-        why = None
-        if tenant.active_seqs >= c.max_active_seqs:
-            why = f"tenant {tenant.name!r} already has {tenant.active_seqs} active requests (max_active_seqs)"
-        elif tenant.reserved_tokens + r.max_total_tokens > c.max_reserved_tokens:
-            why = (f"tenant {tenant.name!r} has {tenant.reserved_tokens} tokens reserved; this request's "
-                   f"{r.max_total_tokens} would pass max_reserved_tokens {c.max_reserved_tokens}")
-        elif self.tenant_block_overage(tenant, need_blocks, session_blocks):
+        why = self.tenant_slot_limit(r, tenant)
+        if why is None and self.tenant_block_overage(tenant, need_blocks, session_blocks):
             why = (f"tenant {tenant.name!r} would hold more than its KV share cap ({c.max_kv_share:.0%} = "
                    f"{tenant.max_blocks} blocks): {tenant.reserved_blocks} reserved + {tenant.retained_blocks} "
                    f"retained + {need_blocks} for this request")
@@ -130,6 +125,17 @@ class AdmissionController:
             return None
         return Decision(Verdict.REJECT, need_blocks, "tenant_quota", why + "; retry later or lower max_tokens",
                         retry_after_s=1.0)
+
+    def tenant_slot_limit(self, r: Request, tenant: TenantState) -> str | None:
+        """Why the tenant may not start this request whatever KV it frees (max_active_seqs,
+        max_reserved_tokens), or None. Checked before the share cap, which evicting can cure."""
+        c = tenant.config
+        if tenant.active_seqs >= c.max_active_seqs:
+            return f"tenant {tenant.name!r} already has {tenant.active_seqs} active requests (max_active_seqs)"
+        if tenant.reserved_tokens + r.max_total_tokens > c.max_reserved_tokens:
+            return (f"tenant {tenant.name!r} has {tenant.reserved_tokens} tokens reserved; this request's "
+                    f"{r.max_total_tokens} would pass max_reserved_tokens {c.max_reserved_tokens}")
+        return None
 
     def decide(self, r: Request, need_blocks: int, projected_live_blocks: int, live_blocks: int,
                queue_len: int) -> Decision:

@@ -169,9 +169,12 @@ class EngineCore:
         adm, sched = self.admission, self.scheduler
         quota = adm.check_tenant(r, t, r.estimated_blocks, session_blocks)
         overage = adm.tenant_block_overage(t, r.estimated_blocks, session_blocks)
-        if quota is not None and overage and t.retained_blocks - session_blocks >= overage:
-            # Over its cap with idle sessions of its own: reclaim just the overage from those
-            # (never another tenant's, never the session this turn continues).
+        if (quota is not None and overage and t.retained_blocks - session_blocks >= overage
+                and adm.tenant_slot_limit(r, t) is None):
+            # Over its cap with idle sessions of its own, and only the cap stands in the way:
+            # reclaim just the overage from those (never another tenant's, never the session this
+            # turn continues). A tenant at its max_active_seqs keeps its sessions: evicting them
+            # could not admit the request.
             sched.evict_sessions(overage, self.clock.now(), "tenant_quota", tenant=t, keep=session_id)
             quota = adm.check_tenant(r, t, r.estimated_blocks, session_blocks)
         if quota is not None:

@@ -4,7 +4,7 @@ import zlib
 
 import pytest
 
-from reference_engine import ContextExpiredError, EventKind
+from reference_engine import CapacityError, ContextExpiredError, EventKind
 from tests.helpers import Driver, small_config
 
 
@@ -87,3 +87,17 @@ def test_tenant_over_its_cap_reclaims_only_the_overage_and_never_the_continuing_
     assert not r.session_rebuilt and r.num_prefix_hit_tokens == 960
     evicted = [e for e in d.core.events if e.kind is EventKind.EVICTED]
     assert [(e.reason, e.request_id) for e in evicted] == [("tenant_quota", "old0")]
+
+
+def test_a_tenant_refused_for_max_active_seqs_keeps_its_idle_sessions():
+    # the same tenant over its share cap as above, but also at max_active_seqs: evicting an idle
+    # session could not admit the turn, so none is evicted for it
+    d = Driver(small_config(1024, overrides={"tenants.acme.max_kv_share": 0.185, "tenants.acme.max_active_seqs": 1}))
+    _, keep_history = turn(d, "keep", [], 960, max_new=8)
+    for i in range(2):
+        turn(d, f"old{i}", [], 960, max_new=8)
+    d.add(prompt_len=10, max_new=8)  # running: the tenant's one active sequence
+    with pytest.raises(CapacityError, match="max_active_seqs"):
+        d.add(prompt_token_ids=keep_history + [1, 2, 3], max_new=64, session_id="keep")
+    assert not [e for e in d.core.events if e.kind is EventKind.EVICTED]
+    assert d.core.snapshot().retained_blocks == 180
