@@ -13,15 +13,15 @@ from __future__ import annotations
 
 from reference_engine.config import EngineConfig, PreemptionMode
 from reference_engine.memory import MemoryPlan
-from reference_engine.policies.base import LruIndex
+from reference_engine.policies.lru_queue import make_lru_index
 from reference_engine.policies.policy import Policy, VictimOrder
 
 
 def make_none(config: EngineConfig, plan: MemoryPlan) -> Policy:
-    return Policy("none", lambda tier: LruIndex(), admission=False, tenant_caps=False, watermarks=False,
+    return Policy("none", make_lru_index, admission=False, tenant_caps=False, watermarks=False,
                   preemption=False, prefix_cache=False, fcfs=True, oom_fails_batch=True)
 
 
 def make_vllm_like(config: EngineConfig, plan: MemoryPlan) -> Policy:
-    return Policy("vllm_like", lambda tier: LruIndex(), admission=False, tenant_caps=False, watermarks=False,
+    return Policy("vllm_like", make_lru_index, admission=False, tenant_caps=False, watermarks=False,
                   victim_order=VictimOrder.NEWEST, fcfs=True, preemption_mode=PreemptionMode.RECOMPUTE)

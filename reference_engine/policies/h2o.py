@@ -32,7 +32,7 @@ import numpy as np
 from reference_engine.config import EngineConfig
 from reference_engine.core.request import Request
 from reference_engine.memory import MemoryPlan
-from reference_engine.policies.base import LruIndex
+from reference_engine.policies.lru_queue import make_lru_index
 from reference_engine.policies.policy import Policy
 
 
@@ -89,4 +89,4 @@ def make_h2o(config: EngineConfig, plan: MemoryPlan) -> Policy:
     compressor = H2oCompressor(heavy_hitter_ratio=cfg.heavy_hitter_ratio, recent_tokens=cfg.recent_window_tokens,
                                score_decay=cfg.score_decay, min_tokens=cfg.min_tokens_to_compress,
                                block_tokens=plan.block_tokens)
-    return Policy("h2o", lambda tier: LruIndex(), compressor=compressor)
+    return Policy("h2o", make_lru_index, compressor=compressor)

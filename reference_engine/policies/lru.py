@@ -8,8 +8,9 @@ touch_on_decode`).
 - `touch_on_decode`: entries never decode while they are in the index (an idle session or a
   refcount-0 block is by definition not running), so the flag decides which time an entry's
   recency is: the end of its last decode step (true: the moment it was released, the O(1)
-  `LruIndex`), or the moment its request was last scheduled (false: a decode is not an access;
-  these times arrive out of order, so `RecencyIndex` keeps them in a heap, O(log n)).
+  `LruIndex`, `LruQueueIndex` for the blocks tier), or the moment its request was last
+  scheduled (false: a decode is not an access; these times arrive out of order, so
+  `RecencyIndex` keeps them in a heap, O(log n)).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from reference_engine.config import EngineConfig
 from reference_engine.memory import MemoryPlan
 from reference_engine.policies.base import K, EntryMeta, LruIndex, Tier
 from reference_engine.policies.heap_index import HeapIndex
+from reference_engine.policies.lru_queue import LruQueueIndex
 from reference_engine.policies.policy import Policy
 
 
@@ -44,6 +46,6 @@ def make_lru(config: EngineConfig, plan: MemoryPlan) -> Policy:
     def make_index(tier: Tier):
         if tier is Tier.SESSIONS:
             return index(cfg.max_entries, cfg.evict_batch_size)
-        return index()
+        return LruQueueIndex() if cfg.touch_on_decode else RecencyIndex()
 
     return Policy("lru", make_index, touch_on_decode=cfg.touch_on_decode)

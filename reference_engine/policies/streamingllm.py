@@ -26,7 +26,7 @@ from reference_engine.config import EngineConfig
 from reference_engine.core.request import Request
 from reference_engine.errors import ConfigError
 from reference_engine.memory import MemoryPlan
-from reference_engine.policies.base import LruIndex
+from reference_engine.policies.lru_queue import make_lru_index
 from reference_engine.policies.policy import Policy
 
 
@@ -64,4 +64,4 @@ def make_streamingllm(config: EngineConfig, plan: MemoryPlan) -> Policy:
     compressor = None
     if cfg.evict_outside_window:
         compressor = StreamingLlmCompressor(cfg.sink_tokens, cfg.sliding_window_tokens, plan.block_tokens)
-    return Policy("streamingllm", lambda tier: LruIndex(), compressor=compressor)
+    return Policy("streamingllm", make_lru_index, compressor=compressor)

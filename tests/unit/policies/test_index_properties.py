@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from reference_engine.policies.base import EntryMeta, LruIndex
 from reference_engine.policies.lru import RecencyIndex
+from reference_engine.policies.lru_queue import LruQueueIndex
 from reference_engine.policies.multi_queue import MultiQueueIndex, Queue
 from reference_engine.policies.value_density import MIB, ValueDensityIndex
 
@@ -172,6 +173,17 @@ SETTINGS = settings(max_examples=150, deadline=None)
 @given(OPS)
 def test_lru_index_matches_a_list(ops):
     run(LruIndex(), ops, ListLru())
+
+
+def _unit_sizes(ops):
+    return [(op[0], op[1], 1, *op[3:]) if op[0] == "insert" else op for op in ops]
+
+
+@SETTINGS
+@given(OPS.map(_unit_sizes))
+def test_lru_queue_index_matches_a_list(ops):
+    """The blocks tier's queue (single blocks) orders exactly like the list, stale copies and all."""
+    run(LruQueueIndex(), ops, ListLru())
 
 
 @SETTINGS

@@ -1,7 +1,10 @@
 """lru: eviction order on hand-built access sequences, both recency clocks, session capacity."""
 
+import random
+
 from reference_engine.memory import MemoryPlan
 from reference_engine.policies.base import EntryMeta, LruIndex, Tier
+from reference_engine.policies.lru_queue import LruQueueIndex
 from reference_engine.policies.lru import RecencyIndex, make_lru
 from tests.helpers import access, small_config
 
@@ -61,4 +64,36 @@ def test_the_lru_policy_maps_its_seed_keys():
     assert isinstance(sessions, RecencyIndex) and (sessions.max_entries, sessions.overflow_batch) == (7, 2)
     assert blocks.max_entries is None and not policy.touch_on_decode
     default = make_lru(small_config(), MemoryPlan.from_config(small_config()))
-    assert isinstance(default.make_index(Tier.BLOCKS), LruIndex) and not default.approximate
+    assert isinstance(default.make_index(Tier.BLOCKS), LruQueueIndex) and not default.approximate
+    assert isinstance(default.make_index(Tier.SESSIONS), LruIndex)
+
+
+def test_the_blocks_queue_compacts_and_drops_stale_copies_without_changing_the_order(monkeypatch):
+    """Thousands of hits and evictions with tiny compaction thresholds: the queue's order stays
+    the list model's, and its dead slots stay bounded."""
+    from reference_engine.policies import lru_queue
+    from tests.unit.policies.test_index_properties import ListLru
+
+    monkeypatch.setattr(lru_queue, "_COMPACT_AT", 4)
+    index, model, present, rng = LruQueueIndex(), ListLru(), set(), random.Random(7)
+    meta = EntryMeta()
+    for step in range(5000):
+        op = rng.random()
+        if op < 0.45:
+            keys = [k for k in rng.sample(range(40), 3) if k not in present]
+            index.insert(keys, meta, step)
+            model.insert(keys, meta, step)
+            present.update(keys)
+        elif op < 0.8 and present:
+            key = rng.choice(sorted(present))
+            index.remove(key, step)
+            model.remove(key, step)
+            present.discard(key)
+        else:
+            n = rng.randint(0, 5)
+            victims = index.pop_victims(n, step)
+            assert victims == model.pop(n, False, step)
+            present.difference_update(victims)
+        assert len(index) == len(present)
+        assert len(index._queue) - index._head <= 2 * max(len(present), 4) + 4
+    assert all(k in index for k in present) and not any(k in index for k in set(range(40)) - present)
