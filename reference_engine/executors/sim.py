@@ -36,14 +36,26 @@ _GEN_LO = len(SPECIAL_TOKENS)
 _GEN_SPAN = VOCAB_SIZE - _GEN_LO
 
 
-_GOLDEN, _MIX, _MASK64 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0xFFFFFFFFFFFFFFFF
+
+
+def _token_table(size: int) -> list[int]:
+    """`size` well-mixed generatable token ids (splitmix-style multiply-xorshift of the index)."""
+    x = np.arange(size, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(31))) * np.uint64(0xBF58476D1CE4E5B9)
+    return ((x >> np.uint64(31)) % np.uint64(_GEN_SPAN) + np.uint64(_GEN_LO)).tolist()
+
+
+# A request's tokens are a window into one fixed pseudo-random sequence, starting at an offset
+# its seed picks: a token costs a list index, and a fused run of them one slice (replay appends
+# about 1.5 million of them). The period, 65,536 tokens, is beyond any answer's length.
+_TABLE_BITS = 16
+_TABLE_MASK = (1 << _TABLE_BITS) - 1
+_TOKENS = _token_table(1 << _TABLE_BITS)
 
 
 def fake_token(request_seed: int, position: int) -> int:
     """A deterministic generated token id for a request at an absolute position."""
-    x = (request_seed ^ (position * _GOLDEN)) & _MASK64
-    x = (x * _MIX) & _MASK64
-    return _GEN_LO + (x >> 31) % _GEN_SPAN
+    return _TOKENS[(request_seed + position) & _TABLE_MASK]
 
 
 class SimExecutor:
@@ -124,14 +136,10 @@ class SimExecutor:
         return out
 
     def sample_run(self, request_id: str, start: int, num: int) -> list[int]:
-        """The tokens the sim samples for a request at positions start .. start + num - 1: what
-        fast-forward appends for a fused run. `fake_token` inlined: this is replay's hottest loop."""
-        seed = self._seed(request_id)
-        if num < 32:
-            return [_GEN_LO + ((((seed ^ (p * _GOLDEN)) & _MASK64) * _MIX & _MASK64) >> 31) % _GEN_SPAN
-                    for p in range(start, start + num)]
-        # the same arithmetic in uint64, which wraps modulo 2**64 exactly like the masks above
-        pos = np.arange(start, start + num, dtype=np.uint64)
-        x = (pos * np.uint64(_GOLDEN)) ^ np.uint64(seed)
-        x = x * np.uint64(_MIX)
-        return ((x >> np.uint64(31)) % np.uint64(_GEN_SPAN) + np.uint64(_GEN_LO)).tolist()
+        """The tokens the sim samples for a request at positions start .. start + num - 1 (what
+        `fake_token` gives one by one): what fast-forward appends for a fused run."""
+        lo = (self._seed(request_id) + start) & _TABLE_MASK
+        out = _TOKENS[lo: lo + num]
+        while len(out) < num:  # the window wraps around the table's end
+            out += _TOKENS[: num - len(out)]
+        return out

@@ -57,5 +57,7 @@ def test_decode_durations_agree_with_executing_step_by_step():
 
 def test_a_fused_run_samples_exactly_the_tokens_of_single_steps():
     s = sim()
-    for start, num in ((0, 5), (1000, 40), (2**40, 300)):
+    seed = s._seed("req-7")
+    wrap = (1 << 16) - seed % (1 << 16) - 3  # the window crosses the token table's end
+    for start, num in ((0, 5), (1000, 40), (2**40, 300), (wrap, 10), (wrap, 3 * (1 << 16))):
         assert s.sample_run("req-7", start, num) == [fake_token(s._seed("req-7"), p) for p in range(start, start + num)]
