@@ -138,7 +138,7 @@ class BlockPool:
         """`register` for consecutive full blocks of one request, in bulk when none of the hashes
         is known yet and none of the blocks is hashed (the common case)."""
         h2b, hashes = self._hash_to_block, self._hash
-        if h2b.keys().isdisjoint(block_hashes) and all(hashes[b] is None for b in blocks):
+        if h2b.keys().isdisjoint(block_hashes) and [hashes[b] for b in blocks].count(None) == len(blocks):
             h2b.update(zip(block_hashes, blocks))
             for b, h in zip(blocks, block_hashes):
                 hashes[b] = h
@@ -195,7 +195,12 @@ class BlockPool:
         ref = self._ref
         if hold or not self._held.isdisjoint(blocks):
             released = self._decref_held(blocks, hold)
-        else:  # no retained state involved: the hot path of every request's release
+        elif [ref[b] for b in blocks].count(1) == len(blocks):
+            # the hot path of every request's release: no retained state, no block shared
+            for b in blocks:
+                ref[b] = 0
+            released = blocks[::-1]
+        else:  # no retained state, but some blocks are shared (prefix hits of running requests)
             released = []
             for b in reversed(blocks):
                 r = ref[b] - 1
@@ -242,7 +247,7 @@ class BlockPool:
 
     def _count_tenants(self, blocks: list[int], sign: int) -> None:
         counts = self.live_by_tenant
-        owners = [self._tenant[b] for b in blocks]
+        owners = list(map(self._tenant.__getitem__, blocks))
         first = owners[0]
         if owners.count(first) == len(owners):  # the common case: one request, one tenant
             counts[first] = counts.get(first, 0) + sign * len(owners)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from reference_engine.core.request import FinishReason, Request
@@ -44,16 +45,15 @@ def fast_forward(core: "EngineCore", until_s: float) -> "StepOutput | None":
     if (sample_run is None or not sched.running or sched.swapped or core.policy.compressor is not None
             or core._in_flight is not None):
         return None
-    decodes, prefill, num_prefills = _split(sched.running.values())
+    max_ctx = core.admission.max_context_tokens
+    run = _split(sched.running.values(), max_ctx, kv.block_tokens)
+    decodes, prefill, num_prefills = run.decodes, run.prefill, run.num_prefills
     chunk = 0 if prefill is None else sched.token_budget - len(decodes)
     if chunk and len(sched.waiting) and 0 < sched.long_prefill_cap < chunk:
         if num_prefills > 1:
             return None  # the budget the cap leaves over would go to the next prefill
         chunk = sched.long_prefill_cap  # what schedule() caps it to while others wait
-    max_ctx = core.admission.max_context_tokens
-    k_max = _MAX_FUSED_STEPS
-    if decodes:
-        k_max = min(k_max, min(min(r.remaining_output(), max_ctx - r.num_tokens) for r in decodes))
+    k_max = run.max_steps
     remaining = prefill.num_tokens - prefill.num_computed_tokens if chunk else 0
     if chunk:
         # the step that completes the prompt may be fused only if no other prefill would take
@@ -64,7 +64,7 @@ def fast_forward(core: "EngineCore", until_s: float) -> "StepOutput | None":
     now = core.clock.now()
     timer = sched.next_timer_s()  # a queue deadline or a session expiry
     horizon = until_s if timer is None else min(until_s, timer)
-    kv_tokens = sum(r.num_kv_tokens for r in decodes)
+    kv_tokens = run.kv_tokens
     chunk_start = prefill.num_kv_tokens if chunk else 0
     steady = core.executor.steady_durations_s
     # Price only the steps that can start before the horizon: at most (horizon - now) / first step,
@@ -78,7 +78,7 @@ def fast_forward(core: "EngineCore", until_s: float) -> "StepOutput | None":
         starts.append(t)
         t = t + d
     k = min(k_max, bisect.bisect_left(starts, horizon))  # steps that start before the horizon
-    k = min(k, _fit_blocks(core, decodes, prefill, chunk, remaining, k))
+    k = min(k, _fit_blocks(core, run, chunk, remaining, k))
     if k <= 1:
         return None
     prefill_tokens = min(k * chunk, remaining)
@@ -90,8 +90,9 @@ def fast_forward(core: "EngineCore", until_s: float) -> "StepOutput | None":
     t_end = starts[k - 1] + durations[k - 1]
     total_s = t_end - now
     step_tokens = len(decodes) + chunk
-    for r in decodes:  # every request's growth before any finish frees blocks, as step by step
-        kv.allocate(r, k, now)  # checked by _fit_blocks: cannot fail
+    for r, slack in zip(decodes, run.slacks):  # all growth before any finish frees blocks, as step by step
+        if slack < k:
+            kv.allocate(r, k, now)  # checked by _fit_blocks: cannot fail
     if chunk:
         kv.allocate(prefill, prefill_tokens, now)
     outputs = []
@@ -128,17 +129,45 @@ def _waiting_stays_blocked(core: "EngineCore") -> bool:
     return all(projected - r.pending_blocks + r.estimated_blocks > limit(r) for r in sched.waiting)
 
 
-def _split(running) -> tuple[list[Request], Request | None, int]:
-    """Decoding requests, the prefill that gets the rest of the budget (the first in order),
-    and how many prefills there are in all."""
-    decodes, prefills = [], []
+@dataclass(slots=True)
+class _Batch:
+    """The running set as a fused run sees it, from one pass over it."""
+
+    decodes: list[Request] = field(default_factory=list)
+    slacks: list[int] = field(default_factory=list)  # per decode: free token slots in its blocks
+    prefill: Request | None = None  # the first prefill in running order: it gets the budget left
+    num_prefills: int = 0
+    kv_tokens: int = 0  # KV tokens the decodes read
+    max_steps: int = _MAX_FUSED_STEPS  # steps before the first decode reaches its output or context limit
+
+
+def _split(running, max_ctx: int, block_tokens: int) -> _Batch:
+    """One pass over the running set (replay's hottest loop: properties inlined)."""
+    batch = _Batch()
+    decodes, slacks = batch.decodes, batch.slacks
+    kv_tokens, max_steps = 0, _MAX_FUSED_STEPS
     for r in running:
-        (decodes if r.num_tokens - r.num_computed_tokens == 1 else prefills).append(r)
-    return decodes, (prefills[0] if prefills else None), len(prefills)
+        num_output = len(r.output_token_ids)
+        num_tokens = r.num_prompt_tokens + num_output
+        if num_tokens - r.num_computed_tokens != 1:
+            if batch.prefill is None:
+                batch.prefill = r
+            batch.num_prefills += 1
+            continue
+        decodes.append(r)
+        num_kv = r.num_computed_tokens - r.num_dropped_tokens
+        kv_tokens += num_kv
+        slacks.append(len(r.block_ids) * block_tokens - num_kv)
+        left = r.output_limit - num_output
+        if left < max_steps:
+            max_steps = left
+        if max_ctx - num_tokens < max_steps:
+            max_steps = max_ctx - num_tokens
+    batch.kv_tokens, batch.max_steps = kv_tokens, max(0, max_steps)
+    return batch
 
 
-def _fit_blocks(core: "EngineCore", decodes: list[Request], prefill: Request | None, chunk: int, remaining: int,
-                k: int) -> int:
+def _fit_blocks(core: "EngineCore", run: _Batch, chunk: int, remaining: int, k: int) -> int:
     """The largest number of steps (≤ k) whose block growth triggers no action and needs no
     eviction of live state: it stays within what the pool can allocate and below the next rung
     of the ladder (crossing any rung is a `watermark` event, even where the policy ignores it)."""
@@ -151,8 +180,10 @@ def _fit_blocks(core: "EngineCore", decodes: list[Request], prefill: Request | N
     if core.policy.watermarks and live >= marks.evict and core.scheduler.reclaimable_blocks():
         return 0  # the evict rung is active: step by step
 
+    bt, slacks, prefill = kv.block_tokens, run.slacks, run.prefill
+
     def growth(steps: int) -> int:
-        blocks = sum(kv.new_blocks_needed(r, steps) for r in decodes)
+        blocks = sum([-((slack - steps) // bt) for slack in slacks if slack < steps])
         return blocks + (kv.new_blocks_needed(prefill, min(steps * chunk, remaining)) if chunk else 0)
 
     if growth(k) <= limit:

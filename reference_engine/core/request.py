@@ -95,6 +95,13 @@ class Request:
     max_tokens_clamped: bool = False
     # Tokens of this request up to which recompute is "catching up" after a preemption.
     recompute_target: int = 0
+    # Output tokens after which the request ends (max_new_tokens, or the sim's eos): fixed at
+    # creation, kept as a field because every decode step of every request reads it.
+    output_limit: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.output_limit = (self.max_new_tokens if self.eos_after is None
+                             else min(self.eos_after, self.max_new_tokens))
 
     @property
     def priority(self) -> int:
@@ -132,11 +139,6 @@ class Request:
     @property
     def max_total_tokens(self) -> int:
         return self.num_prompt_tokens + self.max_new_tokens
-
-    @property
-    def output_limit(self) -> int:
-        """Output tokens after which the request ends (max_new_tokens, or the sim's eos)."""
-        return self.max_new_tokens if self.eos_after is None else min(self.eos_after, self.max_new_tokens)
 
     def remaining_output(self) -> int:
         return max(0, self.output_limit - len(self.output_token_ids))
