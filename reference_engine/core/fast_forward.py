@@ -2,16 +2,18 @@
 
 A run of K steps can be applied at once when step-by-step simulation would do exactly the same
 thing in each of them: nobody is swapped, and every waiting request is over its admission limit
-for the whole run (see `_waiting_stays_blocked`); every running request decodes one token
-per step (decodes go first), except at most one prefill, the first in running order, which takes
-all the budget the decodes leave (so no other prefill advances) and completes its prompt, if at
-all, in the last fused step — and then only when no other prefill would take the budget it leaves
-over; no request finishes or gets its first token before the last fused step; usage
-stays below every rung that triggers an action and within what the pool can give without
-preemption; no queue deadline passes and no idle session expires; and every fused step starts
-before `until_s` (the next
-arrival or sample the driver cares about). Then the decodes gain K tokens, the prefill K chunks,
-and the step durations are summed in the order step-by-step would add them.
+for the whole run (see `_waiting_stays_blocked`), so nothing starts; every running decode gains
+one token per step and every running prefill the chunk `Scheduler.prefill_chunks` gives it (the
+same rules `schedule()` applies: capped while requests wait, otherwise the rest of the budget in
+running order), the same chunk in every step, because no prompt completes before the last fused
+step; that last step may be the one where the first prompt completes, whose chunks are computed
+again (the completing prompts take what they have left and the budget they leave flows to the
+prefills behind them, as in `schedule()`); no request finishes or gets its first token before
+the last fused step; usage stays below every rung that triggers an action and within what the
+pool can give without preemption; no queue deadline passes and no idle session expires; and
+every fused step starts before `until_s` (the next arrival or sample the driver cares about).
+Then the decodes gain K tokens, each prefill its K chunks, and the step durations are summed in
+the order step-by-step would add them (each one from the same integer sums `execute` forms).
 
 Block boundaries do not stop a run: every request's blocks for all K steps are allocated at once,
 which the pool serves exactly as it would one by one (no other pool operation happens between).
@@ -28,8 +30,8 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from reference_engine.core.request import FinishReason, Request
-from reference_engine.core.scheduler import RequestOutput
+from reference_engine.core.request import Request
+from reference_engine.core.scheduler import Scheduler
 
 if TYPE_CHECKING:
     from reference_engine.core.engine import EngineCore, StepOutput
@@ -47,73 +49,110 @@ def fast_forward(core: "EngineCore", until_s: float) -> "StepOutput | None":
         return None
     max_ctx = core.admission.max_context_tokens
     run = _split(sched.running.values(), max_ctx, kv.block_tokens)
-    decodes, prefill, num_prefills = run.decodes, run.prefill, run.num_prefills
-    chunk = 0 if prefill is None else sched.token_budget - len(decodes)
-    if chunk and len(sched.waiting) and 0 < sched.long_prefill_cap < chunk:
-        if num_prefills > 1:
-            return None  # the budget the cap leaves over would go to the next prefill
-        chunk = sched.long_prefill_cap  # what schedule() caps it to while others wait
-    k_max = run.max_steps
-    remaining = prefill.num_tokens - prefill.num_computed_tokens if chunk else 0
-    if chunk:
-        # the step that completes the prompt may be fused only if no other prefill would take
-        # the budget it leaves over
-        k_max = min(k_max, math.ceil(remaining / chunk) - (num_prefills > 1))
+    decodes, num_decodes = run.decodes, len(run.decodes)
+    prefills = _Prefills.plan(sched, run.prefills, sched.token_budget - num_decodes)
+    k_max = min(run.max_steps, prefills.max_steps)
     if k_max <= 1 or not _waiting_stays_blocked(core):  # the queue scan after the cheap exits
         return None
     now = core.clock.now()
     timer = sched.next_timer_s()  # a queue deadline or a session expiry
     horizon = until_s if timer is None else min(until_s, timer)
     kv_tokens = run.kv_tokens
-    chunk_start = prefill.num_kv_tokens if chunk else 0
     steady = core.executor.steady_durations_s
+    chunks = prefills.uniform_chunks()
     # Price only the steps that can start before the horizon: at most (horizon - now) / first step,
     # since later steps are no shorter. (A cap on how many to fuse; correctness rests on bisect below.)
-    first_s = steady(len(decodes), kv_tokens, 1, chunk, chunk_start)[0]
+    first_s = steady(num_decodes, kv_tokens, 1, chunks)[0]
     if horizon < math.inf and first_s > 0:
         k_max = min(k_max, int((horizon - now) / first_s) + 1)
-    durations = steady(len(decodes), kv_tokens, k_max, chunk, chunk_start)
+    durations = steady(num_decodes, kv_tokens, k_max, chunks)
     starts, t = [], now
     for d in durations:  # accumulate exactly as step-by-step does: t_end = t_start + duration
         starts.append(t)
         t = t + d
     k = min(k_max, bisect.bisect_left(starts, horizon))  # steps that start before the horizon
-    k = min(k, _fit_blocks(core, run, chunk, remaining, k))
+    k = min(k, _fit_blocks(core, run, prefills, k))
     if k <= 1:
         return None
-    prefill_tokens = min(k * chunk, remaining)
-    last_chunk = prefill_tokens - (k - 1) * chunk
-    if chunk and last_chunk < chunk:  # the prompt completes in the last step, with a smaller chunk
-        durations[k - 1] = steady(len(decodes), kv_tokens + (k - 1) * len(decodes), 1, last_chunk,
-                                  chunk_start + (k - 1) * chunk)[0]
+    num_uniform = min(k, prefills.num_uniform)
+    if k > num_uniform:  # the last step completes a prompt: its chunks differ
+        durations[k - 1] = steady(num_decodes, kv_tokens + (k - 1) * num_decodes, 1, prefills.last_chunks())[0]
 
     t_end = starts[k - 1] + durations[k - 1]
-    total_s = t_end - now
-    step_tokens = len(decodes) + chunk
+    uniform_s = (starts[num_uniform] if num_uniform < k else t_end) - now
+    per_token_s = (uniform_s / (num_decodes + sum(prefills.chunks)),  # GPU time per token: uniform steps,
+                   (t_end - now - uniform_s) / (num_decodes + sum(prefills.last or ())))  # then the last one
+    tokens = prefills.tokens(k)
     for r, slack in zip(decodes, run.slacks):  # all growth before any finish frees blocks, as step by step
         if slack < k:
             kv.allocate(r, k, now)  # checked by _fit_blocks: cannot fail
-    if chunk:
-        kv.allocate(prefill, prefill_tokens, now)
+    for r, n in zip(prefills.requests, tokens):
+        kv.allocate(r, n, now)
     outputs = []
-    for r in decodes:  # applied in plan order, decodes before the prefill, as update() does
-        tokens = sample_run(r.request_id, r.num_tokens, k)
+    decode_gpu_s = per_token_s[0] * num_uniform + (per_token_s[1] if k > num_uniform else 0.0)
+    for r in decodes:  # applied in plan order, decodes before the prefills, as update() does
+        new_tokens = sample_run(r.request_id, r.num_tokens, k)
         r.num_computed_tokens += k
-        r.gpu_time_s += total_s / step_tokens
+        r.gpu_time_s += decode_gpu_s
         r.last_step_s = t_end
-        outputs.append(sched.apply_sampled(r, tokens, t_end, max_ctx))
-    if chunk:
-        prefill.num_computed_tokens += prefill_tokens
-        prefill.gpu_time_s += total_s * chunk / step_tokens
-        prefill.last_step_s = t_end
-        if prefill_tokens == remaining:  # it samples its next (maybe first) token at the end
-            token = sample_run(prefill.request_id, prefill.num_tokens, 1)
-            outputs.append(sched.apply_sampled(prefill, token, t_end, max_ctx))
+        outputs.append(sched.apply_sampled(r, new_tokens, t_end, max_ctx))
+    for r, n, chunk, last in zip(prefills.requests, tokens, prefills.chunks, prefills.last or prefills.chunks):
+        if not n:
+            continue
+        r.num_computed_tokens += n
+        r.gpu_time_s += per_token_s[0] * chunk * num_uniform + (per_token_s[1] * last if k > num_uniform else 0.0)
+        r.last_step_s = t_end
+        if r.num_computed_tokens == r.num_tokens:  # it samples its next (maybe first) token at the end
+            outputs.append(sched.apply_sampled(r, sample_run(r.request_id, r.num_tokens, 1), t_end, max_ctx))
         else:
-            kv.register_full_blocks(prefill)
+            kv.register_full_blocks(r)
     core.num_steps += k
     core._note_level(t_end)
-    return StepOutput(now, t_end, outputs, k, k * len(decodes) + prefill_tokens)
+    return StepOutput(now, t_end, outputs, k, k * num_decodes + sum(tokens))
+
+
+@dataclass(slots=True)
+class _Prefills:
+    """The running prefills over a fused run, in running order: each takes `chunks[i]` tokens
+    per step (what `Scheduler.prefill_chunks` gives: capped while requests wait, the rest of the
+    budget in order otherwise) for `num_uniform` steps, until the first of them would complete
+    its prompt; the run may include that step, where the chunks are `last`: the completing
+    prompts take what they have left, and what they leave over flows to the prefills behind."""
+
+    requests: list[Request]
+    chunks: list[int]
+    starts: list[int]  # KV tokens of each before the run
+    num_uniform: int = _MAX_FUSED_STEPS
+    last: list[int] | None = None  # chunks of step num_uniform + 1 (None: no prefill advances)
+
+    @classmethod
+    def plan(cls, sched: Scheduler, requests: list[Request], budget: int) -> "_Prefills":
+        remaining = [r.num_tokens - r.num_computed_tokens for r in requests]
+        chunks = sched.prefill_chunks(remaining, budget) if requests else []
+        out = cls(requests, chunks, [r.num_kv_tokens for r in requests])
+        before_completion = [-(-n // c) - 1 for n, c in zip(remaining, chunks) if c]
+        if before_completion:
+            out.num_uniform = min(before_completion)
+            out.last = sched.prefill_chunks([n - out.num_uniform * c for n, c in zip(remaining, chunks)], budget)
+        return out
+
+    @property
+    def max_steps(self) -> int:
+        return _MAX_FUSED_STEPS if self.last is None else self.num_uniform + 1
+
+    def tokens(self, steps: int) -> list[int]:
+        """Tokens each prefill computes in the first `steps` steps of the run."""
+        if steps <= self.num_uniform:
+            return [steps * c for c in self.chunks]
+        return [self.num_uniform * c + last for c, last in zip(self.chunks, self.last)]
+
+    def uniform_chunks(self) -> list[tuple[int, int]]:
+        """(tokens, KV tokens before the run) of each advancing prefill, for the time model."""
+        return [(c, s) for c, s in zip(self.chunks, self.starts) if c]
+
+    def last_chunks(self) -> list[tuple[int, int]]:
+        """(tokens, KV tokens before the step) of each prefill advancing in the completion step."""
+        return [(last, s + self.num_uniform * c) for c, last, s in zip(self.chunks, self.last, self.starts) if last]
 
 
 def _waiting_stays_blocked(core: "EngineCore") -> bool:
@@ -135,8 +174,7 @@ class _Batch:
 
     decodes: list[Request] = field(default_factory=list)
     slacks: list[int] = field(default_factory=list)  # per decode: free token slots in its blocks
-    prefill: Request | None = None  # the first prefill in running order: it gets the budget left
-    num_prefills: int = 0
+    prefills: list[Request] = field(default_factory=list)  # in running order
     kv_tokens: int = 0  # KV tokens the decodes read
     max_steps: int = _MAX_FUSED_STEPS  # steps before the first decode reaches its output or context limit
 
@@ -144,15 +182,13 @@ class _Batch:
 def _split(running, max_ctx: int, block_tokens: int) -> _Batch:
     """One pass over the running set (replay's hottest loop: properties inlined)."""
     batch = _Batch()
-    decodes, slacks = batch.decodes, batch.slacks
+    decodes, slacks, prefills = batch.decodes, batch.slacks, batch.prefills
     kv_tokens, max_steps = 0, _MAX_FUSED_STEPS
     for r in running:
         num_output = len(r.output_token_ids)
         num_tokens = r.num_prompt_tokens + num_output
         if num_tokens - r.num_computed_tokens != 1:
-            if batch.prefill is None:
-                batch.prefill = r
-            batch.num_prefills += 1
+            prefills.append(r)
             continue
         decodes.append(r)
         num_kv = r.num_computed_tokens - r.num_dropped_tokens
@@ -167,7 +203,7 @@ def _split(running, max_ctx: int, block_tokens: int) -> _Batch:
     return batch
 
 
-def _fit_blocks(core: "EngineCore", run: _Batch, chunk: int, remaining: int, k: int) -> int:
+def _fit_blocks(core: "EngineCore", run: _Batch, prefills: _Prefills, k: int) -> int:
     """The largest number of steps (≤ k) whose block growth triggers no action and needs no
     eviction of live state: it stays within what the pool can allocate and below the next rung
     of the ladder (crossing any rung is a `watermark` event, even where the policy ignores it)."""
@@ -180,11 +216,11 @@ def _fit_blocks(core: "EngineCore", run: _Batch, chunk: int, remaining: int, k: 
     if core.policy.watermarks and live >= marks.evict and core.scheduler.reclaimable_blocks():
         return 0  # the evict rung is active: step by step
 
-    bt, slacks, prefill = kv.block_tokens, run.slacks, run.prefill
+    bt, slacks, needed = kv.block_tokens, run.slacks, kv.new_blocks_needed
 
     def growth(steps: int) -> int:
         blocks = sum([-((slack - steps) // bt) for slack in slacks if slack < steps])
-        return blocks + (kv.new_blocks_needed(prefill, min(steps * chunk, remaining)) if chunk else 0)
+        return blocks + sum(map(needed, prefills.requests, prefills.tokens(steps)))
 
     if growth(k) <= limit:
         return k

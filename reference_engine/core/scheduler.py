@@ -203,23 +203,13 @@ class Scheduler:
         scheduled: set[str] = set()
         bt = self.kv.block_tokens
         running = self.running
-        # Long prefills yield part of the budget to requests waiting to start: each chunk is
-        # capped, and several running prefills together leave one chunk's worth for the waiting
-        # (at most half of what the decodes left, so running prefills always progress too).
-        # Capping each chunk alone is not enough: a few long prompts in flight at once (a batch
-        # job, a 6K-token prompt, a cancelled 4K one) would still take the whole budget, step
-        # after step, and a short interactive request would wait for all of them to finish.
-        # One prefill alone is only capped: it leaves the rest anyway, and fast-forward
-        # (core/fast_forward.py) fuses exactly that case with the capped chunk.
-        yielding = bool(len(self.waiting) and self.long_prefill_cap)
-        chunk_cap = self.long_prefill_cap if yielding else budget
-        keep_for_waiting = 0
+        chunk_cap, keep_for_waiting = budget, 0
         # decodes first (one token each; max_num_seqs <= the budget, so all fit), then prefill
         # chunks in the order they started: a long prompt never stalls the streams already running
         prefills: list[Request] = []
         for pass_requests in (list(running.values()), prefills):  # copies: preemption edits `running`
-            if pass_requests is prefills and yielding and len(prefills) > 1:
-                keep_for_waiting = min(self.long_prefill_cap, budget // 2)
+            if pass_requests is prefills:
+                chunk_cap, keep_for_waiting = self.prefill_limits(len(prefills), budget)
             for r in pass_requests:
                 if budget <= keep_for_waiting:
                     break
@@ -231,10 +221,7 @@ class Scheduler:
                 if n > 1 and pass_requests is not prefills:
                     prefills.append(r)
                     continue
-                if n > budget - keep_for_waiting:
-                    n = budget - keep_for_waiting
-                if n > chunk_cap:
-                    n = chunk_cap
+                n = min(n, budget - keep_for_waiting, chunk_cap)
                 # the common decode case has room in its last block: no allocation at all
                 if r.num_computed_tokens - r.num_dropped_tokens + n > len(r.block_ids) * bt:
                     if not self._grow(r, n, now_s, scheduled, plan):
@@ -247,6 +234,33 @@ class Scheduler:
             budget = self._swap_in(now_s, plan, budget)
             self._start_waiting(now_s, plan, budget)
         return plan
+
+    def prefill_limits(self, num_prefills: int, budget: int) -> tuple[int, int]:
+        """The largest chunk a running prefill may take this step, and the budget kept for
+        requests waiting to start, with `num_prefills` prefills running and `budget` tokens left
+        after the decodes.
+
+        Long prefills yield part of the budget to requests waiting to start: each chunk is
+        capped, and several running prefills together leave one chunk's worth for the waiting
+        (at most half of what the decodes left, so running prefills always progress too).
+        Capping each chunk alone is not enough: a few long prompts in flight at once (a batch
+        job, a 6K-token prompt, a cancelled 4K one) would still take the whole budget, step
+        after step, and a short interactive request would wait for all of them to finish."""
+        if not (len(self.waiting) and self.long_prefill_cap):
+            return self.token_budget, 0
+        return self.long_prefill_cap, (min(self.long_prefill_cap, budget // 2) if num_prefills > 1 else 0)
+
+    def prefill_chunks(self, remaining: Sequence[int], budget: int) -> list[int]:
+        """The chunk `schedule()` gives each running prefill (in running order, with `remaining`
+        tokens each and `budget` left after the decodes) when nothing is preempted: what
+        fast-forward plans its steps with."""
+        cap, keep = self.prefill_limits(len(remaining), budget)
+        chunks = []
+        for n in remaining:
+            n = min(n, budget - keep, cap) if budget > keep else 0
+            chunks.append(n)
+            budget -= n
+        return chunks
 
     def _housekeeping(self, now_s: float) -> None:
         for r in self.waiting.expired(now_s):

@@ -97,8 +97,9 @@ class Executor(Protocol):
         ...
 
     def steady_durations_s(self, num_decodes: int, decode_kv_tokens: int, num_steps: int,
-                           chunk_tokens: int = 0, chunk_start: int = 0) -> list[float]:
+                           chunks: Sequence[tuple[int, int]] = ()) -> list[float]:
         """Durations of `num_steps` consecutive steps in which `num_decodes` sequences (holding
-        `decode_kv_tokens` in total before the first) decode one token each and one prefill
-        advances by `chunk_tokens` from `chunk_start`: what the engine fast-forwards over."""
+        `decode_kv_tokens` in total before the first) decode one token each and each prefill of
+        `chunks`, given as (tokens per step, KV tokens before the first step), advances by its
+        tokens every step: what the engine fast-forwards over."""
         ...

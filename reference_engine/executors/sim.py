@@ -21,6 +21,7 @@ tokens by; token-level compactions (`StepPlan.compactions`) move no data here an
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -125,14 +126,18 @@ class SimExecutor:
         return num_bytes / self._link_bytes_per_s
 
     def steady_durations_s(self, num_decodes: int, decode_kv_tokens: int, num_steps: int,
-                           chunk_tokens: int = 0, chunk_start: int = 0) -> list[float]:
-        """The same integer sums `execute` forms for such a step, so the floats are identical."""
+                           chunks: Sequence[tuple[int, int]] = ()) -> list[float]:
+        """The same integer sums `execute` forms for such a step, so the floats are identical. In
+        step k a chunk of c tokens starts at s + k·c, so the sums are linear in k."""
+        step, d = self._step_s, num_decodes
+        chunk_tokens = sum(c for c, _ in chunks)
+        pairs0 = sum(c * s + c * (c + 1) // 2 for c, s in chunks)  # the chunks' pairs in step 0 ...
+        pairs_k = sum(c * c for c, _ in chunks)  # ... and their growth per step
+        read0 = sum(s for _, s in chunks)
         out = []
-        step, d, c = self._step_s, num_decodes, chunk_tokens
-        chunk_pairs = c * (c + 1) // 2
         for k in range(num_steps):
-            ctx, start = decode_kv_tokens + k * d, (chunk_start + k * c) if c else 0
-            out.append(step(d + c, ctx + d + c * start + chunk_pairs, ctx + start))
+            ctx = decode_kv_tokens + k * d
+            out.append(step(d + chunk_tokens, ctx + d + pairs0 + k * pairs_k, ctx + read0 + k * chunk_tokens))
         return out
 
     def sample_run(self, request_id: str, start: int, num: int) -> list[int]:

@@ -220,8 +220,8 @@ class TorchExecutor:
         return self._pricing.transfer_time_s(num_bytes)
 
     def steady_durations_s(self, num_decodes: int, decode_kv_tokens: int, num_steps: int,
-                           chunk_tokens: int = 0, chunk_start: int = 0) -> list[float]:
-        return self._pricing.steady_durations_s(num_decodes, decode_kv_tokens, num_steps, chunk_tokens, chunk_start)
+                           chunks: Sequence[tuple[int, int]] = ()) -> list[float]:
+        return self._pricing.steady_durations_s(num_decodes, decode_kv_tokens, num_steps, chunks)
 
     # ------------------------------------------------------------ inspection
     @property

@@ -50,3 +50,23 @@ def test_fast_forward_equals_step_by_step():
         assert fast_events == slow_events
         assert fast_steps == slow_steps  # the same engine steps, in fewer calls
         assert fast_calls < slow_calls
+
+
+def test_fused_runs_cover_several_prefills_and_the_step_that_completes_one(monkeypatch):
+    """The equality above holds where it matters: runs with several prefills in flight, ending in
+    the step where one completes and leaves its budget to the next (the serial hand-over)."""
+    from reference_engine.core import fast_forward as ff
+
+    seen = {"several": 0, "hand_over": 0}
+    last_chunks = ff._Prefills.last_chunks  # called only for a run that includes a completion step
+
+    def spy(self):
+        if len(self.requests) > 1:
+            seen["several"] += 1
+            seen["hand_over"] += any(last > c for c, last in zip(self.chunks, self.last))
+        return last_chunks(self)
+
+    monkeypatch.setattr(ff._Prefills, "last_chunks", spy)
+    for seed in range(3):
+        replay(seed, fast=True)
+    assert seen["several"] and seen["hand_over"], seen
