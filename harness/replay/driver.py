@@ -157,6 +157,8 @@ class ReplayDriver:
 
     # ---------------------------------------------------------------- output
     def _drain_events(self) -> None:
+        if self.core.events.next_cursor == self._cursor:
+            return
         page = self.core.events.since(self._cursor)
         assert not page.missed, "the driver drains the event log every step; nothing can be missed"
         self._cursor = page.next_cursor

@@ -80,7 +80,8 @@ class KVCacheManager:
         cheap "did a block fill up?" check stays cheap."""
         num_full = r.num_computed_tokens // self.block_tokens
         if self.prefix_cache and not r.approximate:
-            self.update_hashes(r)
+            if r.prompt_token_ids is not None or not r.block_hashes:  # given hashes arrive whole, once
+                self.update_hashes(r)
             lo, hi = r.num_registered_blocks, min(num_full, len(r.block_hashes), len(r.block_ids))
             if hi > lo:
                 self.pool.register_many(r.block_ids[lo:hi], r.block_hashes[lo:hi])
