@@ -2,15 +2,17 @@
 
     while arrivals remain or the engine has work:
         add every arrival whose time has come
-        busy -> core.step(until_s=min(next arrival, next sample))    event-driven (fast-forward)
-                core.step()                                           --step-by-step
+        busy -> core.step(until_s=next arrival, observe_s=due samples)  event-driven (fast-forward)
+                core.step()                                             --step-by-step
                 clock.advance_to(step end)
         idle -> clock jumps to the next arrival
         engine events -> events.csv and the client view (requests.csv); samples due -> samples.csv
 
-Fast-forward fuses only decode steps that all start before `until_s`, so arrivals are added and
-samples are taken at exactly the same step boundaries in both modes: the two write identical
-records (tests/integration/test_replay_equivalence.py holds them to it).
+Fast-forward fuses only steps that all start before `until_s`, so arrivals are added at exactly
+the same step boundaries in both modes; a fused run passes sample times without stopping and
+answers each with a snapshot of the step boundary step-by-step would have sampled at (the first
+at or after it). The two write identical records (tests/integration/test_replay_equivalence.py
+holds them to it).
 
 A step that finds nothing to run while requests wait (all blocked on memory) would leave the clock
 where it is; the driver then jumps to the next moment something can change — an arrival or the
@@ -32,9 +34,11 @@ from harness.replay.samples import sample_row, tenant_rows
 from harness.replay.trace import TraceRequest
 from reference_engine import EngineCore, VirtualClock
 from reference_engine.core.events import Event
+from reference_engine.core.snapshot import UsageSnapshot
 from reference_engine.errors import KvgateError, RequestError
 
 _FLUSH_ROWS = 4096
+_SAMPLES_PER_CALL = 64  # sample times handed to one fast-forward call at most
 
 
 class ReplayStalled(KvgateError):
@@ -107,7 +111,13 @@ class ReplayDriver:
             next_arrival = arrivals[i].request.arrival_s if i < n else math.inf
             if core.has_work():
                 iterations += 1
-                out = core.step(None if self.step_by_step else min(next_arrival, self._next_sample_s()))
+                if self.step_by_step:
+                    out = core.step()
+                else:
+                    observe, until = self._samples_before(next_arrival)
+                    out = core.step(until, observe)
+                    for _, snap in out.observations:
+                        self._sample(snap)
                 clock.advance_to(self._next_change_s(next_arrival) if out.idle else out.t_end_s)
             elif i < n:
                 clock.advance_to(next_arrival)
@@ -168,8 +178,19 @@ class ReplayDriver:
             if len(self._buffers["events"]) >= _FLUSH_ROWS:
                 self.flush()
 
-    def _next_sample_s(self) -> float:
-        return self._num_samples * self.sample_interval_s  # by index: no drift from repeated addition
+    def _next_sample_s(self, ahead: int = 0) -> float:
+        return (self._num_samples + ahead) * self.sample_interval_s  # by index: no drift from repeated addition
+
+    def _samples_before(self, next_arrival_s: float) -> tuple[list[float], float]:
+        """The due sample times a fused run may pass (it answers them with snapshots), and where
+        the run must stop: the next arrival, or the first sample past the batch handed over."""
+        times = []
+        for i in range(_SAMPLES_PER_CALL):
+            t = self._next_sample_s(i)
+            if t >= next_arrival_s:
+                return times, next_arrival_s
+            times.append(t)
+        return times, self._next_sample_s(_SAMPLES_PER_CALL)
 
     def _sample_until(self, now_s: float) -> bool:
         """Take every sample due at or before `now_s`; True if any was due."""
@@ -178,9 +199,11 @@ class ReplayDriver:
             self._sample()
         return due
 
-    def _sample(self) -> None:
+    def _sample(self, snap: UsageSnapshot | None = None) -> None:
+        """Take the next sample: from the engine now, or the snapshot a fused run took for it."""
         t_s = self._next_sample_s()
-        snap = self.core.snapshot()
+        assert snap is None or snap.t_s >= t_s, "a snapshot answers the sample due at or before it"
+        snap = snap or self.core.snapshot()
         self._buffers["samples"].append(sample_row(snap, t_s))
         self._buffers["tenant_samples"].extend(tenant_rows(snap, t_s, self._caps))
         self._num_samples += 1

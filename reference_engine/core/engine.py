@@ -11,9 +11,10 @@ Live serving splits a step in two so the GPU time can pass for real in between:
 abort that arrives while a step is in flight is *deferred* to `end_step()`: a block is never
 freed while the step that reads it is still running.
 
-`step(until_s=...)` (replay) may fast-forward: when only decodes are running and nothing can
-change before `until_s` — no arrival, finish, watermark crossing, session expiry — it fuses many
-decode steps into one call with results identical to stepping one by one.
+`step(until_s=...)` (replay) may fast-forward: when nothing but token counts can change before
+`until_s` — no arrival, start, finish, watermark crossing, session expiry — it fuses many steps
+into one call with results identical to stepping one by one (core/fast_forward.py), and reports
+snapshots at the step boundaries inside the run that `observe_s` asks for.
 
 Pure: time only from the injected clock, no I/O, no globals.
 """
@@ -21,6 +22,7 @@ Pure: time only from the injected clock, no I/O, no globals.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from reference_engine.clock import Clock, MonotonicClock
@@ -54,6 +56,9 @@ class StepOutput:
     outputs: list[RequestOutput] = field(default_factory=list)
     num_steps: int = 0  # 0: nothing to do; >1: fast-forwarded decode steps
     num_scheduled_tokens: int = 0
+    # (observe time, snapshot) for the observe times a fused run passed: each snapshot shows the
+    # engine at the first step boundary at or after its time, inside the run
+    observations: list[tuple[float, UsageSnapshot]] = field(default_factory=list)
 
     @property
     def idle(self) -> bool:
@@ -252,10 +257,12 @@ class EngineCore:
         for r in requests.values():
             self.scheduler.finish(r, FinishReason.OOM, now, detail)
 
-    def step(self, until_s: float | None = None) -> StepOutput:
-        """One step, or a fast-forwarded run of decode steps that all start before `until_s`."""
+    def step(self, until_s: float | None = None, observe_s: Sequence[float] = ()) -> StepOutput:
+        """One step, or a fast-forwarded run of steps that all start before `until_s`. A run
+        does not stop at the (sorted, future) times `observe_s`: it answers those it passes
+        with a snapshot in `StepOutput.observations`, as if stopped at their step boundary."""
         if until_s is not None:
-            fused = self._fast_forward(until_s)
+            fused = self._fast_forward(until_s, observe_s)
             if fused is not None:
                 return fused
         now = self.clock.now()
@@ -271,9 +278,9 @@ class EngineCore:
             self.scheduler.level = level
 
     # ------------------------------------------------------------- fast path
-    def _fast_forward(self, until_s: float) -> StepOutput | None:
+    def _fast_forward(self, until_s: float, observe_s: Sequence[float]) -> StepOutput | None:
         from reference_engine.core.fast_forward import fast_forward
-        return fast_forward(self, until_s)
+        return fast_forward(self, until_s, observe_s)
 
     # --------------------------------------------------------------- warm-up
     def _tokenize_public_prefixes(self) -> list[list[int]]:

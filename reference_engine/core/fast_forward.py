@@ -27,11 +27,13 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from reference_engine.core.request import Request
 from reference_engine.core.scheduler import Scheduler
+from reference_engine.core.snapshot import Growth, UsageSnapshot, take_snapshot
 
 if TYPE_CHECKING:
     from reference_engine.core.engine import EngineCore, StepOutput
@@ -39,7 +41,7 @@ if TYPE_CHECKING:
 _MAX_FUSED_STEPS = 4096
 
 
-def fast_forward(core: "EngineCore", until_s: float) -> "StepOutput | None":
+def fast_forward(core: "EngineCore", until_s: float, observe_s: Sequence[float] = ()) -> "StepOutput | None":
     from reference_engine.core.engine import StepOutput
 
     sched, kv = core.scheduler, core.kv
@@ -74,6 +76,7 @@ def fast_forward(core: "EngineCore", until_s: float) -> "StepOutput | None":
     k = min(k, _fit_blocks(core, run, prefills, k))
     if k <= 1:
         return None
+    observations = _observe(core, run, prefills, starts[:k], observe_s)  # before the run changes anything
     num_uniform = min(k, prefills.num_uniform)
     if k > num_uniform:  # the last step completes a prompt: its chunks differ
         durations[k - 1] = steady(num_decodes, kv_tokens + (k - 1) * num_decodes, 1, prefills.last_chunks())[0]
@@ -109,7 +112,34 @@ def fast_forward(core: "EngineCore", until_s: float) -> "StepOutput | None":
             kv.register_full_blocks(r)
     core.num_steps += k
     core._note_level(t_end)
-    return StepOutput(now, t_end, outputs, k, k * num_decodes + sum(tokens))
+    return StepOutput(now, t_end, outputs, k, k * num_decodes + sum(tokens), observations)
+
+
+def _observe(core: "EngineCore", run: "_Batch", prefills: "_Prefills", starts: list[float],
+             observe_s: Sequence[float]) -> list[tuple[float, UsageSnapshot]]:
+    """Snapshots for the observe times the run passes: the one at `t` shows the boundary after
+    step j, the first whose end (`starts[j]`) is at or after `t`. Times past the last boundary
+    inside the run are left to the caller, who sees the run's end state anyway."""
+    out: list[tuple[float, UsageSnapshot]] = []
+    bt, kv = core.kv.block_tokens, core.kv
+    snap, snap_j = None, 0
+    for t in observe_s:
+        j = bisect.bisect_left(starts, t, 1)  # steps done by the first boundary at or after t
+        if j >= len(starts):
+            break
+        if j != snap_j:  # prefills are still uniform here: the completion step is always the last
+            by_owner: dict[str | None, int] = {}
+            for r, slack in zip(run.decodes, run.slacks):
+                if slack < j:
+                    by_owner[r.tenant] = by_owner.get(r.tenant, 0) - ((slack - j) // bt)
+            for r, c in zip(prefills.requests, prefills.chunks):
+                public, private = kv.growth_owners(r, j * c)
+                by_owner[None] = by_owner.get(None, 0) + public
+                by_owner[r.tenant] = by_owner.get(r.tenant, 0) + private
+            grown = Growth(by_owner, j * (len(run.decodes) + sum(prefills.chunks)))
+            snap, snap_j = take_snapshot(core, starts[j], grown), j
+        out.append((t, snap))
+    return out
 
 
 @dataclass(slots=True)

@@ -31,6 +31,13 @@ class KVCacheManager:
     def new_blocks_needed(self, r: Request, num_new_tokens: int) -> int:
         return max(0, self.blocks_for(r.num_kv_tokens + num_new_tokens) - len(r.block_ids))
 
+    def growth_owners(self, r: Request, num_new_tokens: int) -> tuple[int, int]:
+        """The new blocks `allocate` takes for `num_new_tokens` more tokens of `r`: (public, owned
+        by `r.tenant`)."""
+        need = self.new_blocks_needed(r, num_new_tokens)
+        num_public = min(need, max(0, r.public_prefix_tokens // self.block_tokens - len(r.block_ids)))
+        return num_public, need - num_public
+
     def update_hashes(self, r: Request) -> None:
         if self.prefix_cache and not r.approximate:
             self.hasher.extend(r, self._scopes[r.tenant])
@@ -57,14 +64,13 @@ class KVCacheManager:
         """Grow `r` to hold `num_new_tokens` more tokens. False (and no change) if the pool can't.
 
         Blocks inside a declared public prefix belong to no tenant; all others to `r.tenant`."""
-        need = self.new_blocks_needed(r, num_new_tokens)
-        if need == 0:
+        num_public, num_private = self.growth_owners(r, num_new_tokens)
+        if not num_public + num_private:
             return True
-        num_public = min(need, max(0, r.public_prefix_tokens // self.block_tokens - len(r.block_ids)))
         public = self.pool.allocate(num_public, None, now_s) if num_public else []
         if public is None:
             return False
-        private = self.pool.allocate(need - num_public, r.tenant, now_s)
+        private = self.pool.allocate(num_private, r.tenant, now_s)
         if private is None:
             self.pool.decref(public, now_s)
             return False

@@ -53,28 +53,50 @@ class UsageSnapshot:
         return self.tenant_live_blocks.get(tenant, 0) / self.num_blocks
 
 
-def take_snapshot(core: "EngineCore") -> UsageSnapshot:
+@dataclass(frozen=True, slots=True)
+class Growth:
+    """What the first steps of a fused run add before anything in it finishes or starts: new
+    live blocks per owner (tenant, None for public blocks) and new KV tokens of running requests.
+    Blocks come from the free stack first, then from the cached tier, as allocation takes them."""
+
+    blocks_by_owner: dict[str | None, int]
+    kv_tokens: int
+
+
+def take_snapshot(core: "EngineCore", now_s: float | None = None, grown: Growth | None = None) -> UsageSnapshot:
+    """The engine now, or at `now_s` after `grown`: a step boundary inside a fused run, which
+    fast-forward reports without stopping there (the run allocates its growth at once)."""
     pool, sched = core.pool, core.scheduler
-    now = core.clock.now()
+    now = core.clock.now() if now_s is None else now_s
     bt = pool.block_tokens
     waste = cap = 0
     for r in sched.running.values():
         cap += len(r.block_ids) * bt
         waste += len(r.block_ids) * bt - r.num_kv_tokens
+    live, cached, free = pool.num_live, pool.num_cached, pool.num_free
+    by_tenant = dict(pool.live_by_tenant)
+    if grown is not None:
+        num_grown = sum(grown.blocks_by_owner.values())
+        from_free = min(num_grown, free)
+        live, free, cached = live + num_grown, free - from_free, cached - (num_grown - from_free)
+        cap += bt * num_grown
+        waste += bt * num_grown - grown.kv_tokens
+        for owner, n in grown.blocks_by_owner.items():
+            by_tenant[owner] = by_tenant.get(owner, 0) + n
     oldest: dict[str, float] = {c.value: 0.0 for c in TrafficClass}
     for r in sched.waiting:
         c = r.traffic_class.value
         oldest[c] = max(oldest[c], now - r.arrival_s)
     return UsageSnapshot(
-        t_s=now, num_blocks=pool.num_blocks, live_blocks=pool.num_live, retained_blocks=pool.num_retained,
-        pinned_blocks=sched.num_pinned_blocks, cached_blocks=pool.num_cached, free_blocks=pool.num_free,
+        t_s=now, num_blocks=pool.num_blocks, live_blocks=live, retained_blocks=pool.num_retained,
+        pinned_blocks=sched.num_pinned_blocks, cached_blocks=cached, free_blocks=free,
         pending_blocks=sched.pending_blocks, num_running=len(sched.running), num_waiting=len(sched.waiting),
         num_swapped=len(sched.swapped), num_prefilling=len(sched.prefilling),
         waiting_by_class={c.value: n for c, n in sched.waiting.num_by_class.items()},
         oldest_wait_s_by_class=oldest,
-        tenant_live_blocks={t: n for t, n in pool.live_by_tenant.items() if t is not None},
-        public_live_blocks=pool.live_by_tenant.get(None, 0),
-        fragmentation=waste / cap if cap else 0.0, level=core.marks.level(pool.num_live).name.lower(),
+        tenant_live_blocks={t: n for t, n in by_tenant.items() if t is not None},
+        public_live_blocks=by_tenant.get(None, 0),
+        fragmentation=waste / cap if cap else 0.0, level=core.marks.level(live).name.lower(),
         host_used_bytes=core.host.used_bytes)
 
 

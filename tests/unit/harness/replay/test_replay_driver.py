@@ -63,7 +63,7 @@ def test_sample_interval_must_be_positive():
 def test_an_engine_that_can_never_start_its_work_stops_the_replay_with_an_error(monkeypatch):
     clock = VirtualClock()
     core = EngineCore(small_config(1024), clock=clock)
-    monkeypatch.setattr(core, "step", lambda until_s=None: StepOutput(clock.now(), clock.now()))  # never runs
+    monkeypatch.setattr(core, "step", lambda until_s=None, observe_s=(): StepOutput(clock.now(), clock.now()))  # never runs
     monkeypatch.setattr(core, "next_timer_s", lambda: None)  # and nothing will ever change by itself
     driver = ReplayDriver(core, clock, [Arrival(TraceRequest(1, 0.0, 100, 8), "acme")], ListSink(), mapper=None,
                           max_tokens=MaxTokens.TRACE, sample_interval_s=1.0, step_by_step=False, scenario="test")
