@@ -53,11 +53,23 @@ def test_fast_forward_equals_step_by_step_under_pressure(tmp_path, policy):
     assert fast_calls <= slow_calls
 
 
-def test_fast_forward_equals_step_by_step_on_the_default_config(tmp_path):
+def test_fast_forward_equals_step_by_step_on_the_default_config(tmp_path, monkeypatch):
     """The whole slice: it once caught fused runs letting a finished request's freed blocks feed
-    the next request's growth (same live blocks, a different cached/free split in samples.csv)."""
+    the next request's growth (same live blocks, a different cached/free split in samples.csv).
+    Samples taken inside fused runs (snapshots of a boundary the run passed) are part of it."""
+    from reference_engine.core import fast_forward
+
+    observe, answered = fast_forward._observe, []
+
+    def spy(*args):
+        out = observe(*args)
+        answered.extend(out)
+        return out
+
+    monkeypatch.setattr(fast_forward, "_observe", spy)
     (fast, slow), (fast_calls, slow_calls) = replay_both(tmp_path, load_trace(MOONCAKE), load_config(DEFAULT_CONFIG))
     assert_same_record(fast, slow)
+    assert len(answered) > 50
     assert (fast.requests["status"] == "ok").sum() > 100
     assert fast_calls * 5 < slow_calls  # decode runs really were fused
 
