@@ -73,6 +73,15 @@ class BlockPool:
     def block_tenant(self, block: int) -> str | None:
         return self._tenant[block]
 
+    def shared_prefix_len(self, blocks: Sequence[int]) -> int:
+        """How many leading `blocks` (live ones) end with the last that has another reference
+        too: 0 when only one holder references each. Token-level policies ask it for every
+        running request in every step, so the common answer is found at C speed."""
+        refs = list(map(self._ref.__getitem__, blocks))
+        if refs.count(1) == len(refs):
+            return 0
+        return next((i + 1 for i in range(len(refs) - 1, -1, -1) if refs[i] > 1), 0)
+
     def is_cached(self, block: int) -> bool:
         return self._ref[block] == 0 and self._hash[block] is not None
 

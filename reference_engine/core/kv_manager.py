@@ -129,11 +129,8 @@ class KVCacheManager:
         """KV tokens of `r` up to the end of its last block that someone else also references
         (another request's prefix hit, a session hold, a pin): a compaction must keep them in
         place. Only hashed blocks can be shared, so only `r`'s registered prefix is looked at."""
-        ref, blocks, last = self.pool.ref_count, r.block_ids, 0
-        for i in range(min(r.num_registered_blocks, len(blocks))):
-            if ref(blocks[i]) > 1:
-                last = i + 1
-        return min(last * self.block_tokens, r.num_kv_tokens)
+        num_shared = self.pool.shared_prefix_len(r.block_ids[: r.num_registered_blocks])
+        return min(num_shared * self.block_tokens, r.num_kv_tokens)
 
     def compact(self, r: Request, keep: np.ndarray, now_s: float, meta: EntryMeta) -> tuple[KVCompaction | None, int]:
         """Approximate eviction: keep only the KV tokens at sorted indices `keep`, compacted to the
