@@ -15,12 +15,13 @@ every fused step starts before `until_s` (the next arrival or sample the driver 
 Then the decodes gain K tokens, each prefill its K chunks, and the step durations are summed in
 the order step-by-step would add them (each one from the same integer sums `execute` forms).
 
-Block boundaries do not stop a run: every request's blocks for all K steps are allocated at once,
-which the pool serves exactly as it would one by one (no other pool operation happens between).
-All requests grow before any of them finishes, as in the last fused step, whose schedule()
-allocates for the whole batch before update() releases the finished requests' blocks: otherwise
-a finished request's freed blocks would feed the next request's growth instead of the free stack
-and cached blocks it would use step by step (same live blocks, different cached/free split).
+Block boundaries do not stop a run: the blocks of all K steps are allocated before anything is
+applied, step by step in the order and at the times step-by-step allocates them
+(`_allocate_growth`), and all before any request finishes, as in the last fused step, whose
+schedule() allocates for the whole batch before update() releases the finished requests'
+blocks: otherwise a finished request's freed blocks would feed the next request's growth instead
+of the free stack and cached blocks it would use step by step (same live blocks, different
+cached/free split).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from reference_engine.core.snapshot import Growth, UsageSnapshot, take_snapshot
 
 if TYPE_CHECKING:
     from reference_engine.core.engine import EngineCore, StepOutput
+    from reference_engine.core.kv_manager import KVCacheManager
 
 _MAX_FUSED_STEPS = 4096
 
@@ -87,11 +89,7 @@ def fast_forward(core: "EngineCore", until_s: float, observe_s: Sequence[float] 
     uniform_per_token = uniform_s / max(1, num_decodes + sum(prefills.chunks))
     last_per_token = (t_end - now - uniform_s) / (num_decodes + sum(prefills.last)) if k > num_uniform else 0.0
     tokens = prefills.tokens(k)
-    for r, slack in zip(decodes, run.slacks):  # all growth before any finish frees blocks, as step by step
-        if slack < k:
-            kv.allocate(r, k, now)  # checked by _fit_blocks: cannot fail
-    for r, n in zip(prefills.requests, tokens):
-        kv.allocate(r, n, now)
+    _allocate_growth(core, run, prefills, starts[:k])
     outputs = []
     decode_gpu_s = uniform_per_token * num_uniform + last_per_token
     for r in decodes:  # applied in plan order, decodes before the prefills, as update() does
@@ -113,6 +111,38 @@ def fast_forward(core: "EngineCore", until_s: float, observe_s: Sequence[float] 
     core.num_steps += k
     core._note_level(t_end)
     return StepOutput(now, t_end, outputs, k, k * num_decodes + sum(tokens), observations)
+
+
+def _allocate_growth(core: "EngineCore", run: "_Batch", prefills: "_Prefills", starts: list[float]) -> None:
+    """Allocate the blocks of the fused steps (`_fit_blocks` checked that they fit), all before
+    any request of the run finishes and frees blocks, as in the last step, whose schedule()
+    allocates for the whole batch before update() releases anything.
+
+    At once, request by request, when the pool's evictions do not depend on the time: then only
+    which request gets which block differs from step-by-step, and block ids are never observed.
+    When they do (multi_queue's demotions) and the run evicts cached blocks, step by step, in
+    the order and at the time step-by-step allocates: in each step the decodes that cross a
+    block boundary, then the prefills, at the step's start."""
+    kv, pool, k = core.kv, core.pool, len(starts)
+    if not (pool.evictions_depend_on_time and _growth(kv, run, prefills, k) > pool.num_free):
+        for r, slack in zip(run.decodes, run.slacks):
+            if slack < k:
+                kv.allocate(r, k, starts[0])
+        for r, n in zip(prefills.requests, prefills.tokens(k)):
+            kv.allocate(r, n, starts[0])
+        return
+    bt = kv.block_tokens
+    crossing: dict[int, list[Request]] = {}  # step -> decodes that need a new block in it
+    for r, slack in zip(run.decodes, run.slacks):
+        for step in range(slack + 1, k + 1, bt):
+            crossing.setdefault(step, []).append(r)
+    for step in range(1, k + 1):
+        now = starts[step - 1]
+        for r in crossing.get(step, ()):
+            kv.allocate(r, step, now)  # r's KV before the run + `step` tokens
+        for r, n in zip(prefills.requests, prefills.tokens(step)):
+            if n:
+                kv.allocate(r, n, now)  # the prefill's tokens in the run so far
 
 
 def _observe(core: "EngineCore", run: "_Batch", prefills: "_Prefills", starts: list[float],
@@ -247,19 +277,20 @@ def _fit_blocks(core: "EngineCore", run: _Batch, prefills: _Prefills, k: int) ->
     if core.policy.watermarks and live >= marks.evict and core.scheduler.reclaimable_blocks():
         return 0  # the evict rung is active: step by step
 
-    bt, slacks, needed = kv.block_tokens, run.slacks, kv.new_blocks_needed
-
-    def growth(steps: int) -> int:
-        blocks = sum([-((slack - steps) // bt) for slack in slacks if slack < steps])
-        return blocks + sum(map(needed, prefills.requests, prefills.tokens(steps)))
-
-    if growth(k) <= limit:
+    if _growth(kv, run, prefills, k) <= limit:
         return k
     lo, hi = 0, k  # growth(lo) fits, growth(hi) does not
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if growth(mid) <= limit:
+        if _growth(kv, run, prefills, mid) <= limit:
             lo = mid
         else:
             hi = mid
     return lo
+
+
+def _growth(kv: "KVCacheManager", run: _Batch, prefills: _Prefills, steps: int) -> int:
+    """New blocks the first `steps` steps of the run allocate."""
+    bt = kv.block_tokens
+    blocks = sum([-((slack - steps) // bt) for slack in run.slacks if slack < steps])
+    return blocks + sum(map(kv.new_blocks_needed, prefills.requests, prefills.tokens(steps)))

@@ -69,6 +69,8 @@ class MultiQueueIndex(Generic[K]):
     demotions are O(1) amortised. Only this class mutates the queues.
     """
 
+    evictions_depend_on_time = True  # pops first demote FIFO 2 entries idle past active_s
+
     def __init__(self, *, capacities: dict[Queue, int], proportional: bool, promotion_window_s: float,
                  water_level: float, long_tokens: int, active_s: float, history_capacity: int) -> None:
         self._queues: dict[Queue, OrderedDict[K, _Slot]] = {q: OrderedDict() for q in EVICTION_ORDER}

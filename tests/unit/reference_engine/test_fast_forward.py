@@ -70,3 +70,28 @@ def test_fused_runs_cover_several_prefills_and_the_step_that_completes_one(monke
     for seed in range(3):
         replay(seed, fast=True)
     assert seen["several"] and seen["hand_over"], seen
+
+
+def test_an_index_whose_evictions_depend_on_time_is_asked_at_each_steps_time(monkeypatch):
+    """multi_queue demotes by age when asked for victims: a fused run must then evict at the
+    times and in the order stepping one by one does, not all at the run's start."""
+    from reference_engine.policies import lru
+    from reference_engine.policies.lru_queue import LruQueueIndex
+
+    pops: list[tuple[float, int]] = []
+
+    class TimedIndex(LruQueueIndex):
+        evictions_depend_on_time = True
+
+        def pop_victims(self, num_blocks, now_s, *, strict=False):
+            pops.append((now_s, num_blocks))
+            return super().pop_victims(num_blocks, now_s, strict=strict)
+
+    monkeypatch.setattr(lru, "LruQueueIndex", TimedIndex)
+    timelines = []
+    for fast in (False, True):
+        pops.clear()
+        replay(1, fast)
+        timelines.append(list(pops))
+    slow, fast = timelines
+    assert len(slow) > 20 and fast == slow
