@@ -3,6 +3,7 @@
     .venv/bin/python bench/bench_replay.py                        # every config under configs/
     .venv/bin/python bench/bench_replay.py --config configs/default.toml --profile 25
     .venv/bin/python bench/bench_replay.py --limit 2000 --repeat 3
+    .venv/bin/python bench/bench_replay.py --verify      # + step-by-step replays: identical records?
 
 Target: ≥ 600x real time on one core (59 min of trace in ≤ 5.9 s). Reports, per config, the
 wall and CPU time of the replay (trace loading excluded and shown apart; CPU time is what the
@@ -24,6 +25,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,6 +33,7 @@ sys.path.insert(0, str(REPO))
 
 from harness.replay.loaders import load_trace  # noqa: E402
 from harness.replay.run import ReplaySettings, run_replay  # noqa: E402
+from harness.run_record import TABLES, RunRecord  # noqa: E402
 from reference_engine import load_config  # noqa: E402
 
 DEFAULT_TRACE = REPO.parent / "shared" / "traces" / "mooncake_fast25" / "conversation_trace.jsonl"
@@ -45,6 +48,8 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--repeat", type=int, default=1, help="replays per config; the best is reported")
     p.add_argument("--tenants", default="hash")
     p.add_argument("--profile", type=int, default=0, metavar="N", help="cProfile once more, print the top N")
+    p.add_argument("--verify", action="store_true",
+                   help="also replay step by step (no fast-forward) and check that every table of the record is identical")
     return p.parse_args()
 
 
@@ -58,6 +63,15 @@ def _label(config: Path) -> str:
     """The config's path under configs/ (baselines/none.toml), or its file name."""
     path, root = config.resolve(), REPO / "configs"
     return str(path.relative_to(root)) if path.is_relative_to(root) else config.name
+
+
+def _differences(fast: Path, slow: Path) -> str:
+    """'' when the two records are identical (every table, every float, the final state)."""
+    a, b = RunRecord.load(fast), RunRecord.load(slow)
+    differ = [table for table in TABLES if not getattr(a, table).equals(getattr(b, table))]
+    if a.meta.final != b.meta.final:
+        differ.append("meta.final")
+    return f"DIFFERENT {', '.join(differ)}" if differ else ""
 
 
 def _measure(config: Path, args: argparse.Namespace) -> tuple[str, float]:
@@ -78,6 +92,9 @@ def _measure(config: Path, args: argparse.Namespace) -> tuple[str, float]:
         line = (f"{_label(config):<28}{wall:>9.2f}{cpu:>8.2f}{speedup:>9.0f}x{r.stats.end_s / cpu:>9.0f}x"
                 f"{len(trace.requests) / wall:>9.0f}{r.meta.final['num_engine_steps']:>9}{r.stats.num_iterations:>8}"
                 f"  {'ok' if speedup >= TARGET_SPEEDUP else 'MISSED'}")
+        if args.verify:
+            slow = run_replay(trace, engine_config, replace(settings, step_by_step=True), Path(tmp) / f"{config.stem}-steps")
+            line += f"  step-by-step {slow.wall_s:.0f} s: {_differences(r.run_dir, slow.run_dir) or 'identical record'}"
         if args.profile:
             print(line, flush=True)
             prof = cProfile.Profile()
