@@ -64,9 +64,10 @@ class KVCacheManager:
         """Grow `r` to hold `num_new_tokens` more tokens. False (and no change) if the pool can't.
 
         Blocks inside a declared public prefix belong to no tenant; all others to `r.tenant`."""
-        num_public, num_private = self.growth_owners(r, num_new_tokens)
-        if not num_public + num_private:
+        need = self.new_blocks_needed(r, num_new_tokens)
+        if need == 0:
             return True
+        num_public, num_private = self.growth_owners(r, num_new_tokens) if r.public_prefix_tokens else (0, need)
         public = self.pool.allocate(num_public, None, now_s) if num_public else []
         if public is None:
             return False
