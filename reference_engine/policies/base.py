@@ -113,6 +113,10 @@ class History(Generic[K, V]):
         memory = self._memory
         return memory.pop(key, None) if memory else None
 
+    def knows_none_of(self, keys: Sequence[K]) -> bool:
+        """True if no key of `keys` has a memory (then `take` would return None for each)."""
+        return self._memory.keys().isdisjoint(keys)
+
     def __len__(self) -> int:
         return len(self._memory)
 

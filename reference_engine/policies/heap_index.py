@@ -9,60 +9,103 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections import deque
+from collections.abc import Sequence
 from typing import Generic
 
 from reference_engine.policies.base import K
+
+_REBUILD_SLACK = 64  # stale slots tolerated beyond twice the live keys
 
 
 class HeapIndex(Generic[K]):
     """Lowest priority first; ties go to the entry (re)prioritised first.
 
-    Invariants: `_live` maps every key in the index to (stamp, size, priority) of its *current*
-    heap entry; any heap entry whose stamp differs is stale and is skipped when it reaches the top.
-    When a push finds stale entries outnumbering live ones, the heap is rebuilt from the live
-    ones, so it holds O(len + removals since the last push). Costs: insert and re-prioritising
-    (`_push`) O(log n); remove O(1); pop O(log n) amortised (a stale entry goes once).
-    Only this class touches `_heap` and `_live`; subclasses call `_push`, `_discard`, `_pop`.
-    `max_entries` / `overflow_batch` bound the number of entries as in `LruIndex`.
+    Keys pushed together with one priority (a released chain of blocks, all at one recency)
+    share one heap item, `(priority, stamp, keys)`, the keys in push order and taken from the
+    front: a release of hundreds of blocks is one heap push, not hundreds.
+
+    Invariants: `_live` maps every key in the index to (stamp, size, priority) of its current
+    item; a key sitting in an item whose stamp is not its `_live` stamp (removed, or pushed again
+    since) is stale and is skipped when it reaches the front. `_slots` counts the keys items
+    hold, stale ones included; when they pass twice the live keys the heap is rebuilt from
+    `_live`, so it holds O(len + changes since the last rebuild). Costs: a push O(log n + keys);
+    remove O(1); a pop O(1) per key plus O(log n) per item it empties, amortised (a stale key
+    is skipped once). Only this class touches `_heap` and `_live`; subclasses call `_push`,
+    `_push_many`, `_discard`, `_pop`. `max_entries` / `overflow_batch` bound the number of
+    entries as in `LruIndex`.
     """
 
     def __init__(self, max_entries: int | None = None, overflow_batch: int = 1) -> None:
-        self._heap: list[tuple[float, int, K]] = []
+        self._heap: list[tuple[float, int, deque[K]]] = []
         self._live: dict[K, tuple[int, int, float]] = {}
         self._stamps = itertools.count()
+        self._slots = 0
         self.max_entries = max_entries
         self.overflow_batch = overflow_batch
 
     # ------------------------------------------------------------ subclass API
     def _push(self, key: K, priority: float, size: int) -> None:
+        self._push_many((key,), priority, size)
+
+    def _push_many(self, keys: Sequence[K], priority: float, size: int) -> None:
+        """(Re)prioritise `keys`, in this order, as one item."""
+        if not keys:
+            return
+        live = self._live
+        if not live.keys().isdisjoint(keys):  # pushed again: their place is the new one
+            for key in keys:
+                live.pop(key, None)
         stamp = next(self._stamps)
-        self._live[key] = (stamp, size, priority)
-        heapq.heappush(self._heap, (priority, stamp, key))
-        if len(self._heap) > 2 * len(self._live) + 1:
-            self._heap = [(p, s, k) for k, (s, _, p) in self._live.items()]
-            heapq.heapify(self._heap)
+        live.update(dict.fromkeys(keys, (stamp, size, priority)))
+        heapq.heappush(self._heap, (priority, stamp, deque(keys)))
+        self._slots += len(keys)
+        if self._slots > 2 * len(live) + _REBUILD_SLACK:
+            self._rebuild()
+
+    def _rebuild(self) -> None:
+        """One item per stamp of the live keys (`_live` keeps each item's keys in push order)."""
+        items: dict[int, tuple[float, deque[K]]] = {}
+        for key, (stamp, _, priority) in self._live.items():
+            item = items.get(stamp)
+            if item is None:
+                items[stamp] = (priority, deque((key,)))
+            else:
+                item[1].append(key)
+        self._heap = [(priority, stamp, keys) for stamp, (priority, keys) in items.items()]
+        heapq.heapify(self._heap)
+        self._slots = len(self._live)
 
     def _discard(self, key: K) -> int:
-        """Forget `key` (its heap entry goes stale); returns its size."""
+        """Forget `key` (its place in its item goes stale); returns its size."""
         return self._live.pop(key)[1]
 
     def _peek(self) -> tuple[K, float, int] | None:
+        """The lowest live key, its priority and size, dropping stale keys and empty items."""
         heap, live = self._heap, self._live
         while heap:
-            priority, stamp, key = heap[0]
-            entry = live.get(key)
-            if entry is not None and entry[0] == stamp:
-                return key, priority, entry[1]
+            priority, stamp, keys = heap[0]
+            while keys:
+                entry = live.get(keys[0])
+                if entry is not None and entry[0] == stamp:
+                    return keys[0], priority, entry[1]
+                keys.popleft()
+                self._slots -= 1
             heapq.heappop(heap)
         return None
 
     def _pop(self) -> K:
         """Pop the lowest live entry (callers check len(self) first)."""
         key, priority, _ = self._peek()
-        heapq.heappop(self._heap)
+        self._take_front(key, priority)
+        return key
+
+    def _take_front(self, key: K, priority: float) -> None:
+        """Remove `key`, which `_peek` just found at the front, as a victim."""
+        self._heap[0][2].popleft()
+        self._slots -= 1
         del self._live[key]
         self._evicted(key, priority)
-        return key
 
     def _evicted(self, key: K, priority: float) -> None:
         """Hook: `key` left as a victim with `priority` (GDSF inflates its clock here)."""
@@ -73,22 +116,15 @@ class HeapIndex(Generic[K]):
 
     # ------------------------------------------ EvictionIndex (insert/remove: subclasses)
     def pop_victims(self, num_blocks: int, now_s: float, *, strict: bool = False) -> list[K]:
-        heap, live, heappop, evicted = self._heap, self._live, heapq.heappop, self._evicted
         victims: list[K] = []
         freed = 0
-        while freed < num_blocks and live:
-            priority, stamp, key = heap[0]
-            entry = live.get(key)
-            if entry is None or entry[0] != stamp:  # stale: skip it for good
-                heappop(heap)
-                continue
-            if strict and freed + entry[1] > num_blocks:
+        while freed < num_blocks and self._live:
+            key, priority, size = self._peek()
+            if strict and freed + size > num_blocks:
                 break
-            heappop(heap)
-            del live[key]
-            evicted(key, priority)
+            self._take_front(key, priority)
             victims.append(key)
-            freed += entry[1]
+            freed += size
         return victims
 
     def pop_overflow(self, now_s: float) -> list[K]:

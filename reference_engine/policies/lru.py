@@ -31,9 +31,7 @@ class RecencyIndex(HeapIndex[K]):
     invariants and costs)."""
 
     def insert(self, keys: Sequence[K], meta: EntryMeta, now_s: float) -> None:
-        t = now_s if meta.last_access_s is None else meta.last_access_s
-        for key in keys:
-            self._push(key, t, meta.size_blocks)
+        self._push_many(keys, now_s if meta.last_access_s is None else meta.last_access_s, meta.size_blocks)
 
     def remove(self, key: K, now_s: float) -> None:
         self._discard(key)

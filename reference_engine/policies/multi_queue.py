@@ -109,10 +109,15 @@ class MultiQueueIndex(Generic[K]):
     def insert(self, keys: Sequence[K], meta: EntryMeta, now_s: float) -> None:
         take, queues, where, slot = self._history.take, self._queues, self._where, _Slot(meta.size_blocks, now_s)
         long_active = meta.is_active and meta.tokens > self.long_tokens
-        for key in keys:
-            queue = Queue.FIFO2 if long_active else Queue.LRU if take(key) else Queue.FIFO1
-            queues[queue][key] = slot
-            where[key] = queue
+        if long_active or self._history.knows_none_of(keys):  # all to one queue: in bulk
+            queue = Queue.FIFO2 if long_active else Queue.FIFO1
+            queues[queue].update(dict.fromkeys(keys, slot))
+            where.update(dict.fromkeys(keys, queue))
+        else:
+            for key in keys:
+                queue = Queue.LRU if take(key) else Queue.FIFO1
+                queues[queue][key] = slot
+                where[key] = queue
         self._rebalance(now_s)
 
     def remove(self, key: K, now_s: float) -> None:

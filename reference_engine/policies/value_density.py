@@ -40,8 +40,9 @@ class _Reuse(NamedTuple):
 class ValueDensityIndex(HeapIndex[K]):
     """A `HeapIndex` (invariants and costs there) keyed by GDSF priority. Also keeps, per key in
     the index, its reuse estimate and saved prefill time (`_reuse`: same keys as the heap's
-    live set), and the inflation value `inflation` (L), which only grows. A key never hit costs
-    one priority computation per insert call, not per key (a released chain shares it)."""
+    live set), and the inflation value `inflation` (L), which only grows. Keys never hit cost
+    one priority computation and one heap item per insert call, not per key (a released chain
+    shares them)."""
 
     def __init__(self, *, bytes_per_block: float, half_life_s: float, prior_reuse: float,
                  history_capacity: int) -> None:
@@ -72,14 +73,18 @@ class ValueDensityIndex(HeapIndex[K]):
         saved_ms, size = meta.saved_prefill_s * 1000, meta.size_blocks
         fresh = _Reuse(0.0, now_s, saved_ms)
         fresh_priority = self.inflation + self._prior * saved_ms / (size * self._mib_per_block)
-        take, reuse_of, push = self._history.take, self._reuse, self._push
+        take, reuse_of = self._history.take, self._reuse
+        run: list[K] = []  # consecutive never-hit keys: one heap item, in order
         for key in keys:
             past = take(key)
             if past is None:
                 reuse_of[key] = fresh
-                push(key, fresh_priority, size)
+                run.append(key)
             else:
+                self._push_many(run, fresh_priority, size)
+                run = []
                 self._repush(key, _Reuse(past.hits, past.at_s, saved_ms), size, now_s)
+        self._push_many(run, fresh_priority, size)
 
     def remove(self, key: K, now_s: float) -> None:
         self._discard(key)

@@ -8,6 +8,8 @@ victims must be exactly the model's. multi_queue is checked for its structural i
 
 from __future__ import annotations
 
+import random
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -214,3 +216,26 @@ def test_multi_queue_index_keeps_its_structure(ops, proportional):
     q = MultiQueueIndex(capacities={Queue.FIFO1: 3, Queue.LRU: 3, Queue.FIFO2: 2}, proportional=proportional,
                         promotion_window_s=3.0, water_level=0.6, long_tokens=4096, active_s=6.0, history_capacity=5)
     run(q, ops, check=_multi_queue_invariants)
+
+
+def test_heap_indexes_keep_their_order_across_rebuilds(monkeypatch):
+    """Rebuilding the heap from the live keys (forced after every push here) keeps each item's
+    keys in push order: the victims stay exactly the min-scan models'."""
+    from reference_engine.policies import heap_index
+
+    monkeypatch.setattr(heap_index, "_REBUILD_SLACK", 0)
+    rng = random.Random(3)
+    for _ in range(40):
+        ops = []
+        for _ in range(60):
+            kind = rng.choice(["insert", "insert", "remove", "pop"])
+            if kind == "insert":
+                ops.append(("insert", rng.sample(range(12), rng.randint(1, 3)), rng.randint(1, 4), rng.randint(0, 3),
+                            rng.uniform(0, 4)))
+            elif kind == "remove":
+                ops.append(("remove", rng.randrange(12), rng.uniform(0, 4)))
+            else:
+                ops.append(("pop", rng.randrange(10), rng.random() < 0.5, rng.uniform(0, 4)))
+        run(RecencyIndex(), ops, MinScanRecency())
+        vd = ValueDensityIndex(bytes_per_block=2 * MIB, half_life_s=5.0, prior_reuse=1.0, history_capacity=1000)
+        run(vd, ops, MinScanValueDensity())
