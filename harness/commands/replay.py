@@ -157,7 +157,7 @@ def _print_run(console: Console, result: ReplayResult, slo_s: float) -> None:
         ("requests", f"{s.num_requests} ({s.num_ok} ok, {s.num_requests - s.num_ok} not ok)"),
         ("errors by code", ", ".join(f"{k} {v}" for k, v in s.errors_by_code.items()) or "none"),
         ("rejections by tenant", ", ".join(f"{k} {v}" for k, v in s.rejections_by_tenant.items()) or "none"),
-        ("TTFT P50 / P95 ms", f"{_ms(s.ttft_p50_s)} / {_ms(s.ttft_p95_s)}"),
+        ("TTFT P50 / P95 ms, all ok", f"{_ms(s.ttft_p50_s)} / {_ms(s.ttft_p95_s)}"),
         ("prefix hit rate (tokens)", _pct(s.hit_rate)),
         ("evicted blocks", f"{s.num_evicted_blocks:,}"),
         ("peak live memory", "-" if s.peak_live_bytes is None else

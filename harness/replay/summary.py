@@ -5,7 +5,9 @@
                       whole run); None without scheduled requests
     evicted blocks    cached prefix blocks the pool dropped (`meta.final`, replay and reference
                       targets) + blocks of `evicted` events (idle sessions)
-    TTFT P50 / P95    over requests with status ok
+    TTFT P50 / P95    over requests with status ok, all classes together, never interpolated
+                      (gates.query.percentile, the gates' definition; the report and the
+                      interactive_ttft gate show them per traffic class, load phase only)
     peak live memory  max live blocks over the samples, in blocks, bytes and share of the pool
     OOMs              `oom` events
     rejections        requests the target refused with a 4xx (kv_capacity, tenant_quota,
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from gates.query import WHOLE_RUN, prefix_hit_rate
+from gates.query import WHOLE_RUN, percentile, prefix_hit_rate
 from harness.run_record import RunRecord
 
 DEFAULT_TTFT_SLO_S = 0.9  # DESIGN.md §6: P95 TTFT of interactive traffic ≤ 900 ms
@@ -59,8 +61,8 @@ class RunSummary:
             num_requests=len(req), num_ok=len(ok), hit_rate=prefix_hit_rate(record, WHOLE_RUN),
             num_evicted_blocks=int(meta.final.get("num_evicted_cached_blocks", 0))
             + int(ev.loc[ev["kind"] == "evicted", "num_blocks"].fillna(0).sum()),
-            ttft_p50_s=float(ttft.quantile(0.5)) if len(ttft) else None,
-            ttft_p95_s=float(ttft.quantile(0.95)) if len(ttft) else None,
+            ttft_p50_s=percentile(ttft, 50) if len(ttft) else None,
+            ttft_p95_s=percentile(ttft, 95) if len(ttft) else None,
             peak_live_blocks=peak_blocks, peak_live_bytes=peak_bytes, peak_usage=peak_usage,
             num_oom=int((ev["kind"] == "oom").sum()), num_preemptions=int((ev["kind"] == "preempted").sum()),
             goodput_rps=_goodput(record, ok, ttft_slo_s), ttft_slo_s=ttft_slo_s,
