@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+
+from harness.target import ReferenceEngine
 
 ADMIN = {"Authorization": "Bearer sk-kvgate-admin"}
 
@@ -58,46 +55,16 @@ admin_key = "sk-kvgate-admin"
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextmanager
 def running_server(tmp_dir: Path, *, workers: int = 0, step_ms: float = 2.0,
                    ready_timeout_s: float = 60.0) -> Iterator[str]:
-    """Yields the base URL of a ready server; the server (and its workers) stop afterwards."""
+    """Yields the base URL of a ready server; the server (and its workers) stop afterwards. The
+    same launcher `kvgate run` uses; its log (tail shown if it never gets ready) is serve.log."""
     config = tmp_dir / "engine.toml"
     config.write_text(CONFIG_TOML.format(step_ms=step_ms, system=SYSTEM_PROMPT))
-    port = free_port()
-    cmd = [sys.executable, "-m", "harness.cli", "serve", "--config", str(config), "--port", str(port),
-           "--log-level", "warning"]
-    if workers:
-        cmd += ["--workers", str(workers)]
-    proc = subprocess.Popen(cmd, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + ready_timeout_s
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"kvgate serve exited with {proc.returncode} before it was ready")
-            try:
-                if httpx.get(f"{base}/ready", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"kvgate serve not ready after {ready_timeout_s} s")
-            time.sleep(0.05)
-        yield base
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    with ReferenceEngine(config, workers=workers, log_path=tmp_dir / "serve.log",
+                         ready_timeout_s=ready_timeout_s) as target:
+        yield target.url
 
 
 def wait_until_drained(base: str, timeout_s: float = 20.0) -> dict:
