@@ -21,8 +21,8 @@ policy as written. Overrides apply only to an engine the harness starts, never t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from reference_engine.errors import UnknownNameError

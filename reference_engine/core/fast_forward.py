@@ -157,16 +157,17 @@ def _observe(core: "EngineCore", run: "_Batch", prefills: "_Prefills", starts: l
         j = bisect.bisect_left(starts, t, 1)  # steps done by the first boundary at or after t
         if j >= len(starts):
             break
-        if j != snap_j:  # prefills are still uniform here: the completion step is always the last
+        if j != snap_j:
             by_owner: dict[str | None, int] = {}
             for r, slack in zip(run.decodes, run.slacks):
                 if slack < j:
                     by_owner[r.tenant] = by_owner.get(r.tenant, 0) - ((slack - j) // bt)
-            for r, c in zip(prefills.requests, prefills.chunks):
-                public, private = kv.growth_owners(r, j * c)
+            tokens = prefills.tokens(j)
+            for r, n in zip(prefills.requests, tokens):
+                public, private = kv.growth_owners(r, n)
                 by_owner[None] = by_owner.get(None, 0) + public
                 by_owner[r.tenant] = by_owner.get(r.tenant, 0) + private
-            grown = Growth(by_owner, j * (len(run.decodes) + sum(prefills.chunks)))
+            grown = Growth(by_owner, j * len(run.decodes) + sum(tokens))
             snap, snap_j = take_snapshot(core, starts[j], grown), j
         out.append((t, snap))
     return out

@@ -35,8 +35,12 @@ class KVCacheManager:
         """The new blocks `allocate` takes for `num_new_tokens` more tokens of `r`: (public, owned
         by `r.tenant`)."""
         need = self.new_blocks_needed(r, num_new_tokens)
-        num_public = min(need, max(0, r.public_prefix_tokens // self.block_tokens - len(r.block_ids)))
+        num_public = self._num_public(r, need)
         return num_public, need - num_public
+
+    def _num_public(self, r: Request, need: int) -> int:
+        """Of `need` new blocks of `r`, those inside its declared public prefix."""
+        return min(need, max(0, r.public_prefix_tokens // self.block_tokens - len(r.block_ids)))
 
     def update_hashes(self, r: Request) -> None:
         if self.prefix_cache and not r.approximate:
@@ -67,11 +71,11 @@ class KVCacheManager:
         need = self.new_blocks_needed(r, num_new_tokens)
         if need == 0:
             return True
-        num_public, num_private = self.growth_owners(r, num_new_tokens) if r.public_prefix_tokens else (0, need)
+        num_public = self._num_public(r, need)
         public = self.pool.allocate(num_public, None, now_s) if num_public else []
         if public is None:
             return False
-        private = self.pool.allocate(num_private, r.tenant, now_s)
+        private = self.pool.allocate(need - num_public, r.tenant, now_s)
         if private is None:
             self.pool.decref(public, now_s)
             return False

@@ -37,8 +37,6 @@ _GEN_LO = len(SPECIAL_TOKENS)
 _GEN_SPAN = VOCAB_SIZE - _GEN_LO
 
 
-
-
 def _token_table(size: int) -> list[int]:
     """`size` well-mixed generatable token ids (splitmix-style multiply-xorshift of the index)."""
     x = np.arange(size, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)

@@ -122,13 +122,15 @@ class History(Generic[K, V]):
 
 
 class LruIndex(Generic[K]):
-    """Least recently used first: the `lru` policy (with `touch_on_decode`) and the baselines.
+    """Least recently used first: the sessions tier of `lru` (with `touch_on_decode`), of the
+    baselines and of the token-level policies (their blocks tier is `LruQueueIndex`).
 
     An `OrderedDict` key -> size is a C doubly-linked list + hash map in recency order (oldest
-    first): insert, remove and pop are all O(1); peeking at the oldest
-    entry for a strict pop is O(1) too. Invariant: the order is the order of the last insert. `max_entries` (sessions tier: `[lru] max_entries`) bounds the number of entries:
-    once it is passed, `pop_overflow` returns the oldest entries, at least `overflow_batch` of
-    them (`[lru] evict_batch_size`), so overflow is handled in batches rather than per insert.
+    first): insert, remove and pop are all O(1); peeking at the oldest entry for a strict pop is
+    O(1) too. Invariant: the order is the order of the last insert. `max_entries` (sessions
+    tier: `[lru] max_entries`) bounds the number of entries: once it is passed, `pop_overflow`
+    returns the oldest entries, at least `overflow_batch` of them (`[lru] evict_batch_size`), so
+    overflow is handled in batches rather than per insert.
     """
 
     def __init__(self, max_entries: int | None = None, overflow_batch: int = 1) -> None:
