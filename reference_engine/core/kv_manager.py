@@ -87,10 +87,14 @@ class KVCacheManager:
         """Publish the hashes of blocks that became full, so later requests can hit them.
 
         Afterwards `num_registered_blocks` covers every full block, hashable or not (replay
-        outputs have no tokens to hash; approximate KV is never published), so the caller's
-        cheap "did a block fill up?" check stays cheap."""
+        outputs have no tokens to hash), so the caller's cheap "did a block fill up?" check
+        stays cheap. Approximate KV is never published: for an approximate request
+        `num_registered_blocks` stays the exact prefix its compactions left hashed, the only
+        blocks anyone else can share (what `shared_prefix_tokens` and `compact` look at)."""
+        if r.approximate:
+            return
         num_full = r.num_computed_tokens // self.block_tokens
-        if self.prefix_cache and not r.approximate:
+        if self.prefix_cache:
             if r.prompt_token_ids is not None or not r.block_hashes:  # given hashes arrive whole, once
                 self.update_hashes(r)
             lo, hi = r.num_registered_blocks, min(num_full, len(r.block_hashes), len(r.block_ids))
@@ -153,7 +157,7 @@ class KVCacheManager:
         old = r.block_ids
         num_blocks = -(-kept // bt)
         pool = self.pool
-        for b in old[first_moved // bt: num_blocks]:
+        for b in old[first_moved // bt: min(num_blocks, r.num_registered_blocks)]:  # the rest: never hashed, private
             assert pool.ref_count(b) == 1, f"block {b} is shared; a compaction may not rewrite it"
             pool.unregister(b)
         r.kept_positions = r.kv_positions()[keep]

@@ -500,7 +500,7 @@ class Scheduler:
             r.gpu_time_s += gpu_s_per_token * n
             r.last_step_s = t_end_s
             if token is None:
-                if r.num_computed_tokens // bt > r.num_registered_blocks:  # a block became full
+                if r.num_computed_tokens // bt > r.num_registered_blocks and not r.approximate:  # a block filled up
                     self.kv.register_full_blocks(r)
                 if compressor is not None:
                     self._compress(r, attention.get(r.request_id), t_end_s)
@@ -519,7 +519,7 @@ class Scheduler:
             r.state = RequestState.RUNNING
         self.prefilling.pop(r.request_id, None)
         r.output_token_ids.extend(tokens)
-        if r.num_computed_tokens // self.kv.block_tokens > r.num_registered_blocks:
+        if r.num_computed_tokens // self.kv.block_tokens > r.num_registered_blocks and not r.approximate:
             self.kv.register_full_blocks(r)
         r.consecutive_preemptions = 0
         out = RequestOutput(r, tokens)
