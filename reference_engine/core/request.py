@@ -120,13 +120,14 @@ class Request:
         """Tokens whose KV occupies blocks (computed minus those a token-level policy dropped)."""
         return self.num_computed_tokens - self.num_dropped_tokens
 
-    def kv_positions(self, num_new: int = 0) -> np.ndarray:
-        """Absolute positions of the KV tokens (and of the next `num_new`), in KV order: those
-        kept at the last compaction, then the ones computed since (contiguous, after all the
-        dropped ones). O(kv tokens)."""
-        kept = self.kept_positions if self.kept_positions is not None else np.zeros(0, dtype=np.int64)
-        fresh = np.arange(len(kept), self.num_kv_tokens + num_new) + self.num_dropped_tokens
-        return np.concatenate((kept, fresh))
+    def kv_positions(self, num_new: int = 0, start: int = 0) -> np.ndarray:
+        """Absolute positions of the KV tokens from index `start` on (and of the next `num_new`),
+        in KV order: those kept at the last compaction, then the ones computed since (contiguous,
+        after all the dropped ones). O(tokens returned)."""
+        kept = self.kept_positions[start:] if self.kept_positions is not None else np.zeros(0, dtype=np.int64)
+        first_fresh = max(start, len(self.kept_positions) if self.kept_positions is not None else 0)
+        fresh = np.arange(first_fresh, self.num_kv_tokens + num_new) + self.num_dropped_tokens
+        return np.concatenate((kept, fresh)) if len(kept) else fresh
 
     @property
     def is_finished(self) -> bool:

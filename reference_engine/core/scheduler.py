@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from reference_engine.config import EngineConfig, PreemptionMode, TrafficClass
 from reference_engine.core.admission import AdmissionController
@@ -45,6 +46,9 @@ from reference_engine.executors.base import BlockCopy, Executor, KVCompaction, S
 from reference_engine.memory import MemoryPlan
 from reference_engine.policies.base import EntryMeta
 from reference_engine.policies.policy import Policy
+
+if TYPE_CHECKING:
+    from reference_engine.executors.base import Attention
 
 _MAX_SKIPS_PER_STEP = 16  # waiting requests tried and put back per step, at most
 _ALL_BUT_BATCH = frozenset(c for c in TrafficClass if c is not TrafficClass.BATCH)
@@ -533,7 +537,7 @@ class Scheduler:
             out.finished = True
         return out
 
-    def _compress(self, r: Request, attention: Sequence[float] | None, now_s: float) -> None:
+    def _compress(self, r: Request, attention: Attention | None, now_s: float) -> None:
         """Let the token-level policy drop KV of `r` after a step; the move goes to the next plan."""
         keep = self.policy.compressor.plan_keep(r, attention, lambda: self.kv.shared_prefix_tokens(r))
         if keep is None:

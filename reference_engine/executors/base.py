@@ -10,9 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from reference_engine.core.request import Request
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from reference_engine.executors.sim_attention import SyntheticAttention
+
+    Attention: TypeAlias = Sequence[float] | SyntheticAttention  # per KV token, or the sim's closed form
 
 
 @dataclass(slots=True)
@@ -75,8 +82,9 @@ class StepOutcome:
     duration_s: float
     sampled: list[int | None]  # aligned with plan.chunks; None where no token was sampled
     # Per request id: the attention mass each of its KV tokens (after the step, in KV order)
-    # received, summed over the step's queries. Supplied when the policy needs it (h2o).
-    attention: dict[str, Sequence[float]] | None = None
+    # received, summed over the step's queries; from the sim, the same in closed form.
+    # Supplied when the policy needs it (h2o).
+    attention: dict[str, Attention] | None = None
 
 
 class Executor(Protocol):

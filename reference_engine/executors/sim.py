@@ -29,7 +29,7 @@ import numpy as np
 from reference_engine.config import EngineConfig, PolicyName
 from reference_engine.core.prefix_hash import stable_id
 from reference_engine.executors.base import StepOutcome, StepPlan
-from reference_engine.executors.sim_attention import synthetic_attention
+from reference_engine.executors.sim_attention import SyntheticAttention
 from reference_engine.memory import MemoryPlan
 from reference_engine.tokenizer import SPECIAL_TOKENS, VOCAB_SIZE
 
@@ -108,13 +108,11 @@ class SimExecutor:
         duration = (self._step_s(new, pairs, read) if plan.chunks else self._overhead_s) + self.transfer_time_s(moved)
         return StepOutcome(duration, sampled, self._attention(plan) if self.record_attention else None)
 
-    def _attention(self, plan: StepPlan) -> dict[str, np.ndarray]:
-        """Synthetic attention of each scheduled request over its KV after the step."""
-        out = {}
-        for chunk in plan.chunks:
-            r, n = chunk.request, chunk.num_new_tokens
-            out[r.request_id] = synthetic_attention(self._seed(r.request_id), r.kv_positions(n), n)
-        return out
+    def _attention(self, plan: StepPlan) -> dict[str, SyntheticAttention]:
+        """Synthetic attention of each scheduled request over its KV after the step (a closed form
+        h2o accumulates without materialising it)."""
+        return {c.request.request_id: SyntheticAttention(self._seed(c.request.request_id), c.num_new_tokens)
+                for c in plan.chunks}
 
     def prefill_time_s(self, num_tokens: int, num_cached_tokens: int = 0) -> float:
         n, s = num_tokens, num_cached_tokens

@@ -8,7 +8,8 @@ ran in, the attention mass each KV token received, decayed once per step:
 
 The executor supplies the mass (`StepOutcome.attention`): the torch executor the model's real
 attention (summed over the step's queries, averaged over heads and layers), the sim executor a
-documented synthetic distribution (heavy-tailed, with sinks: `executors/sim.py`). Once a
+documented synthetic distribution (heavy-tailed, with sinks: `executors/sim_attention.py`),
+whose decayed sum has a closed form that costs O(new tokens) per step instead of O(KV tokens). Once a
 sequence holds `min_tokens_to_compress` tokens, whenever a whole block can be freed it keeps
 
     the last `recent_window_tokens` tokens
@@ -26,20 +27,51 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from reference_engine.config import EngineConfig
 from reference_engine.core.request import Request
+from reference_engine.executors.sim_attention import SyntheticAttention, SyntheticScores
 from reference_engine.memory import MemoryPlan
 from reference_engine.policies.lru_queue import make_lru_index
 from reference_engine.policies.policy import Policy
 
+if TYPE_CHECKING:
+    from reference_engine.executors.base import Attention
+
+
+class DenseScores:
+    """Accumulated scores from attention given per KV token (the torch executor's; or none): the
+    recurrence applied as written, O(KV tokens) per step."""
+
+    def __init__(self, decay: float) -> None:
+        self.decay = decay
+        self._scores = np.zeros(0)
+
+    def __len__(self) -> int:
+        return len(self._scores)
+
+    def add_step(self, r: Request, attention: Sequence[float] | None) -> None:
+        scores = np.zeros(r.num_kv_tokens)
+        scores[: len(self._scores)] = self._scores * self.decay
+        if attention is not None:
+            assert len(attention) == len(scores), "an executor's attention must cover the request's KV tokens"
+            scores += attention
+        self._scores = scores
+
+    def values(self) -> np.ndarray:
+        return self._scores
+
+    def keep(self, indices: np.ndarray) -> None:
+        self._scores = self._scores[indices]
+
 
 class H2oCompressor:
-    """Keeps, per running request id, one float64 score per KV token in KV order (`_scores`;
-    its length is the request's KV length after its last step). Costs per step a request runs:
-    O(kv tokens) vectorised to accumulate; a compaction adds an O(kv) partial selection."""
+    """Keeps, per running request id, its accumulated scores (one per KV token in KV order, as
+    of its last step): `SyntheticScores` under the sim, O(new tokens) per step; `DenseScores`
+    otherwise, O(KV tokens) per step. A compaction adds an O(KV) partial selection."""
 
     def __init__(self, *, heavy_hitter_ratio: float, recent_tokens: int, score_decay: float,
                  min_tokens: int, block_tokens: int) -> None:
@@ -48,40 +80,37 @@ class H2oCompressor:
         self.score_decay = score_decay
         self.min_tokens = min_tokens
         self.block_tokens = block_tokens
-        self._scores: dict[str, np.ndarray] = {}
+        self._scores: dict[str, DenseScores | SyntheticScores] = {}
 
     def scores(self, request_id: str) -> np.ndarray | None:
         """The accumulated scores of a running request, in KV order (for tests and inspection)."""
-        return self._scores.get(request_id)
+        scores = self._scores.get(request_id)
+        return None if scores is None else scores.values()
 
-    def plan_keep(self, r: Request, attention: Sequence[float] | None,
+    def plan_keep(self, r: Request, attention: Attention | None,
                   protected_tokens: Callable[[], int]) -> np.ndarray | None:
         n = r.num_kv_tokens
-        scores = self._accumulate(r.request_id, attention, n)
+        scores = self._scores.get(r.request_id)
+        if scores is None:
+            scores = self._scores[r.request_id] = (SyntheticScores(attention.seed, self.score_decay)
+                                                   if isinstance(attention, SyntheticAttention)
+                                                   else DenseScores(self.score_decay))
+        scores.add_step(r, attention)
         heavy = math.ceil(self.heavy_hitter_ratio * r.num_computed_tokens)
         if n < self.min_tokens or n - self.recent_tokens - heavy < self.block_tokens:
             return None
         lo, hi = protected_tokens(), n - self.recent_tokens
         if hi - lo - heavy < self.block_tokens:
             return None
-        top = np.argpartition(-scores[lo:hi], heavy - 1)[:heavy]
-        keep = np.concatenate((np.arange(lo), np.sort(top) + lo, np.arange(hi, n)))
-        self._scores[r.request_id] = scores[keep]
+        kept = np.ones(n, dtype=bool)  # the top `heavy` of lo .. hi by score, in order: a mask, not a sort
+        kept[lo:hi] = False
+        kept[np.argpartition(-scores.values()[lo:hi], heavy - 1)[:heavy] + lo] = True
+        keep = np.flatnonzero(kept)
+        scores.keep(keep)
         return keep
 
     def forget(self, request_id: str) -> None:
         self._scores.pop(request_id, None)
-
-    def _accumulate(self, request_id: str, attention: Sequence[float] | None, n: int) -> np.ndarray:
-        scores = np.zeros(n)
-        prev = self._scores.get(request_id)
-        if prev is not None:
-            scores[: len(prev)] = prev * self.score_decay
-        if attention is not None:
-            assert len(attention) == n, "an executor's attention must cover the request's KV tokens"
-            scores += attention
-        self._scores[request_id] = scores
-        return scores
 
 
 def make_h2o(config: EngineConfig, plan: MemoryPlan) -> Policy:

@@ -13,7 +13,7 @@ protection (aging, the batch minimum share, the cap on consecutive preemptions).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Protocol
@@ -24,6 +24,7 @@ from reference_engine.config import PreemptionMode
 from reference_engine.policies.base import EvictionIndex, Tier
 
 if TYPE_CHECKING:
+    from reference_engine.executors.base import Attention
     from reference_engine.core.request import Request
 
 
@@ -41,7 +42,7 @@ class Compressor(Protocol):
     marked approximate. A compressor that keeps per-request state is told when to drop it.
     """
 
-    def plan_keep(self, r: Request, attention: Sequence[float] | None,
+    def plan_keep(self, r: Request, attention: Attention | None,
                   protected_tokens: Callable[[], int]) -> np.ndarray | None:
         """Sorted KV indices of `r` to keep, or None to keep everything.
 

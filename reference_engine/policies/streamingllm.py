@@ -18,7 +18,8 @@ drops KV it still reads. `sliding_window_tokens` must then equal the model's win
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -28,6 +29,9 @@ from reference_engine.errors import ConfigError
 from reference_engine.memory import MemoryPlan
 from reference_engine.policies.lru_queue import make_lru_index
 from reference_engine.policies.policy import Policy
+
+if TYPE_CHECKING:
+    from reference_engine.executors.base import Attention
 
 
 class StreamingLlmCompressor:
@@ -39,7 +43,7 @@ class StreamingLlmCompressor:
         self.window_tokens = window_tokens
         self.block_tokens = block_tokens
 
-    def plan_keep(self, r: Request, attention: Sequence[float] | None,
+    def plan_keep(self, r: Request, attention: Attention | None,
                   protected_tokens: Callable[[], int]) -> np.ndarray | None:
         n, window = r.num_kv_tokens, self.window_tokens
         if n - self.sink_tokens - window < self.block_tokens:

@@ -6,8 +6,9 @@ import pytest
 from reference_engine import EventKind
 from reference_engine.config import TrafficClass
 from reference_engine.core.request import Request
-from reference_engine.executors.sim_attention import SINK_MASS, SINK_TOKENS, synthetic_attention
-from reference_engine.policies.h2o import H2oCompressor
+from reference_engine.executors.sim_attention import (SINK_MASS, SINK_TOKENS, SyntheticAttention, SyntheticScores,
+                                                      synthetic_attention)
+from reference_engine.policies.h2o import DenseScores, H2oCompressor
 from tests.helpers import Driver, small_config
 
 
@@ -65,6 +66,37 @@ def test_synthetic_attention_is_deterministic_heavy_tailed_and_has_sinks():
     # a token's rank does not depend on which others are held
     held = positions[::3]
     assert np.array_equal(np.argsort(synthetic_attention(7, held, 1)[2:]), np.argsort(mass[held][2:]))
+
+
+@pytest.mark.parametrize("decay", [0.98, 0.5])
+def test_the_closed_form_scores_equal_the_recurrence_over_the_materialised_attention(decay):
+    """SyntheticScores (O(new tokens) per step) against DenseScores fed `synthetic_attention` (the
+    definition, O(KV) per step): prefill chunks, decodes, compactions that drop sinks and middle
+    tokens, and enough steps at decay 0.5 to fold the scale back several times."""
+    seed, rng = 11, np.random.default_rng(3)
+    r = running(0)
+    closed, dense = SyntheticScores(seed, decay), DenseScores(decay)
+    for step in range(2400):
+        n = 3 if step == 0 else (40 if step < 5 else 1)  # a prefill whose first chunk holds some sinks
+        r.num_computed_tokens += n
+        closed.add_step(r, SyntheticAttention(seed, n))
+        dense.add_step(r, synthetic_attention(seed, r.kv_positions(), n))
+        np.testing.assert_allclose(closed.values(), dense.values(), rtol=1e-9, atol=1e-300)
+        if step % 97 == 96:  # a compaction: drop a random third, sinks included
+            kv = r.num_kv_tokens
+            keep = np.sort(rng.choice(kv, size=kv - kv // 3, replace=False))
+            r.kept_positions = r.kv_positions()[keep]
+            r.num_dropped_tokens += kv - len(keep)
+            closed.keep(keep)
+            dense.keep(keep)
+    assert len(closed) == r.num_kv_tokens
+
+
+def test_the_sim_hands_h2o_its_attention_in_closed_form():
+    c = compressor(min_tokens=1000)
+    r = running(50)
+    c.plan_keep(r, SyntheticAttention(5, 50), lambda: 0)
+    np.testing.assert_allclose(c.scores("r"), synthetic_attention(5, np.arange(50), 50))
 
 
 def test_the_sim_engine_compresses_long_sequences_and_keeps_sinks_and_the_recent_window():
