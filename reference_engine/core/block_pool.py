@@ -47,6 +47,11 @@ class BlockPool:
         self.num_evicted_cached = 0
         self.num_prefix_queries = 0  # blocks looked up
         self.num_prefix_hits = 0  # blocks found
+        # Changes whenever a block may gain or lose a second reference: every incref, every
+        # decref off its all-ones path. Between two changes the blocks with refcount > 1 stay
+        # the same (an allocation gives refcount 1, the all-ones path takes 1 to 0), so an
+        # answer of `shared_prefix_len` may be kept until it changes.
+        self.sharing_epoch = 0
 
     # ----------------------------------------------------------------- queries
     @property
@@ -181,6 +186,7 @@ class BlockPool:
     def incref(self, blocks: Sequence[int], now_s: float, *, hold: bool = False) -> None:
         """Take one more reference on each block (a prefix hit, or a session retaining it)."""
         ref, holds, hashes, cached = self._ref, self._hold, self._hash, self._cached
+        self.sharing_epoch += 1
         revived: list[int] = []
         for b in blocks:
             r = ref[b]
@@ -210,12 +216,14 @@ class BlockPool:
         ref = self._ref
         if hold or not self._held.isdisjoint(blocks):
             released = self._decref_held(blocks, hold)
+            self.sharing_epoch += 1
         elif [ref[b] for b in blocks].count(1) == len(blocks):
             # the hot path of every request's release: no retained state, no block shared
             for b in blocks:
                 ref[b] = 0
             released = blocks[::-1]
         else:  # no retained state, but some blocks are shared (prefix hits of running requests)
+            self.sharing_epoch += 1
             released = []
             for b in reversed(blocks):
                 r = ref[b] - 1

@@ -137,8 +137,15 @@ class KVCacheManager:
     def shared_prefix_tokens(self, r: Request) -> int:
         """KV tokens of `r` up to the end of its last block that someone else also references
         (another request's prefix hit, a session hold, a pin): a compaction must keep them in
-        place. Only hashed blocks can be shared, so only `r`'s registered prefix is looked at."""
-        num_shared = self.pool.shared_prefix_len(r.block_ids[: r.num_registered_blocks])
+        place. Only hashed blocks can be shared, so only `r`'s registered prefix is looked at, and
+        only when the pool's sharing epoch or that prefix changed since the last answer
+        (token-level policies ask for every long running request in every step)."""
+        pool, registered, memo = self.pool, r.num_registered_blocks, r.shared_prefix_memo
+        if memo is not None and memo[0] == pool.sharing_epoch and memo[1] == registered:
+            num_shared = memo[2]
+        else:
+            num_shared = pool.shared_prefix_len(r.block_ids[:registered])
+            r.shared_prefix_memo = (pool.sharing_epoch, registered, num_shared)
         return min(num_shared * self.block_tokens, r.num_kv_tokens)
 
     def compact(self, r: Request, keep: np.ndarray, now_s: float, meta: EntryMeta) -> tuple[KVCompaction | None, int]:

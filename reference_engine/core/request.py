@@ -76,6 +76,8 @@ class Request:
     block_ids: list[int] = field(default_factory=list)
     block_hashes: list[int] = field(default_factory=list)
     num_registered_blocks: int = 0  # leading blocks whose hash the pool knows
+    # KVCacheManager.shared_prefix_tokens' last answer: (pool sharing epoch, registered blocks, shared blocks)
+    shared_prefix_memo: tuple[int, int, int] | None = None
     num_prefix_hit_tokens: int = 0
     num_swapped_blocks: int = 0
     first_scheduled_s: float | None = None

@@ -35,3 +35,23 @@ def test_the_shared_prefix_is_what_other_references_hold():
     d.step()  # b hits a's first 4 blocks while a is running
     assert b.num_prefix_hit_tokens == 64
     assert d.core.kv.shared_prefix_tokens(a) == 64 and d.core.kv.shared_prefix_tokens(b) == 64
+
+
+def test_the_shared_prefix_answer_follows_every_reference_change():
+    """shared_prefix_tokens keeps its answer while the pool's sharing epoch stands: each way a
+    block gains or loses a second reference must move the epoch."""
+    d = Driver(small_config())
+    kv, ids = d.core.kv, list(range(2_000, 2_100))
+    a = d.add(prompt_token_ids=ids, max_new=40)
+    d.step()
+    assert kv.shared_prefix_tokens(a) == 0
+    b = d.add(prompt_token_ids=ids[:64] + [7] * 50, max_new=2)
+    d.step()  # a prefix hit: a's first 4 blocks gain a reference
+    assert kv.shared_prefix_tokens(a) == 64
+    while not b.is_finished:
+        d.step()  # b's release: they lose it again
+    assert kv.shared_prefix_tokens(a) == 0
+    d.core.pool.incref(a.block_ids[:2], 0.0, hold=True)  # a hold (a session or a pin)
+    assert kv.shared_prefix_tokens(a) == 32
+    d.core.pool.decref(a.block_ids[:2], 0.0, hold=True)
+    assert kv.shared_prefix_tokens(a) == 0
