@@ -1,8 +1,9 @@
 """Event-driven stepping for replay: fuse steps while nothing but their arithmetic changes.
 
 A run of K steps can be applied at once when step-by-step simulation would do exactly the same
-thing in each of them: nobody is swapped, and every waiting request is over its admission limit
-for the whole run (see `_waiting_stays_blocked`), so nothing starts; every running decode gains
+thing in each of them: nobody is swapped, and nothing waiting starts (`_steps_nothing_starts`:
+the steps leave it no token budget or sequence slot, or every waiting request is over its
+admission limit for the whole run); every running decode gains
 one token per step and every running prefill the chunk `Scheduler.prefill_chunks` gives it (the
 same rules `schedule()` applies: capped while requests wait, otherwise the rest of the budget in
 running order), the same chunk in every step, because no prompt completes before the last fused
@@ -52,11 +53,13 @@ def fast_forward(core: "EngineCore", until_s: float, observe_s: Sequence[float] 
             or core._in_flight is not None):
         return None
     max_ctx = core.admission.max_context_tokens
-    run = _split(sched.running.values(), max_ctx, kv.block_tokens)
+    run = _split(sched.running.values(), sched.prefilling, max_ctx, kv.block_tokens)
     decodes, num_decodes = run.decodes, len(run.decodes)
     prefills = _Prefills.plan(sched, run.prefills, sched.token_budget - num_decodes)
     k_max = min(run.max_steps, prefills.max_steps)
-    if k_max <= 1 or not _waiting_stays_blocked(core):  # the queue scan after the cheap exits
+    if k_max > 1:
+        k_max = min(k_max, _steps_nothing_starts(core, num_decodes, prefills))
+    if k_max <= 1:
         return None
     now = core.clock.now()
     timer = sched.next_timer_s()  # a queue deadline or a session expiry
@@ -217,6 +220,24 @@ class _Prefills:
         return [(last, s + self.num_uniform * c) for c, last, s in zip(self.chunks, self.last, self.starts) if last]
 
 
+def _steps_nothing_starts(core: "EngineCore", num_decodes: int, prefills: _Prefills) -> int:
+    """How many steps from now no waiting request can start in. schedule() tries none in a step
+    whose decodes and prefills leave no token budget, or whose sequence slots are all taken
+    (it puts the head of the queue back untouched: no side effect): so a run whose uniform
+    steps leave no budget fuses whatever waits, up to the step where a prompt completes if
+    that step leaves some. Otherwise the waiting must be proven blocked for the whole run
+    (`_waiting_stays_blocked`), a scan of the queue, so it comes last."""
+    sched = core.scheduler
+    if not len(sched.waiting) or len(sched.running) >= sched.max_num_seqs:
+        return _MAX_FUSED_STEPS
+    left = sched.token_budget - num_decodes
+    if left > sum(prefills.chunks):
+        return _MAX_FUSED_STEPS if _waiting_stays_blocked(core) else 0
+    if prefills.last is None or left <= sum(prefills.last) or _waiting_stays_blocked(core):
+        return _MAX_FUSED_STEPS
+    return prefills.num_uniform
+
+
 def _waiting_stays_blocked(core: "EngineCore") -> bool:
     """True when no waiting request can start during the run: each is over its class limit
     now, and the projected usage the limit is checked against cannot fall while only decodes
@@ -241,15 +262,17 @@ class _Batch:
     max_steps: int = _MAX_FUSED_STEPS  # steps before the first decode reaches its output or context limit
 
 
-def _split(running, max_ctx: int, block_tokens: int) -> _Batch:
-    """One pass over the running set (replay's hottest loop: properties inlined)."""
+def _split(running, prefilling: dict[str, Request], max_ctx: int, block_tokens: int) -> _Batch:
+    """One pass over the running set (replay's hottest loop: properties inlined). A request with
+    one token left to compute is a decode only once its prompt (or recompute) is done: the step
+    that computes a chunked prompt's last token samples its first token and ends a run."""
     batch = _Batch()
     decodes, slacks, prefills = batch.decodes, batch.slacks, batch.prefills
     kv_tokens, max_steps = 0, _MAX_FUSED_STEPS
     for r in running:
         num_output = len(r.output_token_ids)
         num_tokens = r.num_prompt_tokens + num_output
-        if num_tokens - r.num_computed_tokens != 1:
+        if num_tokens - r.num_computed_tokens != 1 or r.request_id in prefilling:
             prefills.append(r)
             continue
         decodes.append(r)

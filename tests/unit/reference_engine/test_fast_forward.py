@@ -2,6 +2,8 @@
 
 import random
 
+import pytest
+
 from tests.helpers import Driver, small_config
 
 
@@ -15,9 +17,10 @@ def workload(seed: int):
     return out
 
 
-def replay(seed: int, fast: bool):
+def replay(seed: int, fast: bool, **overrides):
     d = Driver(small_config(512, overrides={"engine.max_num_seqs": 6, "engine.max_num_batched_tokens": 128,
-                                            "tenants.acme.max_kv_share": 0.5, "tenants.globex.max_kv_share": 0.5}))
+                                            "tenants.acme.max_kv_share": 0.5, "tenants.globex.max_kv_share": 0.5,
+                                            **overrides}))
     arrivals = workload(seed)
     results, i, steps = {}, 0, 0
     while i < len(arrivals) or d.core.has_work():
@@ -72,6 +75,31 @@ def test_fused_runs_cover_several_prefills_and_the_step_that_completes_one(monke
     assert seen["several"] and seen["hand_over"], seen
 
 
+@pytest.mark.parametrize("policy", ["none", "vllm_like"])
+def test_without_admission_runs_fuse_while_requests_wait_for_budget(monkeypatch, policy):
+    """No admission control: nothing proves a waiting request over its limit, but a step whose
+    prefill takes the whole budget (no long-prefill cap, as in vLLM) tries nobody, so runs fuse
+    with requests waiting, and the results still equal stepping one by one."""
+    from reference_engine.core import fast_forward as ff
+
+    fused_while_waiting = []
+    steps_nothing_starts = ff._steps_nothing_starts
+
+    def spy(core, num_decodes, prefills):
+        k = steps_nothing_starts(core, num_decodes, prefills)
+        if k > 1 and len(core.scheduler.waiting):
+            fused_while_waiting.append(k)
+        return k
+
+    monkeypatch.setattr(ff, "_steps_nothing_starts", spy)
+    overrides = {"kv_cache.policy": policy, "engine.long_prefill_token_threshold": 0}
+    for seed in range(3):
+        slow, slow_events, slow_steps, _ = replay(seed, fast=False, **overrides)
+        fast, fast_events, fast_steps, _ = replay(seed, fast=True, **overrides)
+        assert (fast, fast_events, fast_steps) == (slow, slow_events, slow_steps)
+    assert fused_while_waiting
+
+
 def test_an_index_whose_evictions_depend_on_time_is_asked_at_each_steps_time(monkeypatch):
     """multi_queue demotes by age when asked for victims: a fused run must then evict at the
     times and in the order stepping one by one does, not all at the run's start."""
@@ -95,3 +123,16 @@ def test_an_index_whose_evictions_depend_on_time_is_asked_at_each_steps_time(mon
         timelines.append(list(pops))
     slow, fast = timelines
     assert len(slow) > 20 and fast == slow
+
+
+def test_a_prompt_one_token_short_gets_its_first_token_from_the_next_step():
+    """A chunk that leaves one prompt token does not make a decode: the next step computes that
+    token and samples the first one, so it ends a fused run (a run that took it for a decode
+    stamped the first token at the run's end)."""
+    results = []
+    for fast in (False, True):
+        d = Driver(small_config(512, overrides={"engine.max_num_seqs": 6, "engine.max_num_batched_tokens": 128}))
+        r = d.add(prompt_len=129, max_new=40)  # 128 tokens in the first step, 1 left
+        d.run(fast=fast)
+        results.append((r.first_token_s, r.finish_s, d.core.num_steps))
+    assert results[0] == results[1]
