@@ -4,15 +4,20 @@
     kvgate replay --trace conversation_trace.jsonl --compare configs/*.toml --out runs/cmp
 
 One policy: one run record (the same contract as a live run) and a summary. `--compare`: every
-policy on the same trace, one record each under `--out`, and a comparison table. docs/replay.md
+policy on the same trace, one record each under `--out`, and a comparison table; the configs
+replay side by side, one process each (`--jobs`), each on one core as alone. docs/replay.md
 explains the options; exit codes are the CLI's (0 ok, 1 a gate failed, 2 a usage/harness error).
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
+import os
+import queue
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -62,6 +67,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="virtual seconds between samples (default: the config's server.sample_interval_s)")
     p.add_argument("--step-by-step", action="store_true",
                    help="one engine step per call, no fast-forward (slow; for checking equivalence)")
+    p.add_argument("--jobs", type=int, metavar="N",
+                   help="--compare: replay N configs at once, one process each (default: one per CPU, at most one "
+                        "per config; 1 replays them one after the other in this process)")
     p.add_argument("--goodput-ttft-ms", type=float, default=DEFAULT_TTFT_SLO_S * 1000, metavar="MS",
                    help="TTFT SLO that counts a request toward goodput (default 900)")
     p.set_defaults(func=run)
@@ -80,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
         console.width = max(console.width, 160)
     if args.sample_interval is not None and not args.sample_interval > 0:
         raise KvgateError(f"--sample-interval must be positive, got {args.sample_interval}")
+    if args.jobs is not None and args.jobs < 1:
+        raise KvgateError(f"--jobs must be at least 1, got {args.jobs}")
     trace = load_trace(args.trace, args.format, args.limit)
     paths = args.compare or [args.policy]
     configs = [load_config(path) for path in paths]  # every config is valid before the first replay starts
@@ -94,8 +104,11 @@ def run(args: argparse.Namespace) -> int:
         judgement = judge(result.run_dir)
         console.print(f"report: [bold]{judgement.report}[/]")
         return judgement.exit_code
-    results = [_replay(console, trace, path, config, settings, out / name)
-               for path, config, name in zip(paths, configs, _names(paths))]
+    run_dirs = [out / name for name in _names(paths)]
+    jobs = min(len(paths), args.jobs or os.cpu_count() or 1)
+    results = (_replay_side_by_side(console, trace, paths, configs, settings, run_dirs, jobs) if jobs > 1 else
+               [_replay(console, trace, path, config, settings, run_dir)
+                for path, config, run_dir in zip(paths, configs, run_dirs)])
     summaries = [RunSummary.from_record(RunRecord.load(r.run_dir), args.goodput_ttft_ms / 1000) for r in results]
     _print_comparison(console, results, summaries)
     judgements = [judge(r.run_dir) for r in results]
@@ -124,17 +137,70 @@ def _replay(console: Console, trace: Trace, config_path: Path, config: EngineCon
         return run_replay(trace, config, settings, run_dir, config_path=str(config_path), on_progress=on_progress)
 
 
+def _replay_side_by_side(console: Console, trace: Trace, paths: Sequence[Path], configs: Sequence[EngineConfig],
+                         settings: ReplaySettings, run_dirs: Sequence[Path], jobs: int) -> list[ReplayResult]:
+    """Each config in its own process (`jobs` at a time), one progress bar each; results in the
+    order of `paths`. Replays are independent and single-threaded, so this changes no record."""
+    total_s = trace.duration_s * settings.time_scale / settings.rate_scale
+    spawn = multiprocessing.get_context("spawn")  # no fork of a process that may hold threads
+    with spawn.Manager() as manager, ProcessPoolExecutor(jobs, mp_context=spawn) as pool, \
+            _progress_bars(console, [p.name for p in paths], total_s) as update:
+        progress = manager.Queue()
+        futures = [pool.submit(_replay_in_worker, trace, path, config, settings, run_dir, i, progress)
+                   for i, (path, config, run_dir) in enumerate(zip(paths, configs, run_dirs))]
+        pending: set[Future] = set(futures)
+        while pending:
+            done, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
+            for i, now_s in _drain(progress):
+                update(i, now_s)
+            for f in done:
+                if not f.exception():
+                    update(futures.index(f), total_s)
+            if any(f.exception() for f in done):
+                for f in pending:
+                    f.cancel()
+                break
+        return [f.result() for f in futures]  # raises the first failure, as one after the other would
+
+
+def _replay_in_worker(trace: Trace, path: Path, config: EngineConfig, settings: ReplaySettings, run_dir: Path,
+                      index: int, progress: "queue.Queue[tuple[int, float]]") -> ReplayResult:
+    last = [0.0]
+
+    def report(now_s: float) -> None:  # a few times a second: each put is a round trip to the manager
+        if time.monotonic() - last[0] >= 0.2:
+            last[0] = time.monotonic()
+            progress.put((index, now_s))
+
+    return run_replay(trace, config, settings, run_dir, config_path=str(path), on_progress=report)
+
+
+def _drain(progress: "queue.Queue[tuple[int, float]]") -> Iterator[tuple[int, float]]:
+    while True:
+        try:
+            yield progress.get_nowait()
+        except queue.Empty:
+            return
+
+
 @contextmanager
 def _progress(console: Console, label: str, total_s: float):
     """A progress bar by virtual time (the trace window; the drain after it shows as full)."""
+    with _progress_bars(console, [label], total_s) as update:
+        yield lambda now_s: update(0, now_s)
+
+
+@contextmanager
+def _progress_bars(console: Console, labels: Sequence[str], total_s: float):
+    """One bar per label by virtual time; yields update(index, now_s)."""
     columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[virtual]}"),
                TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as progress:
-        task = progress.add_task(label, total=max(total_s, 1e-9), virtual="")
+        tasks = [progress.add_task(label, total=max(total_s, 1e-9), virtual="") for label in labels]
 
-        def update(now_s: float) -> None:
+        def update(index: int, now_s: float) -> None:
             shown = f"{now_s:,.0f} / {total_s:,.0f} s" if now_s <= total_s else f"{now_s:,.0f} s, draining"
-            progress.update(task, completed=min(now_s, total_s), virtual=shown)
+            progress.update(tasks[index], completed=min(now_s, total_s), virtual=shown)
 
         yield update
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from harness.cli import main
 from harness.replay.loaders import load_trace
-from harness.run_record import RunRecord
+from harness.run_record import TABLES, RunRecord
 
 REPO = Path(__file__).resolve().parents[4]
 TRACES = REPO / "tests" / "data" / "traces"
@@ -58,6 +58,23 @@ def test_compare_runs_every_config_on_the_same_trace(tmp_path, capsys):
     assert RunRecord.load(out / "default").meta.config_digest != RunRecord.load(out / "none").meta.config_digest
 
 
+def test_compare_side_by_side_writes_the_records_one_after_the_other_would(tmp_path):
+    """--jobs replays each config in its own process: the same records (every table, the final
+    state), in the same directories, as replaying them in turn."""
+    none = tmp_path / "none.toml"
+    none.write_text(DEFAULT.read_text().replace('policy = "lru"', 'policy = "none"'))
+    runs = {}
+    for jobs in ("1", "2"):
+        out = tmp_path / f"jobs{jobs}"
+        assert main(["replay", "--trace", str(MOONCAKE), "--compare", str(DEFAULT), str(none), "--limit", "30",
+                     "--out", str(out), "--jobs", jobs]) in (0, 1)
+        runs[jobs] = {name: RunRecord.load(out / name) for name in ("default", "none")}
+    for name in ("default", "none"):
+        one, two = runs["1"][name], runs["2"][name]
+        assert all(getattr(one, table).equals(getattr(two, table)) for table in TABLES)
+        assert one.meta.final == two.meta.final and one.meta.policy == name.replace("default", "lru")
+
+
 def test_usage_errors_exit_2_with_a_clear_message(tmp_path, capsys):
     assert main(["replay", "--trace", str(MOONCAKE), "--policy", str(DEFAULT), "--tenants", "fraction:acme=2",
                  "--out", str(tmp_path / "x")]) == 2
@@ -66,3 +83,5 @@ def test_usage_errors_exit_2_with_a_clear_message(tmp_path, capsys):
     assert "no such trace file" in capsys.readouterr().err
     assert main(["replay", "--trace", str(MOONCAKE), "--policy", str(tmp_path / "nope.toml")]) == 2
     assert "no such config file" in capsys.readouterr().err
+    assert main(["replay", "--trace", str(MOONCAKE), "--compare", str(DEFAULT), "--jobs", "0"]) == 2
+    assert "--jobs must be at least 1" in capsys.readouterr().err
