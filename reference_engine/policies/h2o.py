@@ -8,8 +8,8 @@ ran in, the attention mass each KV token received, decayed once per step:
 
 The executor supplies the mass (`StepOutcome.attention`): the torch executor the model's real
 attention (summed over the step's queries, averaged over heads and layers), the sim executor a
-documented synthetic distribution (heavy-tailed, with sinks: `executors/sim_attention.py`),
-whose decayed sum has a closed form that costs O(new tokens) per step instead of O(KV tokens). Once a
+documented synthetic distribution (heavy-tailed, with sinks: `executors/sim_attention.py`)
+whose decayed sum has a closed form, O(new tokens) per step instead of O(KV tokens). Once a
 sequence holds `min_tokens_to_compress` tokens, whenever a whole block can be freed it keeps
 
     the last `recent_window_tokens` tokens
