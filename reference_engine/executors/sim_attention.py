@@ -108,11 +108,11 @@ class SyntheticScores:
     def add_step(self, r: Request, attention: SyntheticAttention) -> None:
         """`r` ran a step of `attention.num_new` queries; its KV (after the step) extends ours."""
         held, n = self._len, r.num_kv_tokens
-        if n > held:
-            fresh = self._fresh(r, held)
-            new = self._weights_of(r.num_computed_tokens - (n - held), n - held) if fresh else \
-                synthetic_weights(self.seed, r.kv_positions(start=held))
-            self._append(new)
+        if n == held + 1 and self._fresh(r, held):  # a decode: one new token, the next position
+            self._append_one(self._weights_of(r.num_computed_tokens - 1, 1).item(0))
+        elif n > held:
+            self._append(self._weights_of(r.num_computed_tokens - (n - held), n - held) if self._fresh(r, held)
+                         else synthetic_weights(self.seed, r.kv_positions(start=held)))
         self._scale *= self.decay
         per_weight, per_sink = _shares(self._total, self._num_sinks)
         self._h += attention.num_new * per_weight / self._scale
@@ -135,19 +135,33 @@ class SyntheticScores:
             self._ahead = synthetic_weights(self.seed, np.arange(first, first + max(count, self._AHEAD)))
         return self._ahead[offset: offset + count]
 
-    def _append(self, new: np.ndarray) -> None:
-        held, count = self._len, len(new)
+    def _reserve(self, count: int) -> None:
+        """Room for `count` more tokens (capacity doubles: O(1) amortised per token)."""
+        held = self._len
         if held + count > len(self._weights):
             size = max(2 * len(self._weights), held + count)
             self._weights = np.concatenate((self._weights[:held], np.zeros(size - held)))
             self._born = np.concatenate((self._born[:held], np.zeros(size - held)))
+
+    def _append_one(self, weight: float) -> None:
+        """`_append` for one token that is no sink, without array slices (most steps are decodes)."""
+        self._reserve(1)
+        held = self._len
+        self._weights[held] = weight
+        self._born[held] = self._h
+        self._len = held + 1
+        self._total += weight
+
+    def _append(self, new: np.ndarray) -> None:
+        self._reserve(len(new))
+        held, count = self._len, len(new)
         self._weights[held: held + count] = new
         new_sinks = count - int(np.count_nonzero(new)) if held < SINK_TOKENS else 0  # weights are ≥ 1, sinks 0
         self._born[held: held + new_sinks] = self._h_sink
         self._born[held + new_sinks: held + count] = self._h
         self._len = held + count
         self._num_sinks += new_sinks
-        self._total += float(new.sum()) if count > 1 else float(new[0])
+        self._total += float(new.sum())
 
     def values(self) -> np.ndarray:
         """The scores, one per KV token in KV order. O(KV tokens)."""
