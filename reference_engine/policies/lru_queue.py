@@ -74,6 +74,16 @@ class LruQueueIndex(Generic[K]):
         self._head = head
         return victims
 
+    def first(self) -> K | None:
+        """The next victim, without popping it (None when empty): O(stale copies skipped)."""
+        if not self._len:
+            return None
+        queue, head = self._queue, self._head
+        while self._consume_stale(queue[head]):
+            head += 1
+        self._head = head
+        return queue[head]
+
     def _pop_skipping_stale(self, num: int) -> tuple[list[K], int]:
         queue, head = self._queue, self._head
         victims: list[K] = []

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from reference_engine.policies.base import EntryMeta, LruIndex
 from reference_engine.policies.lru import RecencyIndex
 from reference_engine.policies.lru_queue import LruQueueIndex
-from reference_engine.policies.multi_queue import MultiQueueIndex, Queue
+from reference_engine.policies.multi_queue import MultiQueueBlockIndex, MultiQueueIndex, Queue
 from reference_engine.policies.value_density import MIB, ValueDensityIndex
 
 KEYS = st.integers(0, 11)
@@ -216,6 +216,48 @@ def test_multi_queue_index_keeps_its_structure(ops, proportional):
     q = MultiQueueIndex(capacities={Queue.FIFO1: 3, Queue.LRU: 3, Queue.FIFO2: 2}, proportional=proportional,
                         promotion_window_s=3.0, water_level=0.6, long_tokens=4096, active_s=6.0, history_capacity=5)
     run(q, ops, check=_multi_queue_invariants)
+
+
+class MultiQueueModel:
+    """`MultiQueueIndex` (three `OrderedDict`s) as the reference for the blocks tier's index."""
+
+    def __init__(self, **rules) -> None:
+        self.index = MultiQueueIndex(proportional=True, **rules)
+
+    def insert(self, keys, meta, now):
+        self.index.insert(keys, meta, now)
+
+    def remove(self, key, now):
+        self.index.remove(key, now)
+
+    def pop(self, n, strict, now):
+        return self.index.pop_victims(n, now, strict=strict)
+
+
+# Fewer keys and shorter gaps than OPS: hits inside the promotion window, promotions, LRU
+# overflow (demotions to FIFO 1) and hits soon after them all happen often.
+BLOCK_OPS = st.lists(st.one_of(
+    st.tuples(st.just("insert"), st.lists(st.integers(0, 7), min_size=1, max_size=3, unique=True), st.just(1),
+              st.integers(0, 1), st.floats(0.0, 1.5)),
+    st.tuples(st.just("remove"), st.integers(0, 7), st.floats(0.0, 1.5)),
+    st.tuples(st.just("pop"), st.integers(0, 4), st.booleans(), st.floats(0.0, 1.5)),
+), max_size=120)
+
+
+@settings(max_examples=400, deadline=None)
+@given(BLOCK_OPS)
+def test_multi_queue_block_index_matches_the_ordered_dict_index(ops):
+    """Same victims after every pop, and every key in the same queue after every operation:
+    FIFO 1 and FIFO 2 as queues with lazy deletion change the cost, not the policy."""
+    rules = dict(capacities={Queue.FIFO1: 3, Queue.LRU: 3, Queue.FIFO2: 2}, promotion_window_s=3.0,
+                 water_level=0.6, long_tokens=4096, active_s=6.0, history_capacity=5)
+    index, model = MultiQueueBlockIndex(**rules), MultiQueueModel(**rules)
+
+    def same_queues(q: MultiQueueBlockIndex, kind: str) -> None:
+        assert [q.queue_of(k) for k in range(8)] == [model.index.queue_of(k) for k in range(8)]
+        assert [q.num_in(x) for x in Queue] == [model.index.num_in(x) for x in Queue]
+
+    run(index, ops, model, check=same_queues)
 
 
 def test_heap_indexes_keep_their_order_across_rebuilds(monkeypatch):

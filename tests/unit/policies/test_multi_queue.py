@@ -4,7 +4,7 @@ import pytest
 
 from reference_engine.memory import MemoryPlan
 from reference_engine.policies.base import EntryMeta, Tier
-from reference_engine.policies.multi_queue import MultiQueueIndex, Queue, make_multi_queue
+from reference_engine.policies.multi_queue import MultiQueueBlockIndex, MultiQueueIndex, Queue, make_multi_queue
 from tests.helpers import access, small_config
 
 NEW = EntryMeta()
@@ -16,6 +16,19 @@ def index(fifo1: int = 8, lru: int = 8, fifo2: int = 8, *, proportional: bool = 
     return MultiQueueIndex(capacities={Queue.FIFO1: fifo1, Queue.LRU: lru, Queue.FIFO2: fifo2},
                            proportional=proportional, promotion_window_s=5.0, water_level=water_level,
                            long_tokens=4096, active_s=30.0, history_capacity=100)
+
+
+def block_index(fifo1: int = 8, lru: int = 8, fifo2: int = 8, *, water_level: float = 0.85) -> MultiQueueBlockIndex:
+    return MultiQueueBlockIndex(capacities={Queue.FIFO1: fifo1, Queue.LRU: lru, Queue.FIFO2: fifo2},
+                                promotion_window_s=5.0, water_level=water_level, long_tokens=4096, active_s=30.0,
+                                history_capacity=100)
+
+
+# The blocks tier's two implementations: the general index with proportional capacities, and
+# the one the engine uses there (queues with lazy deletion; tests/unit/policies/test_index_properties.py
+# drives both side by side).
+BLOCK_TIER = [pytest.param(lambda **kw: index(proportional=True, **kw), id="ordered-dicts"),
+              pytest.param(block_index, id="lazy-queues")]
 
 
 def test_new_entries_enter_fifo1_and_a_second_access_within_the_window_promotes_them():
@@ -122,8 +135,9 @@ def test_sessions_tier_capacities_count_sessions_and_fifo1_overflow_is_evicted()
     assert q.pop_overflow(0.0) == ["a"] and len(q) == 2
 
 
-def test_blocks_tier_capacities_are_proportions_and_never_evict():
-    q = index(fifo1=2, lru=2, fifo2=1, proportional=True)  # 40 % / 40 % / 20 %
+@pytest.mark.parametrize("make", BLOCK_TIER)
+def test_blocks_tier_capacities_are_proportions_and_never_evict(make):
+    q = make(fifo1=2, lru=2, fifo2=1)  # 40 % / 40 % / 20 %
     for i in range(10):
         q.insert([i], NEW, 0.0)
         access(q, i, 0.1)  # everything promoted ...
@@ -131,9 +145,24 @@ def test_blocks_tier_capacities_are_proportions_and_never_evict():
     assert q.num_in(Queue.FIFO1) == 6 and q.pop_overflow(1.0) == [] and len(q) == 10
 
 
+@pytest.mark.parametrize("make", BLOCK_TIER)
+def test_blocks_tier_an_entry_demoted_to_fifo1_gets_a_fresh_promotion_window(make):
+    q = make(fifo1=2, lru=2, fifo2=1)
+    for i in range(10):
+        q.insert([i], NEW, 10.0)
+        access(q, i, 10.1)  # all promoted; the LRU keeps 4, the 6 coldest go back to FIFO 1 at 10.1
+    demoted = [i for i in range(10) if q.queue_of(i) is Queue.FIFO1]
+    assert demoted == [0, 1, 2, 3, 4, 5]
+    access(q, 0, 14.0)  # 3.9 s after its demotion, 4 s after it first came: promoted again
+    assert q.queue_of(0) is Queue.LRU
+    access(q, 5, 16.0)  # 5.9 s after the demotion (still FIFO 1 after 0's return): not promoted
+    assert q.queue_of(5) is Queue.FIFO1
+
+
 def test_the_policy_ticks_and_caps_each_tick():
     config = small_config(1000, overrides={"multi_queue.tick_interval_ms": 250,
                                            "multi_queue.max_evict_per_tick_percent": 2.0})
     policy = make_multi_queue(config, MemoryPlan.from_config(config))
     assert policy.session_tick_s == 0.25 and policy.max_session_evict_blocks_per_tick == 20
+    assert isinstance(policy.make_index(Tier.BLOCKS), MultiQueueBlockIndex)
     assert policy.make_index(Tier.BLOCKS).proportional and not policy.make_index(Tier.SESSIONS).proportional
