@@ -97,18 +97,14 @@ class HeapIndex(Generic[K]):
     def _pop(self) -> K:
         """Pop the lowest live entry (callers check len(self) first)."""
         key, priority, _ = self._peek()
-        self._take_front(key, priority)
-        return key
-
-    def _take_front(self, key: K, priority: float) -> None:
-        """Remove `key`, which `_peek` just found at the front, as a victim."""
         self._heap[0][2].popleft()
         self._slots -= 1
         del self._live[key]
-        self._evicted(key, priority)
+        self._evicted([key], priority)
+        return key
 
-    def _evicted(self, key: K, priority: float) -> None:
-        """Hook: `key` left as a victim with `priority` (GDSF inflates its clock here)."""
+    def _evicted(self, keys: list[K], priority: float) -> None:
+        """Hook: `keys` (of one item) left as victims with `priority` (GDSF inflates its clock)."""
 
     def priority_of(self, key: K) -> float:
         """The current priority of a key in the index (for tests and the ledger)."""
@@ -116,15 +112,34 @@ class HeapIndex(Generic[K]):
 
     # ------------------------------------------ EvictionIndex (insert/remove: subclasses)
     def pop_victims(self, num_blocks: int, now_s: float, *, strict: bool = False) -> list[K]:
+        """Item by item from the lowest: each item's live keys from its front, in one inlined
+        loop (a released chain is popped as a run, with one hook call)."""
         victims: list[K] = []
         freed = 0
-        while freed < num_blocks and self._live:
-            key, priority, size = self._peek()
+        live = self._live
+        while freed < num_blocks and live:
+            _, priority, size = self._peek()  # the front item now starts with a live key
             if strict and freed + size > num_blocks:
                 break
-            self._take_front(key, priority)
-            victims.append(key)
-            freed += size
+            _, stamp, keys = self._heap[0]
+            taken: list[K] = []
+            while keys and freed < num_blocks:
+                entry = live.get(keys[0])
+                if entry is None or entry[0] != stamp:  # stale: skipped
+                    keys.popleft()
+                    self._slots -= 1
+                    continue
+                if strict and freed + entry[1] > num_blocks:
+                    break
+                key = keys.popleft()
+                self._slots -= 1
+                del live[key]
+                taken.append(key)
+                freed += entry[1]
+            victims.extend(taken)
+            self._evicted(taken, priority)
+            if strict and keys and freed < num_blocks:
+                break  # the next key of this item does not fit
         return victims
 
     def pop_overflow(self, now_s: float) -> list[K]:

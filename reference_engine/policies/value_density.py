@@ -74,6 +74,10 @@ class ValueDensityIndex(HeapIndex[K]):
         fresh = _Reuse(0.0, now_s, saved_ms)
         fresh_priority = self.inflation + self._prior * saved_ms / (size * self._mib_per_block)
         take, reuse_of = self._history.take, self._reuse
+        if self._history.knows_none_of(keys):  # the common case: a chain never hit, in bulk
+            reuse_of.update(dict.fromkeys(keys, fresh))
+            self._push_many(keys, fresh_priority, size)
+            return
         run: list[K] = []  # consecutive never-hit keys: one heap item, in order
         for key in keys:
             past = take(key)
@@ -90,8 +94,10 @@ class ValueDensityIndex(HeapIndex[K]):
         self._discard(key)
         self._history.keep(key, self._hit(self._reuse.pop(key), now_s))
 
-    def _evicted(self, key: K, priority: float) -> None:
-        del self._reuse[key]
+    def _evicted(self, keys: list[K], priority: float) -> None:
+        reuse = self._reuse
+        for key in keys:
+            del reuse[key]
         self.inflation = priority
 
 
