@@ -44,6 +44,9 @@ class UnknownNameError(KvgateError, KeyError):
     def __str__(self) -> str:  # KeyError would quote the whole message
         return self.args[0]
 
+    def __reduce__(self):  # rebuilt from its fields in another process (a replay worker)
+        return type(self), (self.kind, self.name, self.valid)
+
 
 class DeviceOutOfMemoryError(KvgateError):
     """The device ran out of memory while executing a step: an admission or sizing bug made real.

@@ -30,7 +30,7 @@ from harness.judge import compare, judge
 from harness.replay.loaders import AUTO, LOADERS, load_trace
 from harness.replay.run import ReplayResult, ReplaySettings, run_replay
 from harness.replay.summary import DEFAULT_TTFT_SLO_S, RunSummary
-from harness.replay.tenants import DEFAULT_SPEC
+from harness.replay.tenants import DEFAULT_SPEC, make_assigner
 from harness.replay.trace import Trace
 from harness.run_record import RunRecord
 from reference_engine import EngineConfig, load_config
@@ -98,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
     console.print(f"[bold]replay[/] {trace.format} trace {args.trace} — {len(trace.requests)} requests over "
                   f"{trace.duration_s:.0f} s" + (f" ({'; '.join(trace.notes)})" if trace.notes else ""))
     settings = _settings(args)
+    for config in configs:  # a bad --tenants spec fails now, not after the first replays
+        make_assigner(settings.tenants, config)
     if args.compare is None:
         result = _replay(console, trace, args.policy, configs[0], settings, out)
         _print_run(console, result, args.goodput_ttft_ms / 1000)

@@ -85,3 +85,7 @@ def test_usage_errors_exit_2_with_a_clear_message(tmp_path, capsys):
     assert "no such config file" in capsys.readouterr().err
     assert main(["replay", "--trace", str(MOONCAKE), "--compare", str(DEFAULT), "--jobs", "0"]) == 2
     assert "--jobs must be at least 1" in capsys.readouterr().err
+    # a spec no config can serve fails before any replay, side by side or not
+    assert main(["replay", "--trace", str(MOONCAKE), "--compare", str(DEFAULT), str(DEFAULT), "--jobs", "2",
+                 "--tenants", "fraction:nobody=1", "--out", str(tmp_path / "y")]) == 2
+    assert "unknown tenant 'nobody'" in capsys.readouterr().err and not (tmp_path / "y").exists()
