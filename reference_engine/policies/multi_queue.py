@@ -29,6 +29,7 @@ until the entry comes back.
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Sequence
 from enum import Enum
@@ -57,7 +58,7 @@ class _Slot(NamedTuple):
     since_s: float  # FIFO 1: start of its promotion window; LRU and FIFO 2: last access
 
 
-class _MultiQueueRules(Generic[K]):
+class _MultiQueueRules(ABC, Generic[K]):
     """What both multi_queue indexes share: the configuration, the capacities and how a request
     for blocks is split over the queues (`pop_victims`, on each index's `_rebalance` and
     `_pop_from`)."""
@@ -75,8 +76,8 @@ class _MultiQueueRules(Generic[K]):
         self.long_tokens = long_tokens
         self.active_s = active_s
 
-    def __len__(self) -> int:
-        raise NotImplementedError
+    @abstractmethod
+    def __len__(self) -> int: ...
 
     def capacity(self, queue: Queue) -> int:
         """Entries `queue` may hold: absolute, or its share of the index (rounded up)."""
@@ -107,11 +108,14 @@ class _MultiQueueRules(Generic[K]):
             freed += self._pop_from(queue, num_blocks - freed, strict, victims)
         return victims
 
+    @abstractmethod
     def _rebalance(self, now_s: float) -> None:
-        raise NotImplementedError
+        """Demote: FIFO 2 entries that stopped being active (or overflow) to the LRU's cold end,
+        then the LRU's coldest entries beyond its capacity to FIFO 1."""
 
+    @abstractmethod
     def _pop_from(self, queue: Queue, want: int, strict: bool, out: list[K]) -> int:
-        raise NotImplementedError
+        """Append up to `want` blocks' worth of `queue`'s oldest keys to `out`; returns the blocks."""
 
 
 class MultiQueueIndex(_MultiQueueRules[K]):
