@@ -87,14 +87,15 @@ def fast_forward(core: "EngineCore", until_s: float, observe_s: Sequence[float] 
         durations[k - 1] = steady(num_decodes, kv_tokens + (k - 1) * num_decodes, 1, prefills.last_chunks())[0]
 
     t_end = starts[k - 1] + durations[k - 1]
-    # GPU time is shared among a step's tokens: per token of the uniform steps, and of the last
+    # GPU time is shared among a step's tokens: what one token per step gets over all the uniform
+    # steps (their time over their equal token count), and in the last step
     uniform_s = (starts[num_uniform] if num_uniform < k else t_end) - now
     uniform_per_token = uniform_s / max(1, num_decodes + sum(prefills.chunks))
     last_per_token = (t_end - now - uniform_s) / (num_decodes + sum(prefills.last)) if k > num_uniform else 0.0
     tokens = prefills.tokens(k)
     _allocate_growth(core, run, prefills, starts[:k])
     outputs = []
-    decode_gpu_s = uniform_per_token * num_uniform + last_per_token
+    decode_gpu_s = uniform_per_token + last_per_token
     for r in decodes:  # applied in plan order, decodes before the prefills, as update() does
         new_tokens = sample_run(r.request_id, r.num_tokens, k)
         r.num_computed_tokens += k
@@ -105,7 +106,7 @@ def fast_forward(core: "EngineCore", until_s: float, observe_s: Sequence[float] 
         if not n:
             continue
         r.num_computed_tokens += n
-        r.gpu_time_s += uniform_per_token * chunk * num_uniform + last_per_token * last
+        r.gpu_time_s += uniform_per_token * chunk + last_per_token * last
         r.last_step_s = t_end
         if r.num_computed_tokens == r.num_tokens:  # it samples its next (maybe first) token at the end
             outputs.append(sched.apply_sampled(r, sample_run(r.request_id, r.num_tokens, 1), t_end, max_ctx))

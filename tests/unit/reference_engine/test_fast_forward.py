@@ -42,17 +42,20 @@ def replay(seed: int, fast: bool, **overrides):
                (r.finish_reason, r.first_token_s, r.finish_s, tuple(r.output_token_ids), r.num_prefix_hit_tokens,
                 r.num_preemptions) for rid, r in results.items()}
     kinds = sorted((e.kind.value, e.request_id, round(e.t_s, 9)) for e in d.core.events)
-    return summary, kinds, d.core.num_steps, steps
+    gpu_s = {rid: r.gpu_time_s for rid, r in results.items() if not isinstance(r, str)}
+    return summary, kinds, d.core.num_steps, steps, gpu_s
 
 
 def test_fast_forward_equals_step_by_step():
     for seed in range(3):
-        slow, slow_events, slow_steps, slow_calls = replay(seed, fast=False)
-        fast, fast_events, fast_steps, fast_calls = replay(seed, fast=True)
+        slow, slow_events, slow_steps, slow_calls, slow_gpu_s = replay(seed, fast=False)
+        fast, fast_events, fast_steps, fast_calls, fast_gpu_s = replay(seed, fast=True)
         assert fast == slow
         assert fast_events == slow_events
         assert fast_steps == slow_steps  # the same engine steps, in fewer calls
         assert fast_calls < slow_calls
+        # each request's share of GPU time: summed per step or per run, equal up to rounding
+        assert fast_gpu_s == pytest.approx(slow_gpu_s, rel=1e-9) and sum(slow_gpu_s.values()) > 0
 
 
 def test_fused_runs_cover_several_prefills_and_the_step_that_completes_one(monkeypatch):
@@ -94,8 +97,8 @@ def test_without_admission_runs_fuse_while_requests_wait_for_budget(monkeypatch,
     monkeypatch.setattr(ff, "_steps_nothing_starts", spy)
     overrides = {"kv_cache.policy": policy, "engine.long_prefill_token_threshold": 0}
     for seed in range(3):
-        slow, slow_events, slow_steps, _ = replay(seed, fast=False, **overrides)
-        fast, fast_events, fast_steps, _ = replay(seed, fast=True, **overrides)
+        slow, slow_events, slow_steps, _, _ = replay(seed, fast=False, **overrides)
+        fast, fast_events, fast_steps, _, _ = replay(seed, fast=True, **overrides)
         assert (fast, fast_events, fast_steps) == (slow, slow_events, slow_steps)
     assert fused_while_waiting
 
