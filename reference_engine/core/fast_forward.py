@@ -292,15 +292,17 @@ def _split(running, prefilling: dict[str, Request], max_ctx: int, block_tokens: 
 def _fit_blocks(core: "EngineCore", run: _Batch, prefills: _Prefills, k: int) -> int:
     """The largest number of steps (≤ k) whose block growth triggers no action and needs no
     eviction of live state: it stays within what the pool can allocate and below the next rung
-    of the ladder (crossing any rung is a `watermark` event, even where the policy ignores it)."""
+    of the ladder (crossing any rung is a `watermark` event, even where the policy ignores it).
+    None at or above the evict rung: there every step's start acts (evicts sessions, keeps the
+    session tick, preempts)."""
     pool, marks, kv = core.pool, core.marks, core.kv
     limit = pool.num_allocatable
     live = pool.num_live
     above = [mark for mark in marks.thresholds if mark > live]
     if above:
         limit = min(limit, above[0] - live - 1)
-    if core.policy.watermarks and live >= marks.evict and core.scheduler.reclaimable_blocks():
-        return 0  # the evict rung is active: step by step
+    if core.policy.watermarks and live >= marks.evict:
+        return 0  # each step's start acts on the evict rung (a session tick, even with nothing to evict) or above
 
     if _growth(kv, run, prefills, k) <= limit:
         return k
