@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -49,9 +49,10 @@ def fast_forward(core: "EngineCore", until_s: float, observe_s: Sequence[float] 
 
     sched, kv = core.scheduler, core.kv
     sample_run = getattr(core.executor, "sample_run", None)
-    if (sample_run is None or not sched.running or sched.swapped or core.policy.compressor is not None
-            or core._in_flight is not None):
+    if sample_run is None or not sched.running or sched.swapped or core._in_flight is not None:
         return None
+    if core.policy.compressor is not None:
+        return _fuse_compacting_decodes(core, until_s, observe_s, sample_run)
     max_ctx = core.admission.max_context_tokens
     run = _split(sched.running.values(), sched.prefilling, max_ctx, kv.block_tokens)
     decodes, num_decodes = run.decodes, len(run.decodes)
@@ -115,6 +116,145 @@ def fast_forward(core: "EngineCore", until_s: float, observe_s: Sequence[float] 
     core.num_steps += k
     core._note_level(t_end)
     return StepOutput(now, t_end, outputs, k, k * num_decodes + sum(tokens), observations)
+
+
+def _fuse_compacting_decodes(core: "EngineCore", until_s: float, observe_s: Sequence[float],
+                             sample_run: Callable[[str, int, int], list[int]]) -> "StepOutput | None":
+    """A fused run of decode-only steps under a token-level policy whose compactions follow from
+    KV lengths alone (`Compressor.decode_schedule`: streamingllm; h2o's follow each step's
+    attention, so it steps one by one).
+
+    Each decode is a saw-tooth: a block allocated at the start of the step whose token crosses a
+    block boundary, a compaction (tokens dropped, blocks released) at the end of every
+    block_tokens-th step (`_decode_events`). The run is priced from the KV each step reads,
+    checked rung by rung (after each step's allocations below the next rung and within what the
+    pool can give, the level at each step's end unchanged), then applied through the engine's
+    own calls in step-by-step order: each step's allocations at its start, its compactions
+    (`Scheduler.compress`: events, releases, moves) at its end, with the request's counters and
+    tokens set to that step. Narrower than the exact runs: no prefill in flight, no finish in
+    the run, and it ends before the first observe time (a snapshot would need the releases)."""
+    from reference_engine.core.engine import StepOutput
+
+    sched, kv, compressor = core.scheduler, core.kv, core.policy.compressor
+    max_ctx = core.admission.max_context_tokens
+    run = _split(sched.running.values(), sched.prefilling, max_ctx, kv.block_tokens)
+    decodes, num_decodes = run.decodes, len(run.decodes)
+    if run.prefills or not decodes:
+        return None
+    k_max = min(run.max_steps - 1, _steps_nothing_starts(core, num_decodes, _Prefills([], [], [])))
+    now = core.clock.now()
+    timer = sched.next_timer_s()
+    horizon = min(until_s, math.inf if timer is None else timer, observe_s[0] if observe_s else math.inf)
+    durations_of = core.executor.decode_durations_s
+    if horizon < math.inf:  # no step is shorter than one that reads no KV
+        k_max = min(k_max, int((horizon - now) / durations_of(num_decodes, [0])[0]) + 1)
+    if k_max <= 1:
+        return None
+    bt = kv.block_tokens
+    allocs: list[list[Request]] = [[] for _ in range(k_max + 1)]  # step -> decodes growing at its start
+    compacts: list[list[Request]] = [[] for _ in range(k_max + 1)]  # step -> decodes compacting at its end
+    dropped, released = [0] * (k_max + 1), [0] * (k_max + 1)
+    for r in decodes:
+        kv_tokens = r.num_computed_tokens - r.num_dropped_tokens
+        schedule = compressor.decode_schedule(kv_tokens, kv.shared_prefix_tokens(r))
+        if schedule is None:
+            return None
+        grows, compactions = _decode_events(kv_tokens, len(r.block_ids), bt, *schedule, k_max)
+        for step in grows:
+            allocs[step].append(r)
+        for step, tokens, blocks in compactions:
+            compacts[step].append(r)
+            dropped[step] += tokens
+            released[step] += blocks
+    reads, read = [], run.kv_tokens
+    for step in range(1, k_max + 1):
+        reads.append(read)
+        read += num_decodes - dropped[step]
+    durations = durations_of(num_decodes, reads)
+    starts, t = [], now
+    for d in durations:
+        starts.append(t)
+        t = t + d
+    k = _fit_saw_tooth(core, allocs, released, min(k_max, bisect.bisect_left(starts, horizon)))
+    if k <= 1:
+        return None
+    t_end = starts[k - 1] + durations[k - 1]
+    ends = [*starts[1:k], t_end]
+    base = {r.request_id: (r.num_computed_tokens, len(r.output_token_ids)) for r in decodes}
+    tokens = {r.request_id: sample_run(r.request_id, r.num_tokens, k) for r in decodes}
+    sched.take_compactions()  # the moves queued for the first fused step: its plan takes them
+    for step in range(1, k + 1):
+        for r in allocs[step]:
+            r.num_computed_tokens = base[r.request_id][0] + step - 1
+            kv.allocate(r, 1, starts[step - 1])
+        if step == k:
+            sched.take_compactions()  # those of the steps before: taken by fused steps
+        for r in compacts[step]:
+            computed, num_output = base[r.request_id]
+            r.num_computed_tokens = computed + step
+            r.output_token_ids.extend(tokens[r.request_id][:step])
+            if not r.approximate and r.num_computed_tokens // bt > r.num_registered_blocks:
+                kv.register_full_blocks(r)  # as apply_sampled did at the boundaries before
+            sched.compress(r, None, ends[step - 1])
+            del r.output_token_ids[num_output:]
+    outputs = []
+    gpu_s = (t_end - now) / num_decodes  # each step's time shared by its decodes
+    for r in decodes:
+        r.num_computed_tokens = base[r.request_id][0] + k
+        r.gpu_time_s += gpu_s
+        r.last_step_s = t_end
+        outputs.append(sched.apply_sampled(r, tokens[r.request_id], t_end, max_ctx))
+    core.num_steps += k
+    core._note_level(t_end)
+    return StepOutput(now, t_end, outputs, k, k * num_decodes, [])
+
+
+def _decode_events(kv_tokens: int, blocks: int, block_tokens: int, first: int, kept: int,
+                   num_steps: int) -> tuple[list[int], list[tuple[int, int, int]]]:
+    """For a decode holding `kv_tokens` in `blocks` blocks that compacts to `kept` tokens at the
+    end of step `first` and every `block_tokens` steps after: the steps (≤ num_steps, from 1)
+    at whose start it allocates a block, and (step, tokens dropped, blocks released) of each
+    compaction. O(events): it jumps from one to the next."""
+    grows: list[int] = []
+    compactions: list[tuple[int, int, int]] = []
+    done, n, compact_at = 0, kv_tokens, first
+    while True:
+        grow_at = done + blocks * block_tokens - n + 1  # its token is the first past the last block
+        step = min(grow_at, compact_at)
+        if step > num_steps:
+            return grows, compactions
+        n += step - done
+        done = step
+        if grow_at == step:
+            grows.append(step)
+            blocks += 1
+        if compact_at == step:
+            kept_blocks = -(-kept // block_tokens)
+            compactions.append((step, n - kept, blocks - kept_blocks))
+            n, blocks, compact_at = kept, kept_blocks, step + block_tokens
+
+
+def _fit_saw_tooth(core: "EngineCore", allocs: list[list[Request]], released: list[int], k: int) -> int:
+    """`_fit_blocks` for a run whose blocks also fall: the steps (≤ k) whose allocations stay
+    within what the pool can give and below the next rung, and whose releases leave the level
+    (the rung usage is on, a `watermark` event when it changes) as it was at each step's end."""
+    pool, marks, level = core.pool, core.marks, core.scheduler.level
+    live, allocatable = pool.num_live, pool.num_allocatable
+    if (core.policy.watermarks and live >= marks.evict) or marks.level(live) != level:
+        return 0
+    above = [mark for mark in marks.thresholds if mark > live]
+    ceiling = above[0] - 1 if above else pool.num_blocks
+    for step in range(1, k + 1):
+        grown = len(allocs[step])
+        live += grown
+        allocatable -= grown
+        if live > ceiling or allocatable < 0:
+            return step - 1
+        live -= released[step]
+        allocatable += released[step]
+        if marks.level(live) != level:
+            return step - 1
+    return k
 
 
 def _allocate_growth(core: "EngineCore", run: "_Batch", prefills: "_Prefills", starts: list[float]) -> None:

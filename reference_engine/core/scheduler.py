@@ -199,8 +199,7 @@ class Scheduler:
     def schedule(self, now_s: float) -> StepPlan:
         plan = StepPlan()
         if self._compactions:
-            plan.compactions = [c for c in self._compactions if not c.request.is_finished]
-            self._compactions = []
+            plan.compactions = self.take_compactions()
         self._housekeeping(now_s)
         preempted = self._relieve_pressure(now_s, plan)
         budget = self.token_budget
@@ -507,12 +506,12 @@ class Scheduler:
                 if r.num_computed_tokens // bt > r.num_registered_blocks and not r.approximate:  # a block filled up
                     self.kv.register_full_blocks(r)
                 if compressor is not None:
-                    self._compress(r, attention.get(r.request_id), t_end_s)
+                    self.compress(r, attention.get(r.request_id), t_end_s)
                 continue
             out = self.apply_sampled(r, [token], t_end_s, max_ctx)
             outputs.append(out)
             if not out.finished and compressor is not None:
-                self._compress(r, attention.get(r.request_id), t_end_s)
+                self.compress(r, attention.get(r.request_id), t_end_s)
         return outputs
 
     def apply_sampled(self, r: Request, tokens: list[int], t_end_s: float, max_ctx: int) -> RequestOutput:
@@ -537,7 +536,13 @@ class Scheduler:
             out.finished = True
         return out
 
-    def _compress(self, r: Request, attention: Attention | None, now_s: float) -> None:
+    def take_compactions(self) -> list[KVCompaction]:
+        """The data moves compactions queued for the next step (its plan applies them), which
+        leave the queue; fast-forward drops those of the steps it fuses (the sim moves no data)."""
+        moves, self._compactions = [c for c in self._compactions if not c.request.is_finished], []
+        return moves
+
+    def compress(self, r: Request, attention: Attention | None, now_s: float) -> None:
         """Let the token-level policy drop KV of `r` after a step; the move goes to the next plan."""
         keep = self.policy.compressor.plan_keep(r, attention, lambda: self.kv.shared_prefix_tokens(r))
         if keep is None:

@@ -76,6 +76,28 @@ def test_fast_forward_equals_step_by_step_on_the_default_config(tmp_path, monkey
     assert fast_calls * 5 < slow_calls  # decode runs really were fused
 
 
+def test_streamingllm_fuses_its_decodes_compactions_and_all(tmp_path, monkeypatch):
+    """A token-level policy whose compactions follow from KV lengths fuses decode-only runs, each
+    decode's compactions applied inside them (events, releases, moves) as step by step would."""
+    from reference_engine.core import fast_forward
+
+    fuse, compacted_inside = fast_forward._fuse_compacting_decodes, []
+
+    def spy(core, *args):
+        before = core.scheduler.approximated_tokens
+        out = fuse(core, *args)
+        if out is not None:
+            compacted_inside.append(core.scheduler.approximated_tokens - before)
+        return out
+
+    monkeypatch.setattr(fast_forward, "_fuse_compacting_decodes", spy)
+    config = load_config(DEFAULT_CONFIG.with_name("streamingllm.toml"))
+    (fast, slow), (fast_calls, slow_calls) = replay_both(tmp_path, load_trace(MOONCAKE), config)
+    assert_same_record(fast, slow)
+    assert (fast.events["kind"] == "approximated").sum() > 100
+    assert fast_calls < slow_calls and sum(1 for tokens in compacted_inside if tokens) > 20
+
+
 def test_fast_forward_equals_step_by_step_on_azure_compressed_in_time(tmp_path):
     (fast, slow), _ = replay_both(tmp_path, load_trace(AZURE, limit=120), load_config(DEFAULT_CONFIG),
                                   ReplaySettings(rate_scale=4.0, tenants="round_robin"))

@@ -41,6 +41,8 @@ def replay(seed: int, fast: bool, **overrides):
     summary = {rid: r if isinstance(r, str) else
                (r.finish_reason, r.first_token_s, r.finish_s, tuple(r.output_token_ids), r.num_prefix_hit_tokens,
                 r.num_preemptions) for rid, r in results.items()}
+    pool = d.core.pool  # the final split of cached and free blocks shows where each release went
+    summary["pool"] = (pool.num_cached, pool.num_free, pool.num_evicted_cached, pool.num_prefix_hits)
     kinds = sorted((e.kind.value, e.request_id, round(e.t_s, 9)) for e in d.core.events)
     gpu_s = {rid: r.gpu_time_s for rid, r in results.items() if not isinstance(r, str)}
     return summary, kinds, d.core.num_steps, steps, gpu_s
@@ -101,6 +103,34 @@ def test_without_admission_runs_fuse_while_requests_wait_for_budget(monkeypatch,
         fast, fast_events, fast_steps, _, _ = replay(seed, fast=True, **overrides)
         assert (fast, fast_events, fast_steps) == (slow, slow_events, slow_steps)
     assert fused_while_waiting
+
+
+def test_streamingllm_runs_fuse_with_their_compactions_inside(monkeypatch):
+    """Decode-only runs of a token-level policy fuse with each decode's compactions applied
+    inside them in step order, first compactions (hashed blocks unregistered and released)
+    included: the prompts here are token ids, so the outputs' blocks are hashed too."""
+    from reference_engine.core import fast_forward as ff
+
+    fuse, inside = ff._fuse_compacting_decodes, {"runs": 0, "first": 0}
+
+    def spy(core, *args):
+        approximate = {rid for rid, r in core.scheduler.running.items() if r.approximate}
+        out = fuse(core, *args)
+        if out is not None:
+            inside["runs"] += 1
+            inside["first"] += sum(1 for rid, r in core.scheduler.running.items()
+                                   if r.approximate and rid not in approximate)
+        return out
+
+    monkeypatch.setattr(ff, "_fuse_compacting_decodes", spy)
+    overrides = {"kv_cache.policy": "streamingllm", "streamingllm.sink_tokens": 16, "streamingllm.sliding_window_tokens": 48}
+    for seed in range(3):
+        slow, slow_events, slow_steps, slow_calls, slow_gpu_s = replay(seed, fast=False, **overrides)
+        fast, fast_events, fast_steps, fast_calls, fast_gpu_s = replay(seed, fast=True, **overrides)
+        assert (fast, fast_events, fast_steps) == (slow, slow_events, slow_steps)
+        assert fast_gpu_s == pytest.approx(slow_gpu_s, rel=1e-9) and fast_calls < slow_calls
+        assert any(kind == "approximated" for kind, _, _ in fast_events)
+    assert inside["runs"] > 10 and inside["first"] > 0, inside
 
 
 def test_an_index_whose_evictions_depend_on_time_is_asked_at_each_steps_time(monkeypatch):
