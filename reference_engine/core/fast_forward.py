@@ -131,8 +131,9 @@ def _fuse_compacting_decodes(core: "EngineCore", until_s: float, observe_s: Sequ
     pool can give, the level at each step's end unchanged), then applied through the engine's
     own calls in step-by-step order: each step's allocations at its start, its compactions
     (`Scheduler.compress`: events, releases, moves) at its end, with the request's counters and
-    tokens set to that step. Narrower than the exact runs: no prefill in flight, no finish in
-    the run, and it ends before the first observe time (a snapshot would need the releases)."""
+    tokens set to that step; an observe time is answered with a snapshot of the boundary it
+    falls on, taken there. Narrower than the exact runs: no prefill in flight, no finish in the
+    run."""
     from reference_engine.core.engine import StepOutput
 
     sched, kv, compressor = core.scheduler, core.kv, core.policy.compressor
@@ -144,7 +145,7 @@ def _fuse_compacting_decodes(core: "EngineCore", until_s: float, observe_s: Sequ
     k_max = min(run.max_steps - 1, _steps_nothing_starts(core, num_decodes, _Prefills([], [], [])))
     now = core.clock.now()
     timer = sched.next_timer_s()
-    horizon = min(until_s, math.inf if timer is None else timer, observe_s[0] if observe_s else math.inf)
+    horizon = min(until_s, math.inf if timer is None else timer)
     durations_of = core.executor.decode_durations_s
     if horizon < math.inf:  # no step is shorter than one that reads no KV
         k_max = min(k_max, int((horizon - now) / durations_of(num_decodes, [0])[0]) + 1)
@@ -182,6 +183,13 @@ def _fuse_compacting_decodes(core: "EngineCore", until_s: float, observe_s: Sequ
     ends = [*starts[1:k], t_end]
     base = {r.request_id: (r.num_computed_tokens, len(r.output_token_ids)) for r in decodes}
     tokens = {r.request_id: sample_run(r.request_id, r.num_tokens, k) for r in decodes}
+    observe_at: dict[int, list[float]] = {}  # boundary (after step j) -> the observe times it answers
+    for t in observe_s:
+        j = bisect.bisect_left(starts, t, 1, k)
+        if j >= k:
+            break  # past the run's last inner boundary: the caller's
+        observe_at.setdefault(j, []).append(t)
+    observations: list[tuple[float, UsageSnapshot]] = []
     sched.take_compactions()  # the moves queued for the first fused step: its plan takes them
     for step in range(1, k + 1):
         for r in allocs[step]:
@@ -197,6 +205,11 @@ def _fuse_compacting_decodes(core: "EngineCore", until_s: float, observe_s: Sequ
                 kv.register_full_blocks(r)  # as apply_sampled did at the boundaries before
             sched.compress(r, None, ends[step - 1])
             del r.output_token_ids[num_output:]
+        if step in observe_at:  # the pool is as step by step leaves it here; so are the requests, now
+            for r in decodes:
+                r.num_computed_tokens = base[r.request_id][0] + step
+            snapshot = take_snapshot(core, starts[step])
+            observations.extend((t, snapshot) for t in observe_at[step])
     outputs = []
     gpu_s = (t_end - now) / num_decodes  # each step's time shared by its decodes
     for r in decodes:
@@ -206,7 +219,7 @@ def _fuse_compacting_decodes(core: "EngineCore", until_s: float, observe_s: Sequ
         outputs.append(sched.apply_sampled(r, tokens[r.request_id], t_end, max_ctx))
     core.num_steps += k
     core._note_level(t_end)
-    return StepOutput(now, t_end, outputs, k, k * num_decodes, [])
+    return StepOutput(now, t_end, outputs, k, k * num_decodes, observations)
 
 
 def _decode_events(kv_tokens: int, blocks: int, block_tokens: int, first: int, kept: int,

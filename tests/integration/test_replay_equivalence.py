@@ -78,16 +78,18 @@ def test_fast_forward_equals_step_by_step_on_the_default_config(tmp_path, monkey
 
 def test_streamingllm_fuses_its_decodes_compactions_and_all(tmp_path, monkeypatch):
     """A token-level policy whose compactions follow from KV lengths fuses decode-only runs, each
-    decode's compactions applied inside them (events, releases, moves) as step by step would."""
+    decode's compactions applied inside them (events, releases, moves) as step by step would,
+    and samples inside them answered with snapshots of the boundaries they fall on."""
     from reference_engine.core import fast_forward
 
-    fuse, compacted_inside = fast_forward._fuse_compacting_decodes, []
+    fuse, compacted_inside, answered = fast_forward._fuse_compacting_decodes, [], []
 
     def spy(core, *args):
         before = core.scheduler.approximated_tokens
         out = fuse(core, *args)
         if out is not None:
             compacted_inside.append(core.scheduler.approximated_tokens - before)
+            answered.extend(out.observations)
         return out
 
     monkeypatch.setattr(fast_forward, "_fuse_compacting_decodes", spy)
@@ -96,6 +98,7 @@ def test_streamingllm_fuses_its_decodes_compactions_and_all(tmp_path, monkeypatc
     assert_same_record(fast, slow)
     assert (fast.events["kind"] == "approximated").sum() > 100
     assert fast_calls < slow_calls and sum(1 for tokens in compacted_inside if tokens) > 20
+    assert len(answered) > 20
 
 
 def test_fast_forward_equals_step_by_step_on_azure_compressed_in_time(tmp_path):
