@@ -52,7 +52,7 @@ def fast_forward(core: "EngineCore", until_s: float, observe_s: Sequence[float] 
     if sample_run is None or not sched.running or sched.swapped or core._in_flight is not None:
         return None
     if core.policy.compressor is not None:
-        return _fuse_compacting_decodes(core, until_s, observe_s, sample_run)
+        return _fuse_compacting(core, until_s, observe_s, sample_run)
     max_ctx = core.admission.max_context_tokens
     run = _split(sched.running.values(), sched.prefilling, max_ctx, kv.block_tokens)
     decodes, num_decodes = run.decodes, len(run.decodes)
@@ -118,70 +118,83 @@ def fast_forward(core: "EngineCore", until_s: float, observe_s: Sequence[float] 
     return StepOutput(now, t_end, outputs, k, k * num_decodes + sum(tokens), observations)
 
 
-def _fuse_compacting_decodes(core: "EngineCore", until_s: float, observe_s: Sequence[float],
-                             sample_run: Callable[[str, int, int], list[int]]) -> "StepOutput | None":
-    """A fused run of decode-only steps under a token-level policy whose compactions follow from
-    KV lengths alone (`Compressor.decode_schedule`: streamingllm; h2o's follow each step's
-    attention, so it steps one by one).
+def _fuse_compacting(core: "EngineCore", until_s: float, observe_s: Sequence[float],
+                     sample_run: Callable[[str, int, int], list[int]]) -> "StepOutput | None":
+    """A fused run under a token-level policy whose compactions follow from KV lengths alone
+    (`Compressor.compaction_rule`: streamingllm; h2o's follow each step's attention, so it
+    steps one by one).
 
-    Each decode is a saw-tooth: a block allocated at the start of the step whose token crosses a
-    block boundary, a compaction (tokens dropped, blocks released) at the end of every
-    block_tokens-th step (`_decode_events`). The run is priced from the KV each step reads,
-    checked rung by rung (after each step's allocations below the next rung and within what the
-    pool can give, the level at each step's end unchanged), then applied through the engine's
-    own calls in step-by-step order: each step's allocations at its start, its compactions
-    (`Scheduler.compress`: events, releases, moves) at its end, with the request's counters and
-    tokens set to that step; an observe time is answered with a snapshot of the boundary it
-    falls on, taken there. Narrower than the exact runs: no prefill in flight, no finish in the
-    run."""
+    Each running request is a saw-tooth: blocks grown at the start of each step whose tokens
+    pass its last block, a compaction (tokens dropped, blocks released) at the end of each step
+    that leaves it at the rule's threshold (`_saw_tooth`: a decode every block_tokens steps, a
+    long prefill every step). The run is priced from the KV each step reads, checked rung by rung
+    (after each step's growth below the next rung and within what the pool can give, the level
+    at each step's end unchanged), then applied through the engine's own calls in step-by-step
+    order: each step's growth at its start (decodes, then prefills), its compactions
+    (`Scheduler.compress`: events, releases, moves) at its end in plan order, each request's
+    counters and tokens set to that step; an observe time is answered with a snapshot of the
+    boundary it falls on, taken there. Narrower than the exact runs: it ends before a prompt
+    completes or a request finishes."""
     from reference_engine.core.engine import StepOutput
 
     sched, kv, compressor = core.scheduler, core.kv, core.policy.compressor
     max_ctx = core.admission.max_context_tokens
     run = _split(sched.running.values(), sched.prefilling, max_ctx, kv.block_tokens)
     decodes, num_decodes = run.decodes, len(run.decodes)
-    if run.prefills or not decodes:
-        return None
-    k_max = min(run.max_steps - 1, _steps_nothing_starts(core, num_decodes, _Prefills([], [], [])))
+    prefills = _Prefills.plan(sched, run.prefills, sched.token_budget - num_decodes)
+    k_max = min(run.max_steps - 1, prefills.num_uniform, _steps_nothing_starts(core, num_decodes, prefills))
     now = core.clock.now()
     timer = sched.next_timer_s()
     horizon = min(until_s, math.inf if timer is None else timer)
-    durations_of = core.executor.decode_durations_s
-    if horizon < math.inf:  # no step is shorter than one that reads no KV
-        k_max = min(k_max, int((horizon - now) / durations_of(num_decodes, [0])[0]) + 1)
+    # (request, tokens per step) in plan order: the decodes, then the prefills that advance
+    chunks = [(r, 1) for r in decodes] + [(r, c) for r, c in zip(prefills.requests, prefills.chunks) if c]
+    num_new = sum(c for _, c in chunks)
+    durations_of = core.executor.fused_durations_s
+    if horizon < math.inf:  # no step is shorter than one whose requests hold no KV
+        shortest = durations_of(num_new, [sum(c * (c + 1) // 2 for _, c in chunks)], [0])[0]
+        k_max = min(k_max, int((horizon - now) / shortest) + 1)
     if k_max <= 1:
         return None
     bt = kv.block_tokens
-    allocs: list[list[Request]] = [[] for _ in range(k_max + 1)]  # step -> decodes growing at its start
-    compacts: list[list[Request]] = [[] for _ in range(k_max + 1)]  # step -> decodes compacting at its end
-    dropped, released = [0] * (k_max + 1), [0] * (k_max + 1)
-    for r in decodes:
+    grows: list[list[tuple[Request, int]]] = [[] for _ in range(k_max + 1)]  # step -> (request, blocks) at its start
+    compacts: list[list[Request]] = [[] for _ in range(k_max + 1)]  # step -> requests compacting at its end
+    dropped = [0] * (k_max + 1)  # per step: KV tokens dropped at its end, weighted by chunk (pairs)
+    dropped_pairs, released = [0] * (k_max + 1), [0] * (k_max + 1)
+    held = 0  # KV tokens the requests hold before the run
+    for r, c in chunks:
         kv_tokens = r.num_computed_tokens - r.num_dropped_tokens
-        schedule = compressor.decode_schedule(kv_tokens, kv.shared_prefix_tokens(r))
-        if schedule is None:
+        held += kv_tokens
+        rule = compressor.compaction_rule(kv.shared_prefix_tokens(r))
+        if rule is None:
             return None
-        grows, compactions = _decode_events(kv_tokens, len(r.block_ids), bt, *schedule, k_max)
-        for step in grows:
-            allocs[step].append(r)
+        growth, compactions = _saw_tooth(kv_tokens, len(r.block_ids), bt, c, *rule, k_max)
+        for step, blocks in growth:
+            grows[step].append((r, blocks))
         for step, tokens, blocks in compactions:
             compacts[step].append(r)
             dropped[step] += tokens
+            dropped_pairs[step] += c * tokens
             released[step] += blocks
-    reads, read = [], run.kv_tokens
+    # execute's sums: a chunk of c tokens over s held adds c·s + c(c+1)/2 pairs and reads s
+    pairs = sum(c * (r.num_computed_tokens - r.num_dropped_tokens) + c * (c + 1) // 2 for r, c in chunks)
+    pairs_growth = sum(c * c for _, c in chunks)
+    step_pairs, step_reads, read = [], [], held
     for step in range(1, k_max + 1):
-        reads.append(read)
-        read += num_decodes - dropped[step]
-    durations = durations_of(num_decodes, reads)
+        step_pairs.append(pairs)
+        step_reads.append(read)
+        pairs += pairs_growth - dropped_pairs[step]
+        read += num_new - dropped[step]
+    durations = durations_of(num_new, step_pairs, step_reads)
     starts, t = [], now
     for d in durations:
         starts.append(t)
         t = t + d
-    k = _fit_saw_tooth(core, allocs, released, min(k_max, bisect.bisect_left(starts, horizon)))
+    k = _fit_saw_tooth(core, grows, released, min(k_max, bisect.bisect_left(starts, horizon)))
     if k <= 1:
         return None
     t_end = starts[k - 1] + durations[k - 1]
     ends = [*starts[1:k], t_end]
-    base = {r.request_id: (r.num_computed_tokens, len(r.output_token_ids)) for r in decodes}
+    base = {r.request_id: (r.num_computed_tokens, len(r.output_token_ids)) for r, _ in chunks}
     tokens = {r.request_id: sample_run(r.request_id, r.num_tokens, k) for r in decodes}
     observe_at: dict[int, list[float]] = {}  # boundary (after step j) -> the observe times it answers
     for t in observe_s:
@@ -190,64 +203,73 @@ def _fuse_compacting_decodes(core: "EngineCore", until_s: float, observe_s: Sequ
             break  # past the run's last inner boundary: the caller's
         observe_at.setdefault(j, []).append(t)
     observations: list[tuple[float, UsageSnapshot]] = []
+    chunk_of = {r.request_id: c for r, c in chunks}
     sched.take_compactions()  # the moves queued for the first fused step: its plan takes them
     for step in range(1, k + 1):
-        for r in allocs[step]:
-            r.num_computed_tokens = base[r.request_id][0] + step - 1
-            kv.allocate(r, 1, starts[step - 1])
+        for r, blocks in grows[step]:
+            c = chunk_of[r.request_id]
+            r.num_computed_tokens = base[r.request_id][0] + (step - 1) * c
+            kv.allocate(r, c, starts[step - 1])
         if step == k:
             sched.take_compactions()  # those of the steps before: taken by fused steps
         for r in compacts[step]:
             computed, num_output = base[r.request_id]
-            r.num_computed_tokens = computed + step
-            r.output_token_ids.extend(tokens[r.request_id][:step])
+            r.num_computed_tokens = computed + step * chunk_of[r.request_id]
+            r.output_token_ids.extend(tokens.get(r.request_id, ())[:step])
             if not r.approximate and r.num_computed_tokens // bt > r.num_registered_blocks:
-                kv.register_full_blocks(r)  # as apply_sampled did at the boundaries before
+                kv.register_full_blocks(r)  # as update() did at the boundaries before
             sched.compress(r, None, ends[step - 1])
             del r.output_token_ids[num_output:]
         if step in observe_at:  # the pool is as step by step leaves it here; so are the requests, now
-            for r in decodes:
-                r.num_computed_tokens = base[r.request_id][0] + step
+            for r, c in chunks:
+                r.num_computed_tokens = base[r.request_id][0] + step * c
             snapshot = take_snapshot(core, starts[step])
             observations.extend((t, snapshot) for t in observe_at[step])
     outputs = []
-    gpu_s = (t_end - now) / num_decodes  # each step's time shared by its decodes
-    for r in decodes:
-        r.num_computed_tokens = base[r.request_id][0] + k
-        r.gpu_time_s += gpu_s
+    gpu_s = (t_end - now) / num_new  # each step's time shared by its tokens
+    for r, c in chunks:
+        r.num_computed_tokens = base[r.request_id][0] + k * c
+        r.gpu_time_s += gpu_s * c
         r.last_step_s = t_end
-        outputs.append(sched.apply_sampled(r, tokens[r.request_id], t_end, max_ctx))
+        if c == 1 and r.request_id in tokens:
+            outputs.append(sched.apply_sampled(r, tokens[r.request_id], t_end, max_ctx))
+        else:
+            kv.register_full_blocks(r)
     core.num_steps += k
     core._note_level(t_end)
-    return StepOutput(now, t_end, outputs, k, k * num_decodes, observations)
+    return StepOutput(now, t_end, outputs, k, k * num_new, observations)
 
 
-def _decode_events(kv_tokens: int, blocks: int, block_tokens: int, first: int, kept: int,
-                   num_steps: int) -> tuple[list[int], list[tuple[int, int, int]]]:
-    """For a decode holding `kv_tokens` in `blocks` blocks that compacts to `kept` tokens at the
-    end of step `first` and every `block_tokens` steps after: the steps (≤ num_steps, from 1)
-    at whose start it allocates a block, and (step, tokens dropped, blocks released) of each
-    compaction. O(events): it jumps from one to the next."""
-    grows: list[int] = []
+def _saw_tooth(kv_tokens: int, blocks: int, block_tokens: int, chunk: int, threshold: int, kept: int,
+               num_steps: int) -> tuple[list[tuple[int, int]], list[tuple[int, int, int]]]:
+    """For a request holding `kv_tokens` in `blocks` blocks that computes `chunk` tokens per step
+    and compacts to `kept` tokens at the end of each step that leaves it with `threshold` or
+    more: (step, blocks grown) at the start of steps ≤ num_steps (from 1), and (step, tokens
+    dropped, blocks released) of its compactions. O(events): it jumps from one to the next (a
+    decode's come every threshold − kept steps; a long prefill's every step)."""
+    growth: list[tuple[int, int]] = []
     compactions: list[tuple[int, int, int]] = []
-    done, n, compact_at = 0, kv_tokens, first
+    done, n = 0, kv_tokens
     while True:
-        grow_at = done + blocks * block_tokens - n + 1  # its token is the first past the last block
+        # the next step whose tokens pass the last block, and the next that reaches the threshold
+        grow_at = done + (blocks * block_tokens - n) // chunk + 1
+        compact_at = done + max(1, -(-(threshold - n) // chunk))
         step = min(grow_at, compact_at)
         if step > num_steps:
-            return grows, compactions
-        n += step - done
+            return growth, compactions
+        n += (step - done) * chunk
         done = step
         if grow_at == step:
-            grows.append(step)
-            blocks += 1
+            need = -(-n // block_tokens) - blocks
+            growth.append((step, need))
+            blocks += need
         if compact_at == step:
             kept_blocks = -(-kept // block_tokens)
             compactions.append((step, n - kept, blocks - kept_blocks))
-            n, blocks, compact_at = kept, kept_blocks, step + block_tokens
+            n, blocks = kept, kept_blocks
 
 
-def _fit_saw_tooth(core: "EngineCore", allocs: list[list[Request]], released: list[int], k: int) -> int:
+def _fit_saw_tooth(core: "EngineCore", grows: list[list[tuple[Request, int]]], released: list[int], k: int) -> int:
     """`_fit_blocks` for a run whose blocks also fall: the steps (≤ k) whose allocations stay
     within what the pool can give and below the next rung, and whose releases leave the level
     (the rung usage is on, a `watermark` event when it changes) as it was at each step's end."""
@@ -258,7 +280,7 @@ def _fit_saw_tooth(core: "EngineCore", allocs: list[list[Request]], released: li
     above = [mark for mark in marks.thresholds if mark > live]
     ceiling = above[0] - 1 if above else pool.num_blocks
     for step in range(1, k + 1):
-        grown = len(allocs[step])
+        grown = sum(blocks for _, blocks in grows[step])
         live += grown
         allocatable -= grown
         if live > ceiling or allocatable < 0:

@@ -136,12 +136,12 @@ class SimExecutor:
             out.append(step(d + chunk_tokens, ctx + d + pairs0 + k * pairs_k, ctx + read0 + k * chunk_tokens))
         return out
 
-    def decode_durations_s(self, num_decodes: int, kv_tokens: Sequence[int]) -> list[float]:
-        """The duration `execute` gives each of a run of steps of `num_decodes` decodes that read
-        `kv_tokens[i]` KV tokens in step i (from the same integer sums, so the same floats):
+    def fused_durations_s(self, num_new: int, pairs: Sequence[int], reads: Sequence[int]) -> list[float]:
+        """The duration `execute` gives each of a run of steps of `num_new` tokens whose integer
+        sums are pairs[i] attended pairs and reads[i] KV tokens read (so the same floats):
         fast-forward's price for runs whose KV also falls (token-level compactions)."""
-        step, d = self._step_s, num_decodes
-        return [step(d, ctx + d, ctx) for ctx in kv_tokens]
+        step = self._step_s
+        return [step(num_new, p, r) for p, r in zip(pairs, reads)]
 
     def sample_run(self, request_id: str, start: int, num: int) -> list[int]:
         """The tokens the sim samples for a request at positions start .. start + num - 1 (what

@@ -112,7 +112,7 @@ class H2oCompressor:
     def forget(self, request_id: str) -> None:
         self._scores.pop(request_id, None)
 
-    def decode_schedule(self, kv_tokens: int, protected_tokens: int) -> None:
+    def compaction_rule(self, protected_tokens: int) -> None:
         """Plans depend on the scores each step adds: no schedule from KV lengths alone."""
         return None
 

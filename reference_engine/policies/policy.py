@@ -55,12 +55,11 @@ class Compressor(Protocol):
         """The request ended, or its KV was dropped for recompute: forget what was learnt."""
         ...
 
-    def decode_schedule(self, kv_tokens: int, protected_tokens: int) -> tuple[int, int] | None:
-        """For a request that holds `kv_tokens` KV tokens (`protected_tokens` of them shared)
-        and decodes one token per step: (the step, from 1, at whose end its next compaction
-        comes, the KV tokens it keeps); every later one comes `block_tokens` steps after the
-        last. None when plans depend on more than KV lengths (attention scores): then steps
-        cannot be fused (`fast_forward`)."""
+    def compaction_rule(self, protected_tokens: int) -> tuple[int, int] | None:
+        """`plan_keep` as a function of KV length, for a request with `protected_tokens` shared:
+        (a step that leaves it holding this many KV tokens or more compacts it, to this many).
+        None when plans depend on more than KV lengths (attention scores): then steps cannot
+        be fused (`fast_forward`)."""
         ...
 
 

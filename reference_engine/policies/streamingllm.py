@@ -56,12 +56,11 @@ class StreamingLlmCompressor:
     def forget(self, request_id: str) -> None:
         """Nothing to forget: the plan is a function of the KV length."""
 
-    def decode_schedule(self, kv_tokens: int, protected_tokens: int) -> tuple[int, int]:
-        """`plan_keep` compacts once n − head − window ≥ block_tokens after a step (n: KV tokens
-        after it) and leaves head + window, so a decode's compactions come every block_tokens
-        steps, the first as soon as that holds (at once for a sequence far past it)."""
+    def compaction_rule(self, protected_tokens: int) -> tuple[int, int]:
+        """`plan_keep` compacts once n − head − window ≥ block_tokens (head ≥ sink_tokens, so
+        its first test is implied) and keeps head + window."""
         kept = max(self.sink_tokens, protected_tokens) + self.window_tokens
-        return max(1, kept + self.block_tokens - kv_tokens), kept
+        return kept + self.block_tokens, kept
 
 
 def make_streamingllm(config: EngineConfig, plan: MemoryPlan) -> Policy:

@@ -82,7 +82,7 @@ def test_streamingllm_fuses_its_decodes_compactions_and_all(tmp_path, monkeypatc
     and samples inside them answered with snapshots of the boundaries they fall on."""
     from reference_engine.core import fast_forward
 
-    fuse, compacted_inside, answered = fast_forward._fuse_compacting_decodes, [], []
+    fuse, compacted_inside, answered = fast_forward._fuse_compacting, [], []
 
     def spy(core, *args):
         before = core.scheduler.approximated_tokens
@@ -92,7 +92,7 @@ def test_streamingllm_fuses_its_decodes_compactions_and_all(tmp_path, monkeypatc
             answered.extend(out.observations)
         return out
 
-    monkeypatch.setattr(fast_forward, "_fuse_compacting_decodes", spy)
+    monkeypatch.setattr(fast_forward, "_fuse_compacting", spy)
     config = load_config(DEFAULT_CONFIG.with_name("streamingllm.toml"))
     (fast, slow), (fast_calls, slow_calls) = replay_both(tmp_path, load_trace(MOONCAKE), config)
     assert_same_record(fast, slow)

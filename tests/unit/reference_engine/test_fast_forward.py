@@ -111,7 +111,7 @@ def test_streamingllm_runs_fuse_with_their_compactions_inside(monkeypatch):
     included: the prompts here are token ids, so the outputs' blocks are hashed too."""
     from reference_engine.core import fast_forward as ff
 
-    fuse, inside = ff._fuse_compacting_decodes, {"runs": 0, "first": 0}
+    fuse, inside = ff._fuse_compacting, {"runs": 0, "first": 0}
 
     def spy(core, *args):
         approximate = {rid for rid, r in core.scheduler.running.items() if r.approximate}
@@ -122,7 +122,7 @@ def test_streamingllm_runs_fuse_with_their_compactions_inside(monkeypatch):
                                    if r.approximate and rid not in approximate)
         return out
 
-    monkeypatch.setattr(ff, "_fuse_compacting_decodes", spy)
+    monkeypatch.setattr(ff, "_fuse_compacting", spy)
     overrides = {"kv_cache.policy": "streamingllm", "streamingllm.sink_tokens": 16, "streamingllm.sliding_window_tokens": 48}
     for seed in range(3):
         slow, slow_events, slow_steps, slow_calls, slow_gpu_s = replay(seed, fast=False, **overrides)
