@@ -77,9 +77,9 @@ def test_fast_forward_equals_step_by_step_on_the_default_config(tmp_path, monkey
 
 
 def test_streamingllm_fuses_its_decodes_compactions_and_all(tmp_path, monkeypatch):
-    """A token-level policy whose compactions follow from KV lengths fuses decode-only runs, each
-    decode's compactions applied inside them (events, releases, moves) as step by step would,
-    and samples inside them answered with snapshots of the boundaries they fall on."""
+    """A token-level policy whose compactions follow from KV lengths fuses runs, each request's
+    compactions applied inside them (events, releases, moves) as step by step would, and samples
+    inside them answered with snapshots of the boundaries they fall on."""
     from reference_engine.core import fast_forward
 
     fuse, compacted_inside, answered = fast_forward._fuse_compacting, [], []

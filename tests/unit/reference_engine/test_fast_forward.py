@@ -106,18 +106,20 @@ def test_without_admission_runs_fuse_while_requests_wait_for_budget(monkeypatch,
 
 
 def test_streamingllm_runs_fuse_with_their_compactions_inside(monkeypatch):
-    """Decode-only runs of a token-level policy fuse with each decode's compactions applied
-    inside them in step order, first compactions (hashed blocks unregistered and released)
-    included: the prompts here are token ids, so the outputs' blocks are hashed too."""
+    """Runs of a token-level policy fuse with each request's compactions applied inside them in
+    step order: decodes and prefills, first compactions (hashed blocks unregistered and
+    released) included; the prompts here are token ids, so the outputs' blocks are hashed too."""
     from reference_engine.core import fast_forward as ff
 
-    fuse, inside = ff._fuse_compacting, {"runs": 0, "first": 0}
+    fuse, inside = ff._fuse_compacting, {"runs": 0, "first": 0, "with_prefill": 0}
 
     def spy(core, *args):
         approximate = {rid for rid, r in core.scheduler.running.items() if r.approximate}
+        prefilling = bool(core.scheduler.prefilling)
         out = fuse(core, *args)
         if out is not None:
             inside["runs"] += 1
+            inside["with_prefill"] += prefilling
             inside["first"] += sum(1 for rid, r in core.scheduler.running.items()
                                    if r.approximate and rid not in approximate)
         return out
@@ -130,7 +132,7 @@ def test_streamingllm_runs_fuse_with_their_compactions_inside(monkeypatch):
         assert (fast, fast_events, fast_steps) == (slow, slow_events, slow_steps)
         assert fast_gpu_s == pytest.approx(slow_gpu_s, rel=1e-9) and fast_calls < slow_calls
         assert any(kind == "approximated" for kind, _, _ in fast_events)
-    assert inside["runs"] > 10 and inside["first"] > 0, inside
+    assert inside["runs"] > 10 and inside["first"] > 0 and inside["with_prefill"] > 0, inside
 
 
 def test_an_index_whose_evictions_depend_on_time_is_asked_at_each_steps_time(monkeypatch):
