@@ -149,6 +149,8 @@ def _fuse_compacting(core: "EngineCore", until_s: float, observe_s: Sequence[flo
     # (request, tokens per step) in plan order: the decodes, then the prefills that advance
     chunks = [(r, 1) for r in decodes] + [(r, c) for r, c in zip(prefills.requests, prefills.chunks) if c]
     num_new = sum(c for _, c in chunks)
+    if not num_new:
+        return None
     durations_of = core.executor.fused_durations_s
     if horizon < math.inf:  # no step is shorter than one whose requests hold no KV
         shortest = durations_of(num_new, [sum(c * (c + 1) // 2 for _, c in chunks)], [0])[0]
@@ -157,7 +159,7 @@ def _fuse_compacting(core: "EngineCore", until_s: float, observe_s: Sequence[flo
         return None
     bt = kv.block_tokens
     grows: list[list[tuple[Request, int]]] = [[] for _ in range(k_max + 1)]  # step -> (request, blocks) at its start
-    compacts: list[list[Request]] = [[] for _ in range(k_max + 1)]  # step -> requests compacting at its end
+    compacts: list[list[tuple[Request, int]]] = [[] for _ in range(k_max + 1)]  # step -> (request, kept) at its end
     dropped = [0] * (k_max + 1)  # per step: KV tokens dropped at its end, weighted by chunk (pairs)
     dropped_pairs, released = [0] * (k_max + 1), [0] * (k_max + 1)
     held = 0  # KV tokens the requests hold before the run
@@ -171,7 +173,7 @@ def _fuse_compacting(core: "EngineCore", until_s: float, observe_s: Sequence[flo
         for step, blocks in growth:
             grows[step].append((r, blocks))
         for step, tokens, blocks in compactions:
-            compacts[step].append(r)
+            compacts[step].append((r, rule[1]))
             dropped[step] += tokens
             dropped_pairs[step] += c * tokens
             released[step] += blocks
@@ -212,13 +214,14 @@ def _fuse_compacting(core: "EngineCore", until_s: float, observe_s: Sequence[flo
             kv.allocate(r, c, starts[step - 1])
         if step == k:
             sched.take_compactions()  # those of the steps before: taken by fused steps
-        for r in compacts[step]:
+        for r, kept in compacts[step]:
             computed, num_output = base[r.request_id]
             r.num_computed_tokens = computed + step * chunk_of[r.request_id]
             r.output_token_ids.extend(tokens.get(r.request_id, ())[:step])
             if not r.approximate and r.num_computed_tokens // bt > r.num_registered_blocks:
                 kv.register_full_blocks(r)  # as update() did at the boundaries before
             sched.compress(r, None, ends[step - 1])
+            assert r.num_kv_tokens == kept, "the compressor did not follow its compaction_rule"
             del r.output_token_ids[num_output:]
         if step in observe_at:  # the pool is as step by step leaves it here; so are the requests, now
             for r, c in chunks:

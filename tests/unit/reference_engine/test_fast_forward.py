@@ -171,3 +171,29 @@ def test_a_prompt_one_token_short_gets_its_first_token_from_the_next_step():
         d.run(fast=fast)
         results.append((r.first_token_s, r.finish_s, d.core.num_steps))
     assert results[0] == results[1]
+
+
+def test_the_saw_tooth_jumps_to_what_stepping_one_by_one_finds():
+    """`_saw_tooth` (from event to event) against the obvious step-by-step loop."""
+    from reference_engine.core.fast_forward import _saw_tooth
+
+    def one_by_one(n, blocks, bt, chunk, threshold, kept, num_steps):
+        growth, compactions = [], []
+        for step in range(1, num_steps + 1):
+            n += chunk
+            if n > blocks * bt:
+                growth.append((step, -(-n // bt) - blocks))
+                blocks = -(-n // bt)
+            if n >= threshold:
+                compactions.append((step, n - kept, blocks - -(-kept // bt)))
+                n, blocks = kept, -(-kept // bt)
+        return growth, compactions
+
+    rng = random.Random(5)
+    for _ in range(500):
+        bt, chunk = 16, rng.choice([1, 1, 3, 16, 40, 256])
+        kept = rng.randint(20, 300)
+        threshold = kept + rng.choice([bt, 2 * bt, 37])
+        n = rng.randint(1, threshold + 500)
+        args = (n, -(-n // bt), bt, chunk, threshold, kept, rng.randint(1, 120))
+        assert _saw_tooth(*args) == one_by_one(*args), args
