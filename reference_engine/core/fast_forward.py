@@ -138,6 +138,8 @@ def _fuse_compacting(core: "EngineCore", until_s: float, observe_s: Sequence[flo
     from reference_engine.core.engine import StepOutput
 
     sched, kv, compressor = core.scheduler, core.kv, core.policy.compressor
+    if compressor.compaction_rule(0) is None:  # plans need more than lengths: before any work
+        return None
     max_ctx = core.admission.max_context_tokens
     run = _split(sched.running.values(), sched.prefilling, max_ctx, kv.block_tokens)
     decodes, num_decodes = run.decodes, len(run.decodes)

@@ -159,8 +159,7 @@ class KVCacheManager:
         no one else may read them, which `shared_prefix_tokens` guarantees. Freed blocks keep
         exact content, so hashed ones go to the cached tier as usual."""
         bt, n, kept = self.block_tokens, r.num_kv_tokens, len(keep)
-        moved = np.flatnonzero(keep != np.arange(kept))
-        first_moved = int(moved[0]) if len(moved) else kept
+        first_moved = _first_moved(keep)
         old = r.block_ids
         num_blocks = -(-kept // bt)
         pool = self.pool
@@ -175,3 +174,20 @@ class KVCacheManager:
         released = pool.decref(old[num_blocks:], now_s, meta)
         move = KVCompaction(r, old, keep[first_moved:], first_moved) if first_moved < kept else None
         return move, released
+
+
+def _first_moved(keep: np.ndarray) -> int:
+    """The first index i whose kept token moves (keep[i] != i), or len(keep) if none does. keep
+    is sorted and unique, so keep[i] - i never falls: the tokens in place are a prefix, found by
+    bisection in O(log kept) instead of comparing every index (compactions are frequent)."""
+    kept = len(keep)
+    if not kept or keep[kept - 1] == kept - 1:
+        return kept
+    lo, hi = 0, kept
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if keep[mid] == mid:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo

@@ -55,3 +55,15 @@ def test_the_shared_prefix_answer_follows_every_reference_change():
     assert kv.shared_prefix_tokens(a) == 32
     d.core.pool.decref(a.block_ids[:2], 0.0, hold=True)
     assert kv.shared_prefix_tokens(a) == 0
+
+
+def test_the_first_moved_token_is_found_by_bisection():
+    from reference_engine.core.kv_manager import _first_moved
+
+    rng = np.random.default_rng(2)
+    for _ in range(300):
+        n = int(rng.integers(1, 200))
+        keep = np.sort(rng.choice(n, size=int(rng.integers(1, n + 1)), replace=False))
+        moved = np.flatnonzero(keep != np.arange(len(keep)))
+        assert _first_moved(keep) == (int(moved[0]) if len(moved) else len(keep))
+    assert _first_moved(np.arange(0)) == 0 and _first_moved(np.arange(5)) == 5
