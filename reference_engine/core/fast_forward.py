@@ -74,10 +74,7 @@ def fast_forward(core: "EngineCore", until_s: float, observe_s: Sequence[float] 
     if horizon < math.inf and first_s > 0:
         k_max = min(k_max, int((horizon - now) / first_s) + 1)
     durations = steady(num_decodes, kv_tokens, k_max, chunks)
-    starts, t = [], now
-    for d in durations:  # accumulate exactly as step-by-step does: t_end = t_start + duration
-        starts.append(t)
-        t = t + d
+    starts = _starts(now, durations)
     k = min(k_max, bisect.bisect_left(starts, horizon))  # steps that start before the horizon
     k = min(k, _fit_blocks(core, run, prefills, k))
     if k <= 1:
@@ -162,37 +159,32 @@ def _fuse_compacting(core: "EngineCore", until_s: float, observe_s: Sequence[flo
     bt = kv.block_tokens
     grows: list[list[tuple[Request, int]]] = [[] for _ in range(k_max + 1)]  # step -> (request, blocks) at its start
     compacts: list[list[tuple[Request, int]]] = [[] for _ in range(k_max + 1)]  # step -> (request, kept) at its end
-    dropped = [0] * (k_max + 1)  # per step: KV tokens dropped at its end, weighted by chunk (pairs)
-    dropped_pairs, released = [0] * (k_max + 1), [0] * (k_max + 1)
-    held = 0  # KV tokens the requests hold before the run
+    # per step: KV tokens dropped at its end, the same weighted by chunk (for the pairs), blocks released
+    dropped, dropped_pairs, released = [0] * (k_max + 1), [0] * (k_max + 1), [0] * (k_max + 1)
+    # execute's sums: a chunk of c tokens over s held adds c·s + c(c+1)/2 pairs and reads s
+    read = pairs = 0
     for r, c in chunks:
         kv_tokens = r.num_computed_tokens - r.num_dropped_tokens
-        held += kv_tokens
-        rule = compressor.compaction_rule(kv.shared_prefix_tokens(r))
-        if rule is None:
-            return None
-        growth, compactions = _saw_tooth(kv_tokens, len(r.block_ids), bt, c, *rule, k_max)
+        read += kv_tokens
+        pairs += c * kv_tokens + c * (c + 1) // 2
+        threshold, kept = compressor.compaction_rule(kv.shared_prefix_tokens(r))
+        growth, compactions = _saw_tooth(kv_tokens, len(r.block_ids), bt, c, threshold, kept, k_max)
         for step, blocks in growth:
             grows[step].append((r, blocks))
         for step, tokens, blocks in compactions:
-            compacts[step].append((r, rule[1]))
+            compacts[step].append((r, kept))
             dropped[step] += tokens
             dropped_pairs[step] += c * tokens
             released[step] += blocks
-    # execute's sums: a chunk of c tokens over s held adds c·s + c(c+1)/2 pairs and reads s
-    pairs = sum(c * (r.num_computed_tokens - r.num_dropped_tokens) + c * (c + 1) // 2 for r, c in chunks)
     pairs_growth = sum(c * c for _, c in chunks)
-    step_pairs, step_reads, read = [], [], held
+    step_pairs, step_reads = [], []
     for step in range(1, k_max + 1):
         step_pairs.append(pairs)
         step_reads.append(read)
         pairs += pairs_growth - dropped_pairs[step]
         read += num_new - dropped[step]
     durations = durations_of(num_new, step_pairs, step_reads)
-    starts, t = [], now
-    for d in durations:
-        starts.append(t)
-        t = t + d
+    starts = _starts(now, durations)
     k = _fit_saw_tooth(core, grows, released, min(k_max, bisect.bisect_left(starts, horizon)))
     if k <= 1:
         return None
@@ -236,13 +228,22 @@ def _fuse_compacting(core: "EngineCore", until_s: float, observe_s: Sequence[flo
         r.num_computed_tokens = base[r.request_id][0] + k * c
         r.gpu_time_s += gpu_s * c
         r.last_step_s = t_end
-        if c == 1 and r.request_id in tokens:
+        if r.request_id in tokens:  # a decode
             outputs.append(sched.apply_sampled(r, tokens[r.request_id], t_end, max_ctx))
         else:
             kv.register_full_blocks(r)
     core.num_steps += k
     core._note_level(t_end)
     return StepOutput(now, t_end, outputs, k, k * num_new, observations)
+
+
+def _starts(now: float, durations: list[float]) -> list[float]:
+    """Each step's start, accumulated exactly as step-by-step does: t_end = t_start + duration."""
+    starts, t = [], now
+    for d in durations:
+        starts.append(t)
+        t = t + d
+    return starts
 
 
 def _saw_tooth(kv_tokens: int, blocks: int, block_tokens: int, chunk: int, threshold: int, kept: int,
@@ -279,11 +280,10 @@ def _fit_saw_tooth(core: "EngineCore", grows: list[list[tuple[Request, int]]], r
     within what the pool can give and below the next rung, and whose releases leave the level
     (the rung usage is on, a `watermark` event when it changes) as it was at each step's end."""
     pool, marks, level = core.pool, core.marks, core.scheduler.level
-    live, allocatable = pool.num_live, pool.num_allocatable
-    if (core.policy.watermarks and live >= marks.evict) or marks.level(live) != level:
+    live, allocatable, room = pool.num_live, pool.num_allocatable, _rung_room(core)
+    if room is None or marks.level(live) != level:
         return 0
-    above = [mark for mark in marks.thresholds if mark > live]
-    ceiling = above[0] - 1 if above else pool.num_blocks
+    ceiling = live + room
     for step in range(1, k + 1):
         grown = sum(blocks for _, blocks in grows[step])
         live += grown
@@ -472,18 +472,11 @@ def _split(running, prefilling: dict[str, Request], max_ctx: int, block_tokens: 
 def _fit_blocks(core: "EngineCore", run: _Batch, prefills: _Prefills, k: int) -> int:
     """The largest number of steps (≤ k) whose block growth triggers no action and needs no
     eviction of live state: it stays within what the pool can allocate and below the next rung
-    of the ladder (crossing any rung is a `watermark` event, even where the policy ignores it).
-    None at or above the evict rung: there every step's start acts (evicts sessions, keeps the
-    session tick, preempts)."""
-    pool, marks, kv = core.pool, core.marks, core.kv
-    limit = pool.num_allocatable
-    live = pool.num_live
-    above = [mark for mark in marks.thresholds if mark > live]
-    if above:
-        limit = min(limit, above[0] - live - 1)
-    if core.policy.watermarks and live >= marks.evict:
-        return 0  # each step's start acts on the evict rung (a session tick, even with nothing to evict) or above
-
+    of the ladder (`_rung_room`)."""
+    room = _rung_room(core)
+    if room is None:
+        return 0
+    kv, limit = core.kv, min(core.pool.num_allocatable, room)
     if _growth(kv, run, prefills, k) <= limit:
         return k
     lo, hi = 0, k  # growth(lo) fits, growth(hi) does not
@@ -494,6 +487,18 @@ def _fit_blocks(core: "EngineCore", run: _Batch, prefills: _Prefills, k: int) ->
         else:
             hi = mid
     return lo
+
+
+def _rung_room(core: "EngineCore") -> int | None:
+    """How far live usage may rise in a run: to one block below the next rung (crossing any rung
+    is a `watermark` event, even where the policy ignores it). None at or above the evict rung,
+    where every step's start acts (evicts sessions, keeps the session tick, preempts): no run."""
+    pool, marks = core.pool, core.marks
+    live = pool.num_live
+    if core.policy.watermarks and live >= marks.evict:
+        return None
+    above = [mark for mark in marks.thresholds if mark > live]
+    return above[0] - live - 1 if above else pool.num_blocks - live
 
 
 def _growth(kv: "KVCacheManager", run: _Batch, prefills: _Prefills, steps: int) -> int:

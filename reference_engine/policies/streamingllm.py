@@ -46,19 +46,19 @@ class StreamingLlmCompressor:
     def plan_keep(self, r: Request, attention: Attention | None,
                   protected_tokens: Callable[[], int]) -> np.ndarray | None:
         n, window = r.num_kv_tokens, self.window_tokens
-        if n - self.sink_tokens - window < self.block_tokens:
+        if n - self.sink_tokens - window < self.block_tokens:  # the rule with nothing protected: cheap
             return None
-        head = max(self.sink_tokens, protected_tokens())
-        if n - head - window < self.block_tokens:
+        threshold, kept = self.compaction_rule(protected_tokens())
+        if n < threshold:
             return None
-        return np.concatenate((np.arange(head), np.arange(n - window, n)))
+        return np.concatenate((np.arange(kept - window), np.arange(n - window, n)))
 
     def forget(self, request_id: str) -> None:
         """Nothing to forget: the plan is a function of the KV length."""
 
     def compaction_rule(self, protected_tokens: int) -> tuple[int, int]:
-        """`plan_keep` compacts once n − head − window ≥ block_tokens (head ≥ sink_tokens, so
-        its first test is implied) and keeps head + window."""
+        """Keep the head (the sinks, or the protected prefix if longer) and the window, once that
+        frees a whole block: n − head − window ≥ block_tokens."""
         kept = max(self.sink_tokens, protected_tokens) + self.window_tokens
         return kept + self.block_tokens, kept
 
