@@ -40,6 +40,7 @@ from reference_engine.core.snapshot import Growth, UsageSnapshot, take_snapshot
 if TYPE_CHECKING:
     from reference_engine.core.engine import EngineCore, StepOutput
     from reference_engine.core.kv_manager import KVCacheManager
+    from reference_engine.policies.policy import CompactionRule
 
 _MAX_FUSED_STEPS = 4096
 
@@ -117,26 +118,26 @@ def fast_forward(core: "EngineCore", until_s: float, observe_s: Sequence[float] 
 
 def _fuse_compacting(core: "EngineCore", until_s: float, observe_s: Sequence[float],
                      sample_run: Callable[[str, int, int], list[int]]) -> "StepOutput | None":
-    """A fused run under a token-level policy whose compactions follow from KV lengths alone
-    (`Compressor.compaction_rule`: streamingllm; h2o's follow each step's attention, so it
-    steps one by one).
+    """A fused run under a token-level policy: when its compactions come follows from KV
+    lengths (`Compressor.compaction_rule`); what they keep may also need what the compressor
+    learns each step (h2o's scores), which `Compressor.skip_steps` adds for the steps between
+    (a request whose compressor cannot do that, no rule: the run steps one by one).
 
     Each running request is a saw-tooth: blocks grown at the start of each step whose tokens
     pass its last block, a compaction (tokens dropped, blocks released) at the end of each step
-    that leaves it at the rule's threshold (`_saw_tooth`: a decode every block_tokens steps, a
-    long prefill every step). The run is priced from the KV each step reads, checked rung by rung
+    the rule names (`_saw_tooth`: under streamingllm a decode every block_tokens steps, a long
+    prefill every step). The run is priced from the KV each step reads, checked rung by rung
     (after each step's growth below the next rung and within what the pool can give, the level
     at each step's end unchanged), then applied through the engine's own calls in step-by-step
     order: each step's growth at its start (decodes, then prefills), its compactions
-    (`Scheduler.compress`: events, releases, moves) at its end in plan order, each request's
-    counters and tokens set to that step; an observe time is answered with a snapshot of the
+    (`Scheduler.compress`, given the attention `execute` would: events, releases, moves) at its
+    end in plan order, each request's counters and tokens set to that step and its compressor
+    told of the steps since the last; an observe time is answered with a snapshot of the
     boundary it falls on, taken there. Narrower than the exact runs: it ends before a prompt
     completes or a request finishes."""
     from reference_engine.core.engine import StepOutput
 
     sched, kv, compressor = core.scheduler, core.kv, core.policy.compressor
-    if compressor.compaction_rule(0) is None:  # plans need more than lengths: before any work
-        return None
     max_ctx = core.admission.max_context_tokens
     run = _split(sched.running.values(), sched.prefilling, max_ctx, kv.block_tokens)
     decodes, num_decodes = run.decodes, len(run.decodes)
@@ -150,7 +151,7 @@ def _fuse_compacting(core: "EngineCore", until_s: float, observe_s: Sequence[flo
     num_new = sum(c for _, c in chunks)
     if not num_new:
         return None
-    durations_of = core.executor.fused_durations_s
+    durations_of, attention_of = core.executor.fused_durations_s, core.executor.attention_of
     if horizon < math.inf:  # no step is shorter than one whose requests hold no KV
         shortest = durations_of(num_new, [sum(c * (c + 1) // 2 for _, c in chunks)], [0])[0]
         k_max = min(k_max, int((horizon - now) / shortest) + 1)
@@ -164,14 +165,16 @@ def _fuse_compacting(core: "EngineCore", until_s: float, observe_s: Sequence[flo
     # execute's sums: a chunk of c tokens over s held adds c·s + c(c+1)/2 pairs and reads s
     read = pairs = 0
     for r, c in chunks:
+        rule = compressor.compaction_rule(r, kv.shared_prefix_tokens(r))
+        if rule is None:
+            return None
         kv_tokens = r.num_computed_tokens - r.num_dropped_tokens
         read += kv_tokens
         pairs += c * kv_tokens + c * (c + 1) // 2
-        threshold, kept = compressor.compaction_rule(kv.shared_prefix_tokens(r))
-        growth, compactions = _saw_tooth(kv_tokens, len(r.block_ids), bt, c, threshold, kept, k_max)
+        growth, compactions = _saw_tooth(kv_tokens, r.num_computed_tokens, len(r.block_ids), bt, c, rule, k_max)
         for step, blocks in growth:
             grows[step].append((r, blocks))
-        for step, tokens, blocks in compactions:
+        for step, tokens, blocks, kept in compactions:
             compacts[step].append((r, kept))
             dropped[step] += tokens
             dropped_pairs[step] += c * tokens
@@ -200,6 +203,8 @@ def _fuse_compacting(core: "EngineCore", until_s: float, observe_s: Sequence[flo
         observe_at.setdefault(j, []).append(t)
     observations: list[tuple[float, UsageSnapshot]] = []
     chunk_of = {r.request_id: c for r, c in chunks}
+    attention = {r.request_id: attention_of(r.request_id, c) for r, c in chunks}
+    learnt = dict.fromkeys(chunk_of, 0)  # request -> the last step the compressor has seen
     sched.take_compactions()  # the moves queued for the first fused step: its plan takes them
     for step in range(1, k + 1):
         for r, blocks in grows[step]:
@@ -209,12 +214,16 @@ def _fuse_compacting(core: "EngineCore", until_s: float, observe_s: Sequence[flo
         if step == k:
             sched.take_compactions()  # those of the steps before: taken by fused steps
         for r, kept in compacts[step]:
-            computed, num_output = base[r.request_id]
-            r.num_computed_tokens = computed + step * chunk_of[r.request_id]
-            r.output_token_ids.extend(tokens.get(r.request_id, ())[:step])
+            rid = r.request_id
+            computed, num_output = base[rid]
+            r.num_computed_tokens = computed + (step - 1) * chunk_of[rid]
+            compressor.skip_steps(r, attention[rid], step - 1 - learnt[rid])
+            learnt[rid] = step
+            r.num_computed_tokens += chunk_of[rid]
+            r.output_token_ids.extend(tokens.get(rid, ())[:step])
             if not r.approximate and r.num_computed_tokens // bt > r.num_registered_blocks:
                 kv.register_full_blocks(r)  # as update() did at the boundaries before
-            sched.compress(r, None, ends[step - 1])
+            sched.compress(r, attention[rid], ends[step - 1])
             assert r.num_kv_tokens == kept, "the compressor did not follow its compaction_rule"
             del r.output_token_ids[num_output:]
         if step in observe_at:  # the pool is as step by step leaves it here; so are the requests, now
@@ -226,6 +235,7 @@ def _fuse_compacting(core: "EngineCore", until_s: float, observe_s: Sequence[flo
     gpu_s = (t_end - now) / num_new  # each step's time shared by its tokens
     for r, c in chunks:
         r.num_computed_tokens = base[r.request_id][0] + k * c
+        compressor.skip_steps(r, attention[r.request_id], k - learnt[r.request_id])
         r.gpu_time_s += gpu_s * c
         r.last_step_s = t_end
         if r.request_id in tokens:  # a decode
@@ -246,20 +256,19 @@ def _starts(now: float, durations: list[float]) -> list[float]:
     return starts
 
 
-def _saw_tooth(kv_tokens: int, blocks: int, block_tokens: int, chunk: int, threshold: int, kept: int,
-               num_steps: int) -> tuple[list[tuple[int, int]], list[tuple[int, int, int]]]:
-    """For a request holding `kv_tokens` in `blocks` blocks that computes `chunk` tokens per step
-    and compacts to `kept` tokens at the end of each step that leaves it with `threshold` or
-    more: (step, blocks grown) at the start of steps ≤ num_steps (from 1), and (step, tokens
-    dropped, blocks released) of its compactions. O(events): it jumps from one to the next (a
-    decode's come every threshold − kept steps; a long prefill's every step)."""
+def _saw_tooth(kv_tokens: int, computed_tokens: int, blocks: int, block_tokens: int, chunk: int,
+               rule: CompactionRule, num_steps: int) -> tuple[list[tuple[int, int]], list[tuple[int, int, int, int]]]:
+    """For a request holding `kv_tokens` of `computed_tokens` in `blocks` blocks that computes
+    `chunk` tokens per step and compacts as `rule` says: (step, blocks grown) at the start of
+    steps ≤ num_steps (from 1), and (step, tokens dropped, blocks released, tokens kept) of its
+    compactions. O(events): it jumps from one to the next (streamingllm compacts a decode every
+    block_tokens steps, a long prefill every step)."""
     growth: list[tuple[int, int]] = []
-    compactions: list[tuple[int, int, int]] = []
+    compactions: list[tuple[int, int, int, int]] = []
     done, n = 0, kv_tokens
+    compact_at, kept = _next_compaction(rule, n, computed_tokens, chunk, 0, num_steps)
     while True:
-        # the next step whose tokens pass the last block, and the next that reaches the threshold
-        grow_at = done + (blocks * block_tokens - n) // chunk + 1
-        compact_at = done + max(1, -(-(threshold - n) // chunk))
+        grow_at = done + (blocks * block_tokens - n) // chunk + 1  # the next step whose tokens pass the last block
         step = min(grow_at, compact_at)
         if step > num_steps:
             return growth, compactions
@@ -271,8 +280,17 @@ def _saw_tooth(kv_tokens: int, blocks: int, block_tokens: int, chunk: int, thres
             blocks += need
         if compact_at == step:
             kept_blocks = -(-kept // block_tokens)
-            compactions.append((step, n - kept, blocks - kept_blocks))
+            compactions.append((step, n - kept, blocks - kept_blocks, kept))
             n, blocks = kept, kept_blocks
+            compact_at, kept = _next_compaction(rule, n, computed_tokens + step * chunk, chunk, step, num_steps)
+
+
+def _next_compaction(rule: CompactionRule, kv_tokens: int, computed_tokens: int, chunk: int, done: int,
+                     num_steps: int) -> tuple[float, int]:
+    """The step (after `done`; infinity past `num_steps`) at whose end `rule` next compacts, and
+    the tokens it keeps."""
+    compaction = rule.next_compaction(kv_tokens, computed_tokens, chunk, num_steps - done)
+    return (math.inf, 0) if compaction is None else (done + compaction[0], compaction[1])
 
 
 def _fit_saw_tooth(core: "EngineCore", grows: list[list[tuple[Request, int]]], released: list[int], k: int) -> int:

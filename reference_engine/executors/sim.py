@@ -114,6 +114,11 @@ class SimExecutor:
         return {c.request.request_id: SyntheticAttention(self._seed(c.request.request_id), c.num_new_tokens)
                 for c in plan.chunks}
 
+    def attention_of(self, request_id: str, num_new: int) -> SyntheticAttention | None:
+        """What `execute` reports as a request's attention in a step where it computes `num_new`
+        tokens (fast-forward hands it to the compressor for fused steps)."""
+        return SyntheticAttention(self._seed(request_id), num_new) if self.record_attention else None
+
     def prefill_time_s(self, num_tokens: int, num_cached_tokens: int = 0) -> float:
         n, s = num_tokens, num_cached_tokens
         return self._step_s(n, n * s + n * (n + 1) / 2, s) - self._overhead_s

@@ -120,6 +120,45 @@ class SyntheticScores:
         if self._scale < _RESCALE_BELOW:
             self._rescale()
 
+    def add_steps(self, first: int, chunk: int, num_steps: int) -> None:
+        """`add_step` `num_steps` times, for steps of `chunk` queries each computing the next
+        positions from `first` on (fresh ones: none a sink, after every token held), in array
+        operations whose floats are the same: running sums and products accumulate one element
+        after another (`ufunc.accumulate`), exactly as the per-step `+=` and `*=` do."""
+        while num_steps:
+            run = np.full(num_steps + 1, self.decay)
+            run[0] = self._scale
+            scales = np.multiply.accumulate(run)[1:]
+            steps = num_steps if scales[-1] >= _RESCALE_BELOW else int((scales < _RESCALE_BELOW).argmax()) + 1
+            count = chunk * steps
+            new = self._weights_of(first, count)
+            run = np.empty(steps + 1)
+            run[0] = self._total
+            run[1:] = new if chunk == 1 else [new[i: i + chunk].sum() for i in range(0, count, chunk)]
+            totals = np.add.accumulate(run)[1:]
+            per_weight, per_sink = _shares(1.0, self._num_sinks)  # per unit of the total; the sinks' is fixed
+            run[0] = self._h
+            run[1:] = chunk * (per_weight / totals) / scales[:steps]
+            h = np.add.accumulate(run)
+            if per_sink:
+                run[0] = self._h_sink
+                run[1:] = chunk * per_sink / scales[:steps]
+                self._h_sink = float(np.add.accumulate(run)[-1])
+            self._reserve(count)
+            held = self._len
+            self._weights[held: held + count] = new
+            self._born[held: held + count] = h[:-1] if chunk == 1 else h[:-1].repeat(chunk)
+            self._len = held + count
+            self._total, self._h, self._scale = float(totals[-1]), float(h[-1]), float(scales[steps - 1])
+            if self._scale < _RESCALE_BELOW:
+                self._rescale()
+            first, num_steps = first + count, num_steps - steps
+
+    def in_step(self, r: Request) -> bool:
+        """Whether these scores cover `r`'s KV as it is and its next tokens are fresh ones, so
+        `add_steps` may stand for its coming steps."""
+        return self._len == r.num_kv_tokens and self._fresh(r, self._len)
+
     @staticmethod
     def _fresh(r: Request, held: int) -> bool:
         """Whether the KV tokens from index `held` on are the last computed ones, in order, none

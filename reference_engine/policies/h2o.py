@@ -25,8 +25,10 @@ Prefix blocks, tiers and sessions are managed as by `lru`.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -104,17 +106,55 @@ class H2oCompressor:
             return None
         kept = np.ones(n, dtype=bool)  # the top `heavy` of lo .. hi by score, in order: a mask, not a sort
         kept[lo:hi] = False
-        kept[np.argpartition(-scores.values()[lo:hi], heavy - 1)[:heavy] + lo] = True
-        keep = np.flatnonzero(kept)
+        kept[(-scores.values()[lo:hi]).argpartition(heavy - 1)[:heavy] + lo] = True
+        keep = kept.nonzero()[0]
         scores.keep(keep)
         return keep
 
     def forget(self, request_id: str) -> None:
         self._scores.pop(request_id, None)
 
-    def compaction_rule(self, protected_tokens: int) -> None:
-        """Plans depend on the scores each step adds: no schedule from KV lengths alone."""
-        return None
+    def compaction_rule(self, r: Request, protected_tokens: int) -> HeavyHitterRule | None:
+        """When plan_keep compacts follows from lengths (the heavy-hitter budget grows with the
+        tokens seen); which tokens it keeps needs the scores, which `skip_steps` keeps up for
+        steps fused in between: only for synthetic scores in step with `r`."""
+        scores = self._scores.get(r.request_id)
+        if not isinstance(scores, SyntheticScores) or not scores.in_step(r):
+            return None
+        return HeavyHitterRule(self, protected_tokens)
+
+    def skip_steps(self, r: Request, attention: Attention | None, num_steps: int) -> None:
+        """`r` ran `num_steps` more steps without compacting (its counters as after them): the
+        scores plan_keep would have added, at once."""
+        if num_steps:
+            assert isinstance(attention, SyntheticAttention), "only synthetic scores are fused"
+            chunk = attention.num_new
+            self._scores[r.request_id].add_steps(r.num_computed_tokens - chunk * num_steps, chunk, num_steps)
+
+
+@dataclass(frozen=True, slots=True)
+class HeavyHitterRule:
+    """plan_keep's conditions as a function of lengths: a step that leaves a request holding n
+    KV tokens of C computed, with heavy = ⌈ratio × C⌉, compacts it when n ≥ min_tokens and
+    n − recent − protected − heavy ≥ block_tokens, to protected + heavy + recent tokens. With
+    ratio ≤ 1, n − heavy never falls as steps add tokens: the first such step is a bisection."""
+
+    h2o: H2oCompressor
+    protected_tokens: int
+
+    def next_compaction(self, kv_tokens: int, computed_tokens: int, chunk: int, within: int) -> tuple[int, int] | None:
+        h = self.h2o
+        fixed = h.recent_tokens + self.protected_tokens + h.block_tokens
+
+        def compacts(step: int) -> bool:
+            n = kv_tokens + step * chunk
+            return n >= h.min_tokens and n - math.ceil(h.heavy_hitter_ratio * (computed_tokens + step * chunk)) >= fixed
+
+        step = bisect.bisect_left(range(1, within + 1), True, key=compacts) + 1
+        if step > within:
+            return None
+        heavy = math.ceil(h.heavy_hitter_ratio * (computed_tokens + step * chunk))
+        return step, self.protected_tokens + heavy + h.recent_tokens
 
 
 def make_h2o(config: EngineConfig, plan: MemoryPlan) -> Policy:

@@ -55,11 +55,24 @@ class Compressor(Protocol):
         """The request ended, or its KV was dropped for recompute: forget what was learnt."""
         ...
 
-    def compaction_rule(self, protected_tokens: int) -> tuple[int, int] | None:
-        """`plan_keep` as a function of KV length, for a request with `protected_tokens` shared:
-        (a step that leaves it holding this many KV tokens or more compacts it, to this many).
-        None when plans depend on more than KV lengths (attention scores): then steps cannot
-        be fused (`fast_forward`)."""
+    def compaction_rule(self, r: Request, protected_tokens: int) -> CompactionRule | None:
+        """When `plan_keep` will compact `r` (with `protected_tokens` shared) over its coming
+        steps, as a function of lengths; None when that needs more than lengths and what the
+        compressor has learnt (attention not yet seen): then `fast_forward` steps one by one."""
+        ...
+
+    def skip_steps(self, r: Request, attention: Attention | None, num_steps: int) -> None:
+        """`r` ran `num_steps` more steps in which its rule said it does not compact (a fused
+        run; `r`'s counters as after them, `attention` what each step gave): learn from them
+        what `plan_keep` would have learnt one step at a time."""
+        ...
+
+
+class CompactionRule(Protocol):
+    def next_compaction(self, kv_tokens: int, computed_tokens: int, chunk: int, within: int) -> tuple[int, int] | None:
+        """For a request holding `kv_tokens` KV tokens of `computed_tokens` computed, computing
+        `chunk` more per step: the first step (1 .. `within`) at whose end `plan_keep` compacts
+        it, and the KV tokens it keeps then; None if none of them does."""
         ...
 
 

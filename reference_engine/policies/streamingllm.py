@@ -19,6 +19,7 @@ drops KV it still reads. `sliding_window_tokens` must then equal the model's win
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -48,19 +49,34 @@ class StreamingLlmCompressor:
         n, window = r.num_kv_tokens, self.window_tokens
         if n - self.sink_tokens - window < self.block_tokens:  # the rule with nothing protected: cheap
             return None
-        threshold, kept = self.compaction_rule(protected_tokens())
-        if n < threshold:
+        rule = self.compaction_rule(r, protected_tokens())
+        if n < rule.threshold:
             return None
-        return np.concatenate((np.arange(kept - window), np.arange(n - window, n)))
+        return np.concatenate((np.arange(rule.kept - window), np.arange(n - window, n)))
 
     def forget(self, request_id: str) -> None:
         """Nothing to forget: the plan is a function of the KV length."""
 
-    def compaction_rule(self, protected_tokens: int) -> tuple[int, int]:
+    def compaction_rule(self, r: Request, protected_tokens: int) -> WindowRule:
         """Keep the head (the sinks, or the protected prefix if longer) and the window, once that
         frees a whole block: n − head − window ≥ block_tokens."""
         kept = max(self.sink_tokens, protected_tokens) + self.window_tokens
-        return kept + self.block_tokens, kept
+        return WindowRule(kept + self.block_tokens, kept)
+
+    def skip_steps(self, r: Request, attention: Attention | None, num_steps: int) -> None:
+        """Nothing learnt from steps."""
+
+
+@dataclass(frozen=True, slots=True)
+class WindowRule:
+    """A step that leaves a request holding `threshold` KV tokens or more compacts it to `kept`."""
+
+    threshold: int
+    kept: int
+
+    def next_compaction(self, kv_tokens: int, computed_tokens: int, chunk: int, within: int) -> tuple[int, int] | None:
+        step = max(1, -(-(self.threshold - kv_tokens) // chunk))
+        return (step, self.kept) if step <= within else None
 
 
 def make_streamingllm(config: EngineConfig, plan: MemoryPlan) -> Policy:

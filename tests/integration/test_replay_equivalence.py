@@ -101,6 +101,49 @@ def test_streamingllm_fuses_its_decodes_compactions_and_all(tmp_path, monkeypatc
     assert len(answered) > 20
 
 
+def test_h2o_fuses_with_its_scores_kept_up_float_for_float(tmp_path, monkeypatch):
+    """h2o's compactions come when lengths say; which tokens they keep follows its scores, which
+    fused runs advance many steps at once. The record only shows how many tokens were dropped,
+    so every plan (the kept indices and the scores they were chosen by) and every request's final
+    scores are compared too, byte for byte."""
+    from reference_engine.core import fast_forward
+    from reference_engine.policies.h2o import H2oCompressor
+
+    plan_keep, forget = H2oCompressor.plan_keep, H2oCompressor.forget
+    seen: dict[int, list] = {}  # compressor (one per replay) -> what it decided and learnt
+    fused = []
+
+    def spy_plan(self, r, attention, protected):
+        keep = plan_keep(self, r, attention, protected)
+        if keep is not None:
+            seen.setdefault(id(self), []).append((r.request_id, keep.tobytes(), self.scores(r.request_id).tobytes()))
+        return keep
+
+    def spy_forget(self, request_id):
+        scores = self.scores(request_id)
+        if scores is not None:
+            seen.setdefault(id(self), []).append((request_id, scores.tobytes()))
+        forget(self, request_id)
+
+    fuse = fast_forward._fuse_compacting
+
+    def spy_fuse(core, *args):
+        out = fuse(core, *args)
+        fused.append(out is not None)
+        return out
+
+    monkeypatch.setattr(H2oCompressor, "plan_keep", spy_plan)
+    monkeypatch.setattr(H2oCompressor, "forget", spy_forget)
+    monkeypatch.setattr(fast_forward, "_fuse_compacting", spy_fuse)
+    config = load_config(DEFAULT_CONFIG.with_name("h2o.toml"))
+    (fast, slow), (fast_calls, slow_calls) = replay_both(tmp_path, load_trace(MOONCAKE), config)
+    assert_same_record(fast, slow)
+    fast_seen, slow_seen = seen.values()
+    assert sorted(fast_seen) == sorted(slow_seen)
+    assert sum(len(entry) == 3 for entry in fast_seen) > 100  # compactions, each with its plan
+    assert sum(fused) > 100 and fast_calls * 2 < slow_calls
+
+
 def test_fast_forward_equals_step_by_step_on_azure_compressed_in_time(tmp_path):
     (fast, slow), _ = replay_both(tmp_path, load_trace(AZURE, limit=120), load_config(DEFAULT_CONFIG),
                                   ReplaySettings(rate_scale=4.0, tenants="round_robin"))

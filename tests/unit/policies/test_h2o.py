@@ -8,7 +8,7 @@ from reference_engine.config import TrafficClass
 from reference_engine.core.request import Request
 from reference_engine.executors.sim_attention import (SINK_MASS, SINK_TOKENS, SyntheticAttention, SyntheticScores,
                                                       synthetic_attention)
-from reference_engine.policies.h2o import DenseScores, H2oCompressor
+from reference_engine.policies.h2o import DenseScores, H2oCompressor, HeavyHitterRule
 from tests.helpers import Driver, small_config
 
 
@@ -114,3 +114,68 @@ def test_the_sim_engine_compresses_long_sequences_and_keeps_sinks_and_the_recent
     assert [e.mode for e in d.core.events if e.kind is EventKind.APPROXIMATED][0] == "h2o"
     d.core.pool.check_invariants()
     assert d.core.pool.num_live == 0
+
+
+def _state(scores: SyntheticScores) -> tuple:
+    held = len(scores)
+    return (scores._weights[:held].tobytes(), scores._born[:held].tobytes(), scores._total, scores._h,
+            scores._h_sink, scores._scale, scores._num_sinks)
+
+
+@pytest.mark.parametrize("chunk", [1, 40])
+def test_add_steps_is_add_step_repeated_float_for_float(chunk):
+    """Fused runs stand for many steps with one `add_steps`: the same floats, bit for bit, as
+    `add_step` once per step, across compactions and (decay 0.5) several rescales."""
+    seed, rng = 13, np.random.default_rng(4)
+    requests, scores = [running(0), running(0)], [SyntheticScores(seed, 0.5), SyntheticScores(seed, 0.5)]
+    for r, s in zip(requests, scores):  # a first chunk with the sinks, then a compaction
+        r.num_computed_tokens = 300
+        s.add_step(r, SyntheticAttention(seed, 300))
+        keep = np.sort(rng.choice(300, size=200, replace=False))
+        rng = np.random.default_rng(4)  # the same compaction for both
+        r.kept_positions, r.num_dropped_tokens = r.kv_positions()[keep], 100
+        s.keep(keep)
+    one_by_one, fused = scores
+    for num_steps in [1, 7, 300, 2, 900, 64]:
+        first = requests[0].num_computed_tokens
+        for _ in range(num_steps):
+            requests[0].num_computed_tokens += chunk
+            one_by_one.add_step(requests[0], SyntheticAttention(seed, chunk))
+        assert fused.in_step(requests[1])
+        requests[1].num_computed_tokens += chunk * num_steps
+        fused.add_steps(first, chunk, num_steps)
+        assert _state(fused) == _state(one_by_one)
+
+
+def test_a_request_out_of_step_with_its_scores_is_not_fused():
+    c, r = compressor(min_tokens=1000), running(50)
+    assert c.compaction_rule(r, 0) is None  # no scores yet: its first step learns them
+    c.plan_keep(r, SyntheticAttention(5, 50), lambda: 0)
+    assert c.compaction_rule(r, 0) is not None
+    r.num_computed_tokens += 1
+    assert c.compaction_rule(r, 0) is None  # a token the scores have not seen
+    dense = compressor(min_tokens=1000)
+    dense.plan_keep(r, None, lambda: 0)
+    assert dense.compaction_rule(r, 0) is None  # real attention: no closed form to skip with
+
+
+@pytest.mark.parametrize("ratio", [0.2, 0.05, 1.0])
+def test_the_heavy_hitter_rule_names_the_step_plan_keep_compacts_at(ratio):
+    """HeavyHitterRule.next_compaction against plan_keep itself, stepped one token chunk at a
+    time: the same step, and the same number of tokens kept."""
+    rng = np.random.default_rng(8)
+    for _ in range(200):
+        c = compressor(heavy_hitter_ratio=ratio, recent_tokens=int(rng.integers(16, 64)),
+                       min_tokens=int(rng.integers(16, 400)))
+        chunk, protected = int(rng.choice([1, 1, 5, 16, 64])), int(rng.integers(0, 48))
+        r = running(int(rng.integers(1, 300)))
+        r.num_dropped_tokens = int(rng.integers(0, r.num_computed_tokens))
+        within = int(rng.integers(1, 80))
+        expected, kv, computed = None, r.num_kv_tokens, r.num_computed_tokens
+        for step in range(1, within + 1):
+            r.num_computed_tokens += chunk
+            keep = c.plan_keep(r, None, lambda: protected)
+            if keep is not None:
+                expected = (step, len(keep))
+                break
+        assert HeavyHitterRule(c, protected).next_compaction(kv, computed, chunk, within) == expected

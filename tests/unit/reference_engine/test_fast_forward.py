@@ -174,26 +174,36 @@ def test_a_prompt_one_token_short_gets_its_first_token_from_the_next_step():
 
 
 def test_the_saw_tooth_jumps_to_what_stepping_one_by_one_finds():
-    """`_saw_tooth` (from event to event) against the obvious step-by-step loop."""
+    """`_saw_tooth` (from event to event) against the obvious step-by-step loop, which asks the
+    rule before each step whether that step compacts: streamingllm's window, h2o's heavy hitters."""
     from reference_engine.core.fast_forward import _saw_tooth
+    from reference_engine.policies.h2o import H2oCompressor, HeavyHitterRule
+    from reference_engine.policies.streamingllm import WindowRule
 
-    def one_by_one(n, blocks, bt, chunk, threshold, kept, num_steps):
+    def one_by_one(n, computed, blocks, bt, chunk, rule, num_steps):
         growth, compactions = [], []
         for step in range(1, num_steps + 1):
-            n += chunk
+            compaction = rule.next_compaction(n, computed, chunk, 1)
+            n, computed = n + chunk, computed + chunk
             if n > blocks * bt:
                 growth.append((step, -(-n // bt) - blocks))
                 blocks = -(-n // bt)
-            if n >= threshold:
-                compactions.append((step, n - kept, blocks - -(-kept // bt)))
+            if compaction is not None:
+                kept = compaction[1]
+                compactions.append((step, n - kept, blocks - -(-kept // bt), kept))
                 n, blocks = kept, -(-kept // bt)
         return growth, compactions
 
     rng = random.Random(5)
     for _ in range(500):
         bt, chunk = 16, rng.choice([1, 1, 3, 16, 40, 256])
-        kept = rng.randint(20, 300)
-        threshold = kept + rng.choice([bt, 2 * bt, 37])
-        n = rng.randint(1, threshold + 500)
-        args = (n, -(-n // bt), bt, chunk, threshold, kept, rng.randint(1, 120))
+        if rng.random() < 0.5:
+            kept = rng.randint(20, 300)
+            rule = WindowRule(kept + rng.choice([bt, 2 * bt, 37]), kept)
+        else:
+            h2o = H2oCompressor(heavy_hitter_ratio=rng.choice([0.05, 0.2, 0.5]), recent_tokens=rng.randint(16, 200),
+                                score_decay=0.98, min_tokens=rng.randint(16, 600), block_tokens=bt)
+            rule = HeavyHitterRule(h2o, rng.randint(0, 64))
+        n = rng.randint(1, 800)
+        args = (n, n + rng.randint(0, 2000), -(-n // bt), bt, chunk, rule, rng.randint(1, 120))
         assert _saw_tooth(*args) == one_by_one(*args), args
