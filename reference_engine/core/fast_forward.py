@@ -463,16 +463,22 @@ class _Batch:
 
 def _split(running, prefilling: dict[str, Request], max_ctx: int, block_tokens: int) -> _Batch:
     """One pass over the running set (replay's hottest loop: properties inlined). A request with
-    one token left to compute is a decode only once its prompt (or recompute) is done: the step
-    that computes a chunked prompt's last token samples its first token and ends a run."""
+    one token left to compute is a decode only once its prompt (or recompute) is done; a prompt
+    one token short gets that token in the next step whatever the prefills ahead of it take
+    (schedule() gives every one-token remainder its token with the decodes) and samples its
+    first token there: no run (`max_steps` 0)."""
     batch = _Batch()
     decodes, slacks, prefills = batch.decodes, batch.slacks, batch.prefills
     kv_tokens, max_steps = 0, _MAX_FUSED_STEPS
     for r in running:
         num_output = len(r.output_token_ids)
         num_tokens = r.num_prompt_tokens + num_output
-        if num_tokens - r.num_computed_tokens != 1 or r.request_id in prefilling:
+        if num_tokens - r.num_computed_tokens != 1:
             prefills.append(r)
+            continue
+        if r.request_id in prefilling:
+            prefills.append(r)
+            max_steps = 0
             continue
         decodes.append(r)
         num_kv = r.num_computed_tokens - r.num_dropped_tokens

@@ -173,6 +173,25 @@ def test_a_prompt_one_token_short_gets_its_first_token_from_the_next_step():
     assert results[0] == results[1]
 
 
+def test_a_prompt_one_token_short_gets_its_token_even_behind_a_prefill_that_takes_the_budget():
+    """schedule() gives a one-token remainder its token with the decodes, before the prefills
+    ahead of it in running order take the rest: so it completes in the next step whatever they
+    take, and no run fuses past that step. (Found by replaying the Mooncake trace under h2o: a
+    run planned the remainder a chunk of 0 behind a 26K-token prompt and went on without it.)"""
+    results = []
+    for fast in (False, True):
+        d = Driver(small_config(2048, overrides={"engine.max_num_batched_tokens": 128, "engine.long_prefill_token_threshold": 32,
+                                                 "tenants.acme.max_kv_share": 1.0}))
+        # both prefill 32 tokens a step while the third waits; once it starts, nothing waits and
+        # the first prefill may take the whole budget, with the second one token short
+        requests = [d.add(prompt_len=1000, max_new=20), d.add(prompt_len=129, max_new=20)]
+        d.step()
+        requests.append(d.add(prompt_len=40, max_new=20))
+        d.run(fast=fast)
+        results.append(([(r.first_token_s, r.finish_s) for r in requests], d.core.num_steps))
+    assert results[0] == results[1]
+
+
 def test_the_saw_tooth_jumps_to_what_stepping_one_by_one_finds():
     """`_saw_tooth` (from event to event) against the obvious step-by-step loop, which asks the
     rule before each step whether that step compacts: streamingllm's window, h2o's heavy hitters."""
