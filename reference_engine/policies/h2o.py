@@ -98,11 +98,11 @@ class H2oCompressor:
                                                    if isinstance(attention, SyntheticAttention)
                                                    else DenseScores(self.score_decay))
         scores.add_step(r, attention)
-        heavy = math.ceil(self.heavy_hitter_ratio * r.num_computed_tokens)
-        if n < self.min_tokens or n - self.recent_tokens - heavy < self.block_tokens:
+        if self.heavy_budget(n, r.num_computed_tokens, 0) is None:  # before asking for the protected prefix
             return None
         lo, hi = protected_tokens(), n - self.recent_tokens
-        if hi - lo - heavy < self.block_tokens:
+        heavy = self.heavy_budget(n, r.num_computed_tokens, lo)
+        if heavy is None:
             return None
         kept = np.ones(n, dtype=bool)  # the top `heavy` of lo .. hi by score, in order: a mask, not a sort
         kept[lo:hi] = False
@@ -110,6 +110,16 @@ class H2oCompressor:
         keep = kept.nonzero()[0]
         scores.keep(keep)
         return keep
+
+    def heavy_budget(self, kv_tokens: int, computed_tokens: int, protected_tokens: int) -> int | None:
+        """How many heavy hitters a step that leaves a request holding `kv_tokens` of
+        `computed_tokens` seen (`protected_tokens` of them shared) keeps, compacting it to
+        protected + heavy + recent; None if it does not compact: too short, or no whole block
+        to free."""
+        heavy = math.ceil(self.heavy_hitter_ratio * computed_tokens)
+        if kv_tokens < self.min_tokens or kv_tokens - self.recent_tokens - protected_tokens - heavy < self.block_tokens:
+            return None
+        return heavy
 
     def forget(self, request_id: str) -> None:
         self._scores.pop(request_id, None)
@@ -134,27 +144,23 @@ class H2oCompressor:
 
 @dataclass(frozen=True, slots=True)
 class HeavyHitterRule:
-    """plan_keep's conditions as a function of lengths: a step that leaves a request holding n
-    KV tokens of C computed, with heavy = ⌈ratio × C⌉, compacts it when n ≥ min_tokens and
-    n − recent − protected − heavy ≥ block_tokens, to protected + heavy + recent tokens. With
-    ratio ≤ 1, n − heavy never falls as steps add tokens: the first such step is a bisection."""
+    """`H2oCompressor.heavy_budget` over a request's coming steps. With ratio ≤ 1 the held
+    tokens grow at least as fast as the budget, so once a step compacts every later one would:
+    the first is found by bisection."""
 
     h2o: H2oCompressor
     protected_tokens: int
 
     def next_compaction(self, kv_tokens: int, computed_tokens: int, chunk: int, within: int) -> tuple[int, int] | None:
-        h = self.h2o
-        fixed = h.recent_tokens + self.protected_tokens + h.block_tokens
+        budget, protected = self.h2o.heavy_budget, self.protected_tokens
 
-        def compacts(step: int) -> bool:
-            n = kv_tokens + step * chunk
-            return n >= h.min_tokens and n - math.ceil(h.heavy_hitter_ratio * (computed_tokens + step * chunk)) >= fixed
+        def heavy(step: int) -> int | None:
+            return budget(kv_tokens + step * chunk, computed_tokens + step * chunk, protected)
 
-        step = bisect.bisect_left(range(1, within + 1), True, key=compacts) + 1
+        step = bisect.bisect_left(range(1, within + 1), True, key=lambda step: heavy(step) is not None) + 1
         if step > within:
             return None
-        heavy = math.ceil(h.heavy_hitter_ratio * (computed_tokens + step * chunk))
-        return step, self.protected_tokens + heavy + h.recent_tokens
+        return step, protected + heavy(step) + self.h2o.recent_tokens
 
 
 def make_h2o(config: EngineConfig, plan: MemoryPlan) -> Policy:
