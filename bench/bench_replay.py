@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_replay.py                        # every config under configs/
     .venv/bin/python bench/bench_replay.py --config configs/default.toml --profile 25
     .venv/bin/python bench/bench_replay.py --limit 2000 --repeat 3
-    .venv/bin/python bench/bench_replay.py --verify      # + step-by-step replays: identical records?
+    .venv/bin/python bench/bench_replay.py --verify      # + step-by-step replays: identical records, same kept tokens?
 
 Target: ≥ 600x real time on one core (59 min of trace in ≤ 5.9 s). Reports, per config, the
 wall and CPU time of the replay (trace loading excluded and shown apart; CPU time is what the
@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import hashlib
 import multiprocessing
 import os
 import pstats
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -35,6 +38,7 @@ from harness.replay.loaders import load_trace  # noqa: E402
 from harness.replay.run import ReplaySettings, run_replay  # noqa: E402
 from harness.run_record import TABLES, RunRecord  # noqa: E402
 from reference_engine import load_config  # noqa: E402
+from reference_engine.core.kv_manager import KVCacheManager  # noqa: E402
 
 DEFAULT_TRACE = REPO.parent / "shared" / "traces" / "mooncake_fast25" / "conversation_trace.jsonl"
 TARGET_SPEEDUP = 600.0
@@ -49,7 +53,8 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--tenants", default="hash")
     p.add_argument("--profile", type=int, default=0, metavar="N", help="cProfile once more, print the top N")
     p.add_argument("--verify", action="store_true",
-                   help="also replay step by step (no fast-forward) and check that every table of the record is identical")
+                   help="also replay fused and step by step (no fast-forward) once more and check that every table of "
+                        "the record is identical, and that every compaction kept the same KV tokens")
     return p.parse_args()
 
 
@@ -74,6 +79,39 @@ def _differences(fast: Path, slow: Path) -> str:
     return f"DIFFERENT {', '.join(differ)}" if differ else ""
 
 
+@contextmanager
+def _kept_tokens() -> Iterator[list[tuple[str, int, str]]]:
+    """Every compaction a replay applies inside the block: (request, tokens computed, a digest of
+    the KV indices kept). The record says how many tokens each dropped, not which: h2o's choice
+    follows its scores, which fused runs advance many steps at once."""
+    compact, kept = KVCacheManager.compact, []
+
+    def spy(self, r, keep, *args):
+        kept.append((r.request_id, r.num_computed_tokens, hashlib.blake2b(keep.tobytes(), digest_size=16).hexdigest()))
+        return compact(self, r, keep, *args)
+
+    KVCacheManager.compact = spy
+    try:
+        yield kept
+    finally:
+        KVCacheManager.compact = compact
+
+
+def _verify(trace, engine_config, settings: ReplaySettings, out: Path) -> str:
+    """Replay fused and step by step; what differs between the two (records, kept tokens)."""
+    runs = []
+    for step_by_step in (False, True):
+        with _kept_tokens() as kept:
+            r = run_replay(trace, engine_config, replace(settings, step_by_step=step_by_step), out / f"steps-{step_by_step}")
+        runs.append((r, kept))
+    (fast, fast_kept), (slow, slow_kept) = runs
+    differences = _differences(fast.run_dir, slow.run_dir)
+    if fast_kept != slow_kept:
+        differences = f"{differences or 'DIFFERENT'} kept tokens"
+    checked = f"identical record, {len(fast_kept)} compactions keep the same tokens" if fast_kept else "identical record"
+    return f"step-by-step {slow.wall_s:.0f} s: {differences or checked}"
+
+
 def _measure(config: Path, args: argparse.Namespace) -> tuple[str, float]:
     """Replay one config `args.repeat` times; returns its table line and best speed-up. Runs in a
     fresh process per config: in one long process a config replayed after h2o ran 15-35 % slower
@@ -93,8 +131,7 @@ def _measure(config: Path, args: argparse.Namespace) -> tuple[str, float]:
                 f"{len(trace.requests) / wall:>9.0f}{r.meta.final['num_engine_steps']:>9}{r.stats.num_iterations:>8}"
                 f"  {'ok' if speedup >= TARGET_SPEEDUP else 'MISSED'}")
         if args.verify:
-            slow = run_replay(trace, engine_config, replace(settings, step_by_step=True), Path(tmp) / f"{config.stem}-steps")
-            line += f"  step-by-step {slow.wall_s:.0f} s: {_differences(r.run_dir, slow.run_dir) or 'identical record'}"
+            line += "  " + _verify(trace, engine_config, settings, Path(tmp) / f"{config.stem}-verify")
         if args.profile:
             print(line, flush=True)
             prof = cProfile.Profile()

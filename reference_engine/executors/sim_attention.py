@@ -209,6 +209,17 @@ class SyntheticScores:
         scores[:s] = self._h_sink - self._born[:s]
         return scores * self._scale
 
+    def negated(self, start: int, stop: int) -> np.ndarray:
+        """−values()[start:stop], the same floats (rounding is symmetric in sign, and
+        born − h = −(h − born) exactly), in one pass fewer and over the range only: what h2o
+        ranks at a compaction."""
+        s = self._num_sinks
+        out = self._weights[start:stop] * (self._born[start:stop] - self._h)
+        if start < s:
+            out[: s - start] = self._born[start:min(s, stop)] - self._h_sink
+        out *= self._scale
+        return out
+
     def keep(self, indices: np.ndarray) -> None:
         """A compaction kept the KV tokens at sorted `indices`."""
         count = len(indices)

@@ -66,6 +66,9 @@ class DenseScores:
     def values(self) -> np.ndarray:
         return self._scores
 
+    def negated(self, start: int, stop: int) -> np.ndarray:
+        return -self._scores[start:stop]
+
     def keep(self, indices: np.ndarray) -> None:
         self._scores = self._scores[indices]
 
@@ -106,7 +109,7 @@ class H2oCompressor:
             return None
         kept = np.ones(n, dtype=bool)  # the top `heavy` of lo .. hi by score, in order: a mask, not a sort
         kept[lo:hi] = False
-        kept[(-scores.values()[lo:hi]).argpartition(heavy - 1)[:heavy] + lo] = True
+        kept[scores.negated(lo, hi).argpartition(heavy - 1)[:heavy] + lo] = True
         keep = kept.nonzero()[0]
         scores.keep(keep)
         return keep

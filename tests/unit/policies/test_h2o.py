@@ -179,3 +179,12 @@ def test_the_heavy_hitter_rule_names_the_step_plan_keep_compacts_at(ratio):
                 expected = (step, len(keep))
                 break
         assert HeavyHitterRule(c, protected).next_compaction(kv, computed, chunk, within) == expected
+
+
+def test_the_negated_scores_h2o_ranks_are_the_scores_negated_bit_for_bit():
+    r, scores = running(0), SyntheticScores(21, 0.9)
+    for n in (2, 300, 1, 1, 40):  # the first step holds some sinks only
+        r.num_computed_tokens += n
+        scores.add_step(r, SyntheticAttention(21, n))
+    for start, stop in [(0, 344), (0, 3), (1, 2), (2, 100), (4, 344), (100, 101)]:
+        assert (scores.negated(start, stop).tobytes() == (-scores.values()[start:stop]).tobytes()), (start, stop)
