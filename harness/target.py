@@ -29,6 +29,7 @@ from reference_engine.errors import KvgateError
 
 READY_POLL_S = 0.1
 STOP_GRACE_S = 15.0
+BACKLOG = 2048  # uvicorn's own default for the sockets it binds
 
 
 class TargetError(KvgateError):
@@ -73,14 +74,20 @@ class ReferenceEngine:
         self._log: BinaryIO | None = None
 
     def __enter__(self) -> Target:
-        port = free_port()
-        cmd = [sys.executable, "-m", "harness.cli", "serve", "--config", str(self.config_path), "--port", str(port),
-               "--log-level", "warning"]
-        if self.workers:
-            cmd += ["--workers", str(self.workers)]
-        self._log = open(self.log_path, "wb") if self.log_path else None
-        self.process = subprocess.Popen(cmd, stdout=self._log or subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                                        start_new_session=True)
+        # The port is bound here and the socket handed over (`kvgate serve --fd`): a port only
+        # looked up as free can be taken before the server binds it (the router's own workers
+        # bind ephemeral ports first, and once drew the very port it was about to use).
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            sock.listen(BACKLOG)
+            port = sock.getsockname()[1]
+            cmd = [sys.executable, "-m", "harness.cli", "serve", "--config", str(self.config_path),
+                   "--fd", str(sock.fileno()), "--log-level", "warning"]
+            if self.workers:
+                cmd += ["--workers", str(self.workers)]
+            self._log = open(self.log_path, "wb") if self.log_path else None
+            self.process = subprocess.Popen(cmd, stdout=self._log or subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                                            start_new_session=True, pass_fds=(sock.fileno(),))
         url = f"http://127.0.0.1:{port}"
         try:
             self._wait_ready(url)

@@ -16,14 +16,15 @@ from reference_engine.server.app import create_app
 __all__ = ["create_app", "serve"]
 
 
-def serve(config: EngineConfig, *, host: str = "127.0.0.1", port: int = 8000, workers: int = 0,
-          log_level: str = "info", access_log: bool = False) -> None:
+def serve(config: EngineConfig, *, host: str = "127.0.0.1", port: int = 8000, fd: int | None = None,
+          workers: int = 0, log_level: str = "info", access_log: bool = False) -> None:
     """Serve until interrupted. `workers` > 0: a router in this process and that many engine
-    worker processes under a supervisor that restarts them."""
+    worker processes under a supervisor that restarts them. `fd`: an inherited listening
+    socket, bound by whoever started us, served instead of `host`:`port`."""
     if workers:
         from reference_engine.server.router_app import create_router_app
         app = create_router_app(config, num_workers=workers, log_level=log_level)
     else:
         app = create_app(config)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=access_log,
-                timeout_graceful_shutdown=5)
+    where = {"fd": fd} if fd is not None else {"host": host, "port": port}
+    uvicorn.run(app, **where, log_level=log_level, access_log=access_log, timeout_graceful_shutdown=5)
