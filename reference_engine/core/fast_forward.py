@@ -142,7 +142,11 @@ def _fuse_compacting(core: "EngineCore", until_s: float, observe_s: Sequence[flo
     run = _split(sched.running.values(), sched.prefilling, max_ctx, kv.block_tokens)
     decodes, num_decodes = run.decodes, len(run.decodes)
     prefills = _Prefills.plan(sched, run.prefills, sched.token_budget - num_decodes)
-    k_max = min(run.max_steps - 1, prefills.num_uniform, _steps_nothing_starts(core, num_decodes, prefills))
+    k_max = min(run.max_steps - 1, prefills.num_uniform)
+    if k_max > 1:  # the queue scan after the cheap exits, as for exact runs
+        k_max = min(k_max, _steps_nothing_starts(core, num_decodes, prefills))
+    if k_max <= 1:
+        return None
     now = core.clock.now()
     timer = sched.next_timer_s()
     horizon = min(until_s, math.inf if timer is None else timer)
@@ -473,12 +477,11 @@ def _split(running, prefilling: dict[str, Request], max_ctx: int, block_tokens: 
     for r in running:
         num_output = len(r.output_token_ids)
         num_tokens = r.num_prompt_tokens + num_output
-        if num_tokens - r.num_computed_tokens != 1:
+        left = num_tokens - r.num_computed_tokens
+        if left != 1 or r.request_id in prefilling:
+            if left == 1:  # a prompt one token short
+                max_steps = 0
             prefills.append(r)
-            continue
-        if r.request_id in prefilling:
-            prefills.append(r)
-            max_steps = 0
             continue
         decodes.append(r)
         num_kv = r.num_computed_tokens - r.num_dropped_tokens
