@@ -433,7 +433,7 @@ class Scheduler:
                 break
             if room <= 0 or self._would_start_on_scraps(r, room) or not self._try_start(r, now_s, plan, room):
                 put_back.append(r)
-                if now_s - r.arrival_s >= self.preempt_cfg.aging_s:
+                if now_s - r.arrival_s >= self.preempt_cfg.aging_s and not self._held_below_hard_limit(r):
                     break  # it has waited long enough: nothing behind it may overtake it now
                 continue
             budget -= plan.chunks[-1].num_new_tokens
@@ -442,6 +442,15 @@ class Scheduler:
         for r in put_back:
             self.waiting.push(r)
         return budget, reserved_for_batch
+
+    def _held_below_hard_limit(self, r: Request) -> bool:
+        """Whether `r` may only use the pool up to a lower limit than the hard watermark (batch:
+        never the interactive reserve; long requests: the admission rung). Such a request waits
+        for usage to fall below its own limit, and holding back the requests that may use the
+        band above it would not bring that about: it would only idle the band and stall chats
+        behind a batch job for as long as the peak lasts. So it never blocks the queue, however
+        long it has waited; the batch share of the budget and its queue deadline bound its wait."""
+        return self.admission.enabled and self.admission.class_limit(r) < self.marks.preempt
 
     def _would_start_on_scraps(self, r: Request, room: int) -> bool:
         """A chat-sized prompt (one capped chunk, at most half the budget) starts whole or waits

@@ -167,6 +167,36 @@ def test_batch_prefill_pauses_above_its_watermark():
     assert batch.finish_reason is FinishReason.LENGTH
 
 
+def test_a_batch_job_held_out_of_the_interactive_reserve_never_blocks_chats_behind_it():
+    # 78 % of the pool is held: a batch job may not start (it never takes the last 25 %), and it
+    # waits long enough to rank ahead of new chats. It must not hold them back: they may use the
+    # band it may not, and stalling them would not free anything for it.
+    d = Driver(small_config(1024, overrides={"tenants.acme.max_kv_share": 1.0, "tenants.batchco.max_kv_share": 1.0}))
+    held = d.core.pool.allocate(800, "acme", 0.0)
+    batch = d.add(tenant="batchco", prompt_len=50, max_new=4)
+    d.clock.advance(d.core.config.preemption.aging_s + 1)
+    chat = d.add(tenant="globex", prompt_len=20, max_new=2)
+    d.step()
+    assert batch.state is RequestState.WAITING and chat.state is RequestState.RUNNING
+    d.core.pool.decref(held, d.clock.now())
+    d.run()
+    assert batch.finish_reason is FinishReason.LENGTH and chat.finish_reason is FinishReason.LENGTH
+
+
+def test_a_chat_request_expires_on_its_own_deadline_behind_a_batch_job_with_a_longer_one():
+    d = Driver(small_config(1024, overrides={"tenants.acme.max_kv_share": 1.0, "tenants.globex.max_kv_share": 1.0,
+                                             "tenants.batchco.max_kv_share": 1.0}))
+    held = d.core.pool.allocate(900, "acme", 0.0)  # neither request below fits
+    batch = d.add(tenant="batchco", prompt_len=800, max_new=4)
+    chat = d.add(tenant="globex", prompt_len=800, max_new=4)
+    deadlines = d.core.config.admission
+    d.clock.advance(deadlines.queue_deadline_ms / 1000 + 1)
+    d.step()
+    assert chat.finish_reason is FinishReason.REJECTED and batch.state is RequestState.WAITING
+    assert d.core.next_timer_s() == pytest.approx(deadlines.batch_queue_deadline_ms / 1000)
+    d.core.pool.decref(held, d.clock.now())
+
+
 def test_priority_header_cannot_exist_priority_comes_from_the_tenant(driver):
     r = driver.add(tenant="batchco", prompt_len=10, max_new=2)
     assert r.traffic_class.value == "batch"
