@@ -133,7 +133,7 @@ class Scheduler:
         if admitted:
             r.pending_blocks = r.estimated_blocks
             self.pending_blocks += r.pending_blocks
-        r.state = RequestState.WAITING
+        r.state, r.queued_s = RequestState.WAITING, r.arrival_s
         self.waiting.enqueue(r)
 
     def _meta(self, r: Request, active: bool = False) -> EntryMeta:
@@ -378,7 +378,10 @@ class Scheduler:
             r.kept_positions = None
             if self.policy.compressor is not None:
                 self.policy.compressor.forget(r.request_id)
-            r.state = RequestState.PREEMPTED
+            # Back in the queue in its arrival order (it ranks by its whole wait), but it blocks
+            # the requests behind it only once it has waited aging_s again: right after a peak's
+            # preemption it cannot fit, and the chats behind it can and leave quickly.
+            r.state, r.queued_s = RequestState.PREEMPTED, now_s
             self.waiting.push(r)
         self.events.emit(now_s, EventKind.BLOCKS_RELEASED, num_blocks=num_blocks, reason="preempted", **common)
 
@@ -433,7 +436,7 @@ class Scheduler:
                 break
             if room <= 0 or self._would_start_on_scraps(r, room) or not self._try_start(r, now_s, plan, room):
                 put_back.append(r)
-                if now_s - r.arrival_s >= self.preempt_cfg.aging_s and not self._held_below_hard_limit(r):
+                if now_s - r.queued_s >= self.preempt_cfg.aging_s and not self._held_below_hard_limit(r):
                     break  # it has waited long enough: nothing behind it may overtake it now
                 continue
             budget -= plan.chunks[-1].num_new_tokens

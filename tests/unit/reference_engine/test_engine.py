@@ -72,10 +72,10 @@ def test_public_prefix_is_shared_across_tenants():
     assert other.num_prefix_hit_tokens == 64  # the 4 public blocks, nothing private
 
 
-def tight_pool(mode: str) -> Driver:
+def tight_pool(mode: str, aging_s: float = 10) -> Driver:
     """128 blocks, admission off: six requests that each grow to 20 blocks must preempt.
     (Each tenant's worst-case reservations must stay under its cap, so the six are split.)"""
-    return Driver(small_config(128, overrides={
+    return Driver(small_config(128, overrides={"preemption.aging_s": aging_s,
         "engine.max_num_batched_tokens": 64, "engine.max_num_seqs": 6, "admission.enabled": False,
         "preemption.mode": mode, "tenants.acme.max_kv_share": 1.0, "tenants.globex.max_kv_share": 1.0,
         "kv_cache.guard": {"warn_at_percent": 30, "admission_at_percent": 40, "evict_at_percent": 50,
@@ -92,6 +92,24 @@ def test_preempted_request_resumes_and_completes_all_its_tokens():
         assert r.finish_reason is FinishReason.LENGTH and r.num_output_tokens == 220
     assert d.core.pool.num_live == 0
     d.core.pool.check_invariants()
+
+
+def test_a_request_just_preempted_does_not_hold_back_the_chats_behind_it():
+    # The victim ranks first by its whole wait, but right after the preemption it cannot fit:
+    # a chat that can must not wait behind it (it would wait as long as the peak lasts).
+    d = tight_pool("recompute", aging_s=0.5)
+    for i in range(6):
+        d.add(tenant=("acme", "globex")[i % 2], prompt_len=100, max_new=220)
+    d.clock.advance(1.0)  # the growers arrived longer than aging_s ago
+    for _ in range(10_000):
+        if kinds(d.core, EventKind.PREEMPTED):
+            break
+        d.step()
+    [victim] = [r for r in d.core.scheduler.requests.values() if r.state is RequestState.PREEMPTED]
+    d.core.pool.allocate(d.core.pool.num_allocatable - 19, "acme", d.clock.now())  # too little room left for it
+    chat = d.add(tenant="globex", prompt_len=5, max_new=2)
+    d.step()
+    assert victim.state is RequestState.PREEMPTED and chat.state is not RequestState.WAITING
 
 
 def test_recompute_gives_the_same_tokens_as_an_uninterrupted_run():
