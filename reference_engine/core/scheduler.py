@@ -90,6 +90,7 @@ class Scheduler:
         self.swapped: dict[str, Request] = {}
         self.session_of: dict[str, Session] = {}
         self.pending_blocks = 0  # admitted, not yet started: promised blocks
+        self._promised: dict[str, Request] = {}  # the requests those blocks are promised to
         self.prefilling: dict[str, Request] = {}  # running, prompt (or recompute) not done yet
         self.num_pinned_blocks = 0
         self.level = PressureLevel.NORMAL
@@ -133,6 +134,7 @@ class Scheduler:
         if admitted:
             r.pending_blocks = r.estimated_blocks
             self.pending_blocks += r.pending_blocks
+            self._promised[r.request_id] = r
         r.state, r.queued_s = RequestState.WAITING, r.arrival_s
         self.waiting.enqueue(r)
 
@@ -188,6 +190,7 @@ class Scheduler:
     def _release_pending(self, r: Request) -> None:
         self.pending_blocks -= r.pending_blocks
         r.pending_blocks = 0
+        self._promised.pop(r.request_id, None)
 
     def next_timer_s(self) -> float | None:
         """The next time something changes without an arrival or a step: a queue deadline or an
@@ -423,6 +426,12 @@ class Scheduler:
             # step tries (_MAX_SKIPS_PER_STEP): in priority order the batch head would never be
             # reached, and a steady interactive queue would starve batch whatever the share says.
             self._start_in_order(now_s, plan, budget, _ALL_BUT_BATCH, 0)
+        # A promise holds for one chance to start. One admitted request that could not take it
+        # (batch paused or held out of the interactive reserve, usage grown past its class limit,
+        # no budget or slot left) now waits like a queued one: a batch job held back for the
+        # length of a peak must not keep blocks promised that the chats need.
+        for r in list(self._promised.values()):
+            self._release_pending(r)
 
     def _start_in_order(self, now_s: float, plan: StepPlan, budget: int, skip: frozenset[TrafficClass],
                         reserved_for_batch: int) -> tuple[int, int]:

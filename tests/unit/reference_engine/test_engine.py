@@ -201,6 +201,21 @@ def test_a_batch_job_held_out_of_the_interactive_reserve_never_blocks_chats_behi
     assert batch.finish_reason is FinishReason.LENGTH and chat.finish_reason is FinishReason.LENGTH
 
 
+def test_a_batch_job_that_cannot_start_keeps_no_blocks_promised():
+    # Admitted while the pool was empty, the batch job finds it above its class limit at its
+    # first chance to start: its promise lapses, and a chat that fits only without it starts.
+    d = Driver(small_config(1024, overrides={"tenants.acme.max_kv_share": 1.0, "tenants.globex.max_kv_share": 1.0,
+                                             "tenants.batchco.max_kv_share": 1.0}))
+    batch = d.add(tenant="batchco", prompt_len=1500, max_new=100)
+    assert d.core.scheduler.pending_blocks == batch.estimated_blocks > 100
+    d.core.pool.allocate(800, "acme", 0.0)  # 78 %: above what batch may use, before its first step
+    d.step()
+    assert batch.state is RequestState.WAITING and d.core.scheduler.pending_blocks == 0
+    chat = d.add(tenant="globex", prompt_len=600, max_new=16)  # 800 + 42 + the batch's 110 > 92 %
+    d.step()
+    assert chat.state is not RequestState.WAITING
+
+
 def test_a_chat_request_expires_on_its_own_deadline_behind_a_batch_job_with_a_longer_one():
     d = Driver(small_config(1024, overrides={"tenants.acme.max_kv_share": 1.0, "tenants.globex.max_kv_share": 1.0,
                                              "tenants.batchco.max_kv_share": 1.0}))
