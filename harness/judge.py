@@ -32,12 +32,15 @@ class Judgement:
     exit_code: int
 
 
-def judge(run_dir: Path, thresholds: Path | None = None, outputs: Sequence[str] = VERDICT_OUTPUTS) -> Judgement:
-    """Evaluate the gates on the record in `run_dir`, write the verdict files and report.html."""
+def judge(run_dir: Path, thresholds: Path | None = None, outputs: Sequence[str] = VERDICT_OUTPUTS,
+          library_dir: Path | None = None) -> Judgement:
+    """Evaluate the gates on the record in `run_dir`, write the verdict files and report.html.
+    `library_dir`: where the report's chart library goes (default the run directory); runs
+    written under one directory (a matrix) share the copy at its root."""
     record = RunRecord.load(run_dir)
     verdict = evaluate(record, load_thresholds(thresholds))
     write_verdict(record.dir, verdict, outputs)
-    report = render_run_report(record, verdict)
+    report = render_run_report(record, verdict, library_dir=library_dir)
     return Judgement(record, verdict, report, verdict_exit_code(verdict))
 
 

@@ -1,10 +1,11 @@
-"""kvgate reports: self-contained HTML pages from run records and their verdicts.
+"""kvgate reports: HTML pages from run records and their verdicts.
 
     from reports import render_run_report, render_comparison
     render_run_report(record, verdict)                  # <run_dir>/report.html
     render_comparison(records, verdicts, "cmp.html")    # one page, runs side by side
 
-Pages open offline (plotly.js inlined once per page). A run report is a list of
+Pages open offline: plotly.js is one file per output directory, loaded by a relative path
+(reports/page.py). A run report is a list of
 `ReportSection`s (reports/section.py), gate table first; docs/reports.md shows each.
 """
 

@@ -15,14 +15,14 @@ import plotly.graph_objects as go
 from gates import Outcome, Verdict
 from gates.base import Unit, format_value
 from harness.run_record import RunRecord
-from reports.page import CLASS_COLORS, Block, badge, esc, figure, note, render_page, table
+from reports.page import CLASS_COLORS, Block, badge, esc, figure, note, table, write_page
 from reports.summary import TRAFFIC_CLASSES, RunSummary, summarize
 
 Row = tuple[str, Callable[[RunSummary], str]]
 
 
 def render_comparison(records: Sequence[RunRecord], verdicts: Sequence[Verdict], out: str | Path) -> Path:
-    """Write one self-contained HTML page comparing the runs; the path written."""
+    """Write one HTML page comparing the runs; the path written."""
     assert len(records) == len(verdicts), "one verdict per record"
     summaries = [summarize(r) for r in records]
     labels = _labels(summaries)
@@ -35,9 +35,7 @@ def render_comparison(records: Sequence[RunRecord], verdicts: Sequence[Verdict],
     title = f"kvgate comparison — {len(records)} runs"
     subtitle = (f"{len(failed)} of {len(records)} runs failed a gate: {', '.join(failed)}" if failed
                 else f"no gate failed in any of the {len(records)} runs")
-    path = Path(out)
-    path.write_text(render_page(title, subtitle, blocks), encoding="utf-8")
-    return path
+    return write_page(out, title, subtitle, blocks)
 
 
 def _labels(summaries: Sequence[RunSummary]) -> list[str]:

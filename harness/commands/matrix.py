@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
             plan = build_plan(run_args)
             with RichProgress(console) as progress:
                 result = run_live(plan, progress)
-            judged.append((entry, judge(result.run_dir, args.gates)))
+            judged.append((entry, judge(result.run_dir, args.gates, library_dir=args.out)))
         except KvgateError as err:  # one config that cannot run does not hide the others' results
             console.print(f"[red]kvgate: {entry.path}: {err}[/]")
             failed_runs.append((entry, str(err)))

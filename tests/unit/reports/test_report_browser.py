@@ -1,4 +1,4 @@
-"""The report renders in a real browser, offline: headless Chromium runs the inlined plotly.js
+"""The report renders in a real browser, offline: headless Chromium runs plotly.js from the file beside the page
 (the DOM then holds plotly's SVG) and takes a screenshot. Skipped where Chromium is absent
 (CI installs it: apt-get install -y chromium)."""
 
