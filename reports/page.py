@@ -37,6 +37,7 @@ nav a { margin-right: 14px; color: #0969da; text-decoration: none; }
 main { padding: 8px 32px 48px 32px; max-width: 1400px; }
 section { background: #fff; border: 1px solid #d0d7de; border-radius: 6px; margin: 16px 0; padding: 12px 20px; }
 section h2 { font-size: 17px; margin: 4px 0 8px 0; }
+section h3 { font-size: 14px; margin: 14px 0 6px 0; }
 p.note { color: #57606a; font-size: 13px; margin: 4px 0 8px 0; }
 table { border-collapse: collapse; font-size: 13px; width: 100%; }
 th, td { border-bottom: 1px solid #d8dee4; padding: 6px 8px; text-align: left; vertical-align: top; }

@@ -8,6 +8,7 @@ from pathlib import Path
 from gates import Verdict
 from harness.run_record import RunRecord
 from reports.page import Block, write_page
+from reports.pressure import missing_rungs_warning, pressure_line
 from reports.section import DEFAULT_SECTIONS, make_section
 
 REPORT_FILE = "report.html"
@@ -24,4 +25,5 @@ def render_run_report(record: RunRecord, verdict: Verdict, out: str | Path | Non
     subtitle = (f"run {meta.run_id} · {meta.mode} · config {meta.config_digest or 'digest unknown'} · "
                 f"{meta.duration_s:.0f} s · scenarios: {', '.join(meta.scenarios) or 'n/a'}")
     path = Path(out) if out is not None else record.dir / REPORT_FILE
-    return write_page(path, title, subtitle, blocks, library_dir=library_dir)
+    return write_page(path, title, subtitle, blocks, header=[pressure_line(meta.pressure)],
+                      alert=missing_rungs_warning(meta.pressure), library_dir=library_dir)
