@@ -141,25 +141,25 @@ def write_library(directory: Path) -> Path:
 
 
 def write_page(path: str | Path, title: str, subtitle: str, blocks: Sequence[Block], *,
-               header: Sequence[str] = (), alert: str | None = None, library_dir: str | Path | None = None) -> Path:
+               header: Sequence[str] = (), alerts: Sequence[str] = (), library_dir: str | Path | None = None) -> Path:
     """Write the page and, unless there already, the chart library it loads: in `library_dir`
     (default: the page's own directory) so that pages written to one tree share one copy.
-    `header` lines go under the subtitle; `alert` is a red line there, for what a reader must
+    `header` lines go under the subtitle; `alerts` are red lines there, for what a reader must
     not miss. The path written."""
     path = Path(path)
     library = write_library(Path(library_dir) if library_dir is not None else path.parent)
     src = quote(Path(os.path.relpath(library, path.parent)).as_posix())
-    path.write_text(_render_page(title, subtitle, blocks, library_src=src, header=header, alert=alert),
+    path.write_text(_render_page(title, subtitle, blocks, library_src=src, header=header, alerts=alerts),
                     encoding="utf-8")
     return path
 
 
 def _render_page(title: str, subtitle: str, blocks: Sequence[Block], *, library_src: str,
-                header: Sequence[str] = (), alert: str | None = None) -> str:
+                 header: Sequence[str] = (), alerts: Sequence[str] = ()) -> str:
     nav = "".join(f'<a href="#{b.anchor}">{esc(b.title)}</a>' for b in blocks)
     sections = "".join(f'<section id="{b.anchor}"><h2>{esc(b.title)}</h2>{b.body}</section>' for b in blocks)
     lines = "".join(f'<div class="sub">{esc(line)}</div>' for line in (subtitle, *header))
-    alert_html = f'<div class="alert">{esc(alert)}</div>' if alert else ""
+    alert_html = "".join(f'<div class="alert">{esc(alert)}</div>' for alert in alerts)
     missing = esc(f"The charts need the chart library at {library_src} (relative to this page): copy the "
                   f"directory the pages were written to, not a page alone.")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

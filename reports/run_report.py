@@ -24,6 +24,7 @@ def render_run_report(record: RunRecord, verdict: Verdict, out: str | Path | Non
     title = f"kvgate — {meta.policy or 'run'} — {verdict.outcome.label}"
     subtitle = (f"run {meta.run_id} · {meta.mode} · config {meta.config_digest or 'digest unknown'} · "
                 f"{meta.duration_s:.0f} s · scenarios: {', '.join(meta.scenarios) or 'n/a'}")
+    warning = missing_rungs_warning(meta.pressure)
     path = Path(out) if out is not None else record.dir / REPORT_FILE
     return write_page(path, title, subtitle, blocks, header=[pressure_line(meta.pressure)],
-                      alert=missing_rungs_warning(meta.pressure), library_dir=library_dir)
+                      alerts=[warning] if warning else [], library_dir=library_dir)

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from gates import evaluate
-from reports import render_comparison, render_run_report
+from reports import group_runs, render_comparison, render_run_report
 from reports.page import LIBRARY_FILE
 from tests.fixtures.records import RecordBuilder
 
@@ -35,7 +35,8 @@ def _long_run(tmp_path: Path):
 def test_pages_stay_under_1_mb_and_reference_no_network_url(tmp_path, healthy_run):
     long_run = _long_run(tmp_path)
     pages = [render_run_report(*long_run), render_run_report(*healthy_run),
-             render_comparison([long_run[0], healthy_run[0]], [long_run[1], healthy_run[1]], tmp_path / "cmp.html")]
+             render_comparison(group_runs([long_run[0], healthy_run[0]], [long_run[1], healthy_run[1]]),
+                               tmp_path / "cmp.html")]
     for page in pages:
         html = page.read_text()
         assert page.stat().st_size < MAX_PAGE_BYTES, page
@@ -48,7 +49,7 @@ def test_pages_of_one_tree_share_one_library_at_its_root(tmp_path):
     records = [RecordBuilder(run_id=f"run-{i}").healthy().build(root / f"cfg-{i}" / f"cfg-{i}-r1") for i in range(2)]
     verdicts = [evaluate(r) for r in records]
     pages = [render_run_report(r, v, library_dir=root) for r, v in zip(records, verdicts)]
-    pages.append(render_comparison(records, verdicts, root / "comparison.html"))
+    pages.append(render_comparison(group_runs(records, verdicts), root / "comparison.html"))
     assert [_script_sources(p) for p in pages] == [[f"../../{LIBRARY_FILE}"]] * 2 + [[LIBRARY_FILE]]
     assert sorted(p.name for p in root.rglob("*.js")) == [LIBRARY_FILE]
 
