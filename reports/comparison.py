@@ -34,8 +34,8 @@ def render_comparison(configs: Sequence[ComparedConfig], out: str | Path) -> Pat
     out = Path(out)
     runs = [run for c in configs for run in c.runs]
     metrics = comparison_metrics(runs)
-    decision = decide(configs, metrics)
-    alerts = _alerts(configs)
+    decision = decide(configs, metrics)  # what decide_configs gives the console
+    alerts = comparison_alerts(configs)
     blocks = [
         Block("decision", "Decision", _decision_block(decision, alerts)),
         Block("gates", "Gates side by side", _gates_table(configs, out.parent)),
@@ -51,7 +51,7 @@ def render_comparison(configs: Sequence[ComparedConfig], out: str | Path) -> Pat
                       alerts=alerts)
 
 
-def _alerts(configs: Sequence[ComparedConfig]) -> list[str]:
+def comparison_alerts(configs: Sequence[ComparedConfig]) -> list[str]:
     """Runs that never reached the evict and preempt rungs; core decisions no candidate took."""
     low = [f"{c.name}/{run.record.meta.run_id}" if len(c.runs) > 1 else c.name
            for c in configs for run in c.runs if missing_rungs_warning(run.summary.pressure)]

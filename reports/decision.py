@@ -5,8 +5,9 @@ the range (min–max) the repeats spread over. Only candidates decide; baselines
 never chosen.
 
 **Best per metric**: the candidate with the best median in the metric's direction (ties name
-every leader), where at least two candidates have the number. When the best and the runner-up each ran more than once and their ranges
-overlap, the lead is marked `≈`: the repeats do not separate them.
+every leader), where at least two candidates have the number. When the best and the runner-up
+each ran more than once and their ranges overlap, the lead is marked `≈`: the repeats do not
+separate them.
 
 **Overall**, in two steps:
 1. *Eligible*: candidates that passed every gate in every run (a run where no gate could be
@@ -18,12 +19,13 @@ overlap, the lead is marked `≈`: the repeats do not separate them.
    wins; a tie goes to the higher goodput, then to the name. One eligible candidate wins alone;
    none eligible means no choice.
 
-    decision = decide(configs, comparison_metrics(runs))
-    decision_lines(decision)        # the same words on the page and in the console
+    decision = decide_configs(configs)   # = decide(configs, comparison_metrics(their runs))
+    decision_lines(decision)             # the same words on the page and in the console
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import Counter
 from collections.abc import Sequence
@@ -31,7 +33,7 @@ from dataclasses import dataclass
 
 from gates import Outcome
 from reports.compared import ComparedConfig
-from reports.metrics import TIE_BREAK, Better, Metric
+from reports.metrics import TIE_BREAK, Better, Metric, comparison_metrics
 
 
 @dataclass(frozen=True)
@@ -44,9 +46,9 @@ class Spread:
     num_runs: int
 
     def text(self, metric: Metric) -> str:
-        if self.low == self.high:
-            return metric.fmt(self.median)
-        return f"{metric.fmt(self.median)} ({metric.fmt(self.low)}–{metric.fmt(self.high)})"
+        """The median, and the range when it shows at the metric's precision."""
+        low, high = metric.fmt(self.low), metric.fmt(self.high)
+        return metric.fmt(self.median) if low == high else f"{metric.fmt(self.median)} ({low}–{high})"
 
     def overlaps(self, other: "Spread") -> bool:
         return self.low <= other.high and other.low <= self.high
@@ -83,8 +85,8 @@ def best_of(configs: Sequence[ComparedConfig], metric: Metric) -> Best | None:
         return None
     known.sort(key=lambda cs: _sort_key(metric, cs[1].median))
     top = known[0][1].median
-    leaders = tuple(c for c, s in known if s.median == top)
-    rest = [(c, s) for c, s in known if s.median != top]
+    leaders = tuple(c for c, s in known if _equal(s.median, top))
+    rest = [(c, s) for c, s in known if not _equal(s.median, top)]
     runner_up, runner_spread = rest[0] if rest else (None, None)
     close = (runner_spread is not None and known[0][1].num_runs > 1 and runner_spread.num_runs > 1
              and known[0][1].overlaps(runner_spread))
@@ -111,12 +113,16 @@ def decide(configs: Sequence[ComparedConfig], metrics: Sequence[Metric]) -> Deci
         for name, rank in _ranks(eligible, metric).items():
             ranks[name] += rank / len(deciding)
     tie = next((m for m in deciding if m.key == TIE_BREAK), None)
-    ranking = sorted(eligible, key=lambda c: (ranks[c.name], 0.0 if tie is None else
-                                              _sort_key(tie, spread(c, tie).median), c.name))  # type: ignore[union-attr]
+    ranking = sorted(eligible, key=lambda c: (ranks[c.name], _tie_key(c, tie), c.name))
     best = tuple(b for m in metrics if (b := best_of(configs, m)) is not None)
     return Decision(choice=ranking[0] if ranking else None, ranking=tuple((c, ranks[c.name]) for c in ranking),
                     deciding=deciding, not_eligible=tuple((c, _why_not(c)) for c in candidates if c not in eligible),
                     baselines=tuple(c for c in configs if c.baseline), best=best)
+
+
+def decide_configs(configs: Sequence[ComparedConfig]) -> Decision:
+    """The decision over every row of the comparison."""
+    return decide(configs, comparison_metrics([run for c in configs for run in c.runs]))
 
 
 def decision_lines(decision: Decision) -> list[str]:
@@ -151,7 +157,18 @@ def _ranks(configs: Sequence[ComparedConfig], metric: Metric) -> dict[str, float
     """1 = best by median; equal medians share the mean of their ranks."""
     medians = {c.name: spread(c, metric).median for c in configs}  # type: ignore[union-attr]
     ordered = sorted(medians.values(), key=lambda v: _sort_key(metric, v))
-    return {name: statistics.mean(i for i, v in enumerate(ordered, 1) if v == m) for name, m in medians.items()}
+    return {name: statistics.mean(i for i, v in enumerate(ordered, 1) if _equal(v, m)) for name, m in medians.items()}
+
+
+def _equal(a: float, b: float) -> bool:
+    """Equal but for float noise (a hit ratio of 0.25 computed two ways)."""
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def _tie_key(config: ComparedConfig, tie: Metric | None) -> float:
+    """Better goodput first; every eligible config has a number for a deciding metric."""
+    s = None if tie is None else spread(config, tie)
+    return 0.0 if tie is None or s is None else _sort_key(tie, s.median)
 
 
 def _sort_key(metric: Metric, value: float) -> float:

@@ -132,6 +132,8 @@ _TTFT_NOTES = {
 _GOODPUT_NOTE = ("ok answers per second of the load phase, whatever their TTFT; the goodput gate judges the share "
                  "of offered critical interactive requests answered within the TTFT objective")
 
+_PRESSURE_NOTE = "no gate: the pressure the verdicts above were earned under"
+
 _UNANSWERED_NOTE = ("client view, whole run: errors and timeouts; explicit_overflow judges timeouts and unexplained "
                     "errors, the rejections gate explicit refusals per class")
 
@@ -139,7 +141,7 @@ _UNANSWERED_NOTE = ("client view, whole run: errors and timeouts; explicit_overf
 def _pressure_rows() -> list[Metric]:
     """What the verdicts above were earned under (meta.pressure): not ranked, not judged."""
     held = [Metric(f"held:{name}", f"time at or above {name}", lambda r, n=name: _held_s(r, n), seconds,
-                   gate_note="no gate: the pressure the verdicts above were earned under") for name in ("evict", "preempt")]
+                   gate_note=_PRESSURE_NOTE) for name in ("evict", "preempt")]
     decisions = [Metric(f"decision:{key}", DECISION_LABELS[key], lambda r, k=key: _decision(r, k), count,
                         gate_note=note) for key, note in (
         ("evicted_sessions", "no gate judges the count; eviction_thrash judges their rate under load"),
@@ -148,8 +150,8 @@ def _pressure_rows() -> list[Metric]:
         ("preempted_swap", "preempted_complete judges whether preempted requests complete"),
         ("preempted_kill", "a killed request does not complete: preempted_complete counts it"),
         ("approximated_requests", "the approximate_answers gate judges their share per class"))]
-    return [Metric("highest_rung", "highest rung reached", _highest_rung, rung,
-                   gate_note="no gate: the pressure the verdicts above were earned under"), *held, *decisions]
+    return [Metric("highest_rung", "highest rung reached", _highest_rung, rung, gate_note=_PRESSURE_NOTE),
+            *held, *decisions]
 
 
 def _highest_rung(run: ComparedRun) -> float | None:
