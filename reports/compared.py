@@ -20,7 +20,7 @@ from reports.run_report import REPORT_FILE
 from reports.summary import RunSummary, summarize
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # identity: a record's tables do not compare
 class ComparedRun:
     record: RunRecord
     verdict: Verdict
@@ -34,7 +34,7 @@ class ComparedRun:
         return cls(record, verdict, summarize(record), report or (default if default.exists() else None))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # identity: a record's tables do not compare
 class ComparedConfig:
     name: str
     runs: tuple[ComparedRun, ...]

@@ -134,11 +134,13 @@ def _tally(outcomes: Sequence[Outcome]) -> str:
 def _numbers_table(configs: Sequence[ComparedConfig], metrics: Sequence[Metric], decision: Decision) -> str:
     best = {b.metric.key: b for b in decision.best}
     rows = [["config digest", *(f"<code>{esc(c.runs[0].record.meta.config_digest)}</code>" for c in configs), "", ""]]
-    for metric in metrics:
+    for previous, metric in zip([None, *metrics], metrics):
         b = best.get(metric.key)
         cells = [_number_cell(c, metric, b) for c in configs]
         label = esc(metric.label) + (" <small>(decides)</small>" if metric.deciding else "")
-        rows.append([label, *cells, esc(b.text()) if b else "", f"<small>{esc(metric.gate_note)}</small>"])
+        same = previous is not None and previous.gate_note == metric.gate_note  # a row per tenant: say it once
+        gate_note = "as above" if same else esc(metric.gate_note)
+        rows.append([label, *cells, esc(b.text()) if b else "", f"<small>{gate_note}</small>"])
     numeric = tuple(range(1, len(configs) + 1))
     return (table(["", *(c.label for c in configs), "best candidate", "vs the gate above"], rows, numeric=numeric)
             + note("each cell: the median over the config's runs, (min–max) when they differ; n/a where the record "

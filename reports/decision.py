@@ -100,7 +100,7 @@ class Decision:
     deciding: tuple[Metric, ...]  # the metrics the ranking used
     not_eligible: tuple[tuple[ComparedConfig, str], ...]  # candidates, and why
     baselines: tuple[ComparedConfig, ...]
-    best: tuple[Best, ...]  # every ranked metric some candidate has
+    best: tuple[Best, ...]  # every ranked metric at least two candidates have
 
 
 def decide(configs: Sequence[ComparedConfig], metrics: Sequence[Metric]) -> Decision:
@@ -179,7 +179,8 @@ def _why_not(config: ComparedConfig) -> str:
     """The gates a candidate failed, with in how many of its runs; or that nothing was measurable."""
     n = len(config.runs)
     failed = Counter(r.gate for run in config.runs for r in run.verdict.results if r.outcome is Outcome.FAIL)
-    parts = [f"failed {gate} in {k} of {n} runs" for gate, k in sorted(failed.items())]
+    by_runs = sorted({k for k in failed.values()}, reverse=True)
+    parts = [f"failed {', '.join(sorted(g for g, m in failed.items() if m == k))} in {k} of {n} runs" for k in by_runs]
     if unmeasured := config.num_runs(Outcome.NOT_MEASURABLE):
         parts.append(f"no gate measurable in {unmeasured} of {n} runs")
     return "; ".join(parts)

@@ -80,3 +80,14 @@ def test_no_eligible_candidate_means_no_choice(base_run):
     assert d.choice is None
     assert decision_lines(d)[:2] == ["overall: no choice: no candidate passed every gate in every run",
                                      "not eligible: a (failed no_oom in 1 of 1 runs)"]
+
+
+def test_why_a_candidate_is_not_eligible_groups_its_failed_gates_by_runs(base_run):
+    def failing(run_id: str, *gates: str) -> ComparedRun:
+        verdict = Verdict(run_id, "p", "d", "defaults", tuple(GateResult(g, Outcome.FAIL, "x") for g in gates))
+        return dataclasses.replace(base_run, verdict=verdict)
+
+    config = ComparedConfig("a", (failing("a-0", "tenant_share", "no_oom"), failing("a-1", "no_oom"),
+                                  failing("a-2", "no_oom", "tenant_share", "batch_progress")))
+    (_, why), = decide([config], []).not_eligible
+    assert why == "failed no_oom in 3 of 3 runs; failed tenant_share in 2 of 3 runs; failed batch_progress in 1 of 3 runs"
