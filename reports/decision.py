@@ -5,7 +5,8 @@ the range (min–max) the repeats spread over. Only candidates decide; baselines
 never chosen.
 
 **Best per metric**: the candidate with the best median in the metric's direction (ties name
-every leader), where at least two candidates have the number. When the best and the runner-up
+every leader; values that print the same are a tie), where at least two candidates have the
+number. When the best and the runner-up
 each ran more than once and their ranges overlap, the lead is marked `≈`: the repeats do not
 separate them.
 
@@ -25,7 +26,6 @@ separate them.
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections import Counter
 from collections.abc import Sequence
@@ -85,8 +85,8 @@ def best_of(configs: Sequence[ComparedConfig], metric: Metric) -> Best | None:
         return None
     known.sort(key=lambda cs: _sort_key(metric, cs[1].median))
     top = known[0][1].median
-    leaders = tuple(c for c, s in known if _equal(s.median, top))
-    rest = [(c, s) for c, s in known if not _equal(s.median, top)]
+    leaders = tuple(c for c, s in known if _equal(metric, s.median, top))
+    rest = [(c, s) for c, s in known if not _equal(metric, s.median, top)]
     runner_up, runner_spread = rest[0] if rest else (None, None)
     close = (runner_spread is not None and known[0][1].num_runs > 1 and runner_spread.num_runs > 1
              and known[0][1].overlaps(runner_spread))
@@ -157,12 +157,13 @@ def _ranks(configs: Sequence[ComparedConfig], metric: Metric) -> dict[str, float
     """1 = best by median; equal medians share the mean of their ranks."""
     medians = {c.name: spread(c, metric).median for c in configs}  # type: ignore[union-attr]
     ordered = sorted(medians.values(), key=lambda v: _sort_key(metric, v))
-    return {name: statistics.mean(i for i, v in enumerate(ordered, 1) if _equal(v, m)) for name, m in medians.items()}
+    return {name: statistics.mean(i for i, v in enumerate(ordered, 1) if _equal(metric, v, m))
+            for name, m in medians.items()}
 
 
-def _equal(a: float, b: float) -> bool:
-    """Equal but for float noise (a hit ratio of 0.25 computed two ways)."""
-    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+def _equal(metric: Metric, a: float, b: float) -> bool:
+    """Values that print the same are a tie: a lead in a digit the page does not show is noise."""
+    return a == b or metric.fmt(a) == metric.fmt(b)
 
 
 def _tie_key(config: ComparedConfig, tie: Metric | None) -> float:

@@ -10,7 +10,7 @@ import pytest
 from gates import GateResult, Outcome, Verdict
 from reports.compared import ComparedConfig, ComparedRun
 from reports.decision import decide, decision_lines, spread
-from reports.metrics import TIE_BREAK, Better, Metric, count
+from reports.metrics import TIE_BREAK, Better, Metric, count, share
 
 
 @pytest.fixture
@@ -91,3 +91,12 @@ def test_why_a_candidate_is_not_eligible_groups_its_failed_gates_by_runs(base_ru
                                   failing("a-2", "no_oom", "tenant_share", "batch_progress")))
     (_, why), = decide([config], []).not_eligible
     assert why == "failed no_oom in 3 of 3 runs; failed tenant_share in 2 of 3 runs; failed batch_progress in 1 of 3 runs"
+
+
+def test_values_that_print_the_same_are_a_tie(base_run):
+    configs = [_config(base_run, "a"), _config(base_run, "b")]
+    hits = Metric("hits", "hits", lambda run: {"a-0": 0.2500001, "b-0": 0.25}[run.summary.run_id], share,
+                  Better.HIGHER, deciding=True)
+    d = decide(configs, [hits])
+    assert [(c.name, r) for c, r in d.ranking] == [("a", 1.5), ("b", 1.5)]  # then by name: no goodput here
+    assert d.best[0].text() == "a = b 25.0%"
