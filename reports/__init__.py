@@ -1,12 +1,13 @@
 """kvgate reports: HTML pages from run records and their verdicts.
 
-    from reports import render_run_report, render_comparison
-    render_run_report(record, verdict)                  # <run_dir>/report.html
+    from reports import group_runs, render_comparison, render_run_report
+    render_run_report(record, verdict)                             # <run_dir>/report.html
     render_comparison(group_runs(records, verdicts), "cmp.html")   # configs side by side, decided
 
 Pages open offline: plotly.js is one file per output directory, loaded by a relative path
-(reports/page.py). A run report is a list of
-`ReportSection`s (reports/section.py), gate table first; docs/reports.md shows each.
+(reports/page.py). A run report is a list of `ReportSection`s (reports/section.py), gate table
+first, then the pressure reached; a comparison decides between configs (reports/decision.py).
+docs/reports.md shows each.
 """
 
 from reports.compared import ComparedConfig, ComparedRun, group_runs
