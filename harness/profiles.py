@@ -61,7 +61,7 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
     # and batch jobs grow past what admission planned when they started (preempt rung).
     Profile(name="quick", duration_s=16, users=52, spawn_rate=16, baseline_requests=30, cooldown_max_s=15,
             cooldown_min_s=2, stop_timeout_s=12,
-            engine_overrides={"hardware.kv_pool_gib": 7, "engine.max_num_seqs": 40, "preemption.host_swap_gib": 1},
+            engine_overrides={"hardware.kv_pool_gib": 7, "engine.max_num_seqs": 40, "preemption.host_swap_gib": 0.5},
             settings={"long_prompt_tokens": 7000, "long_output_tokens": 1024, "long_output_prompt_tokens": 1100,
                       "batch_prompt_tokens": 2048, "batch_max_tokens": 1024, "cancel_prompt_tokens": 4096,
                       "cancel_max_tokens": 256, "document_tokens": 512, "session_context_tokens": 1500,
