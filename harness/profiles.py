@@ -1,8 +1,8 @@
 """Run profiles: how long and how hard `kvgate run` drives the target, and with what sizes.
 
-    quick  a smoke run for CI matrices: well under a minute on a 2-core machine
-    ci     a pull-request gate: a few minutes, the full prompt sizes
-    full   a pre-rollout run: five minutes of load at the scenarios' default sizes
+    quick  a pressure run for CI matrices: under a minute on a 2-core machine, every rung to preempt
+    ci     a pull-request gate: the same pressure held three times as long
+    full   a pre-rollout soak: five minutes of load at the scenarios' default sizes
 
 `--duration`, `--users` and `--spawn-rate` on the command line override a profile's values;
 every other knob is a LoadSettings field (docs/scenarios.md) that a profile may change.
@@ -10,12 +10,12 @@ every other knob is a LoadSettings field (docs/scenarios.md) that a profile may 
 `engine_overrides` resize the *simulated* GPU for the profile's load. A short run on a 2-core
 machine cannot fill the default 52.7 GiB pool (26,995 blocks: a quick run peaked at 5 % of it),
 and a gate that never sees pressure cannot tell a good policy from a bad one. So quick and ci
-shrink the KV pool (`hardware.kv_pool_gib`) until their load crosses the whole watermark ladder
-(docs/scenarios.md), and quick lowers `engine.max_num_seqs` with it, because consecutive
-watermarks must stay one scheduler step of growth apart (Watermarks.check_headroom) and a small
-pool leaves 3 % of it between rungs; quick shrinks the host memory for swapped KV in proportion
-(`preemption.host_swap_gib`), so that swap space runs out and recompute is chosen too, as on a
-real host. Only such resource sizes may be overridden (`RESOURCE_KEYS`): what is gated is the
+shrink the KV pool (`hardware.kv_pool_gib`) until their load crosses the watermark ladder up to
+the preempt rung (docs/scenarios.md), and lower `engine.max_num_seqs` with it, because
+consecutive watermarks must stay one scheduler step of growth apart (Watermarks.check_headroom)
+and a small pool leaves 3 % of it between rungs; they shrink the host memory for swapped KV too
+(`preemption.host_swap_gib`), so that swap space runs out and recompute is chosen as well, as on
+a real host. Only such resource sizes may be overridden (`RESOURCE_KEYS`): what is gated is the
 policy as written. Overrides apply only to an engine the harness starts, never to an external
 --target.
 """
@@ -53,32 +53,36 @@ class Profile:
         assert not policy_keys, f"profile {self.name} overrides policy keys {policy_keys}"
 
 
+# The simulated machine and the load of a pressure run (quick and ci), read with the module
+# docstring. 7 GiB = 3,584 blocks; a tenant's cap (15 %) of 537 blocks holds one 7K-token prompt
+# with its answer. max_num_seqs 40: rungs 3 % (107 blocks) apart hold one step of growth (64 + 40).
+# 0.5 GiB of host swap space holds about 4K tokens: swap runs out, and recompute is chosen too.
+# The mix: idle conversations outgrow the pool (evict rung); long answers about long contexts and
+# batch jobs grow past what admission planned when they started (preempt rung).
+PRESSURE_MACHINE: dict[str, Any] = {"hardware.kv_pool_gib": 7, "engine.max_num_seqs": 40,
+                                    "preemption.host_swap_gib": 0.5}
+PRESSURE_LOAD: dict[str, Any] = {
+    "long_prompt_tokens": 7000, "long_output_tokens": 1024, "long_output_prompt_tokens": 1100,
+    "batch_prompt_tokens": 2048, "batch_max_tokens": 1024, "cancel_prompt_tokens": 4096, "cancel_max_tokens": 256,
+    "document_tokens": 512, "session_context_tokens": 1500, "long_session_context_tokens": 5000, "burst_size": 8,
+    "turns": 3, "idle_gap_min_s": 1.0, "idle_gap_max_s": 3.0, "wait_min_s": 0.1, "wait_max_s": 0.5,
+    "kill_interval_s": 4.0, "step_users": 2, "step_s": 3.0, "step_max_users": 16, "step_hold_s": 3.0,
+    "request_timeout_s": 40.0,
+    "mix": "multi_turn=8,long_output=20,shared_prefix=3,long_prompt=2,batch_mix=6,cancel_storm=2",
+}
+
 PROFILES: dict[str, Profile] = {p.name: p for p in (
-    # quick: 7 GiB = 3,584 blocks; a tenant's cap (15 %) of 537 blocks holds one 7K-token prompt with
-    # its answer. max_num_seqs 40: rungs 3 % (107 blocks) apart hold one step of growth (64 + 40).
-    # 0.5 GiB of host swap space holds about 4K tokens: swap runs out, and recompute is chosen too.
-    # The mix: idle conversations outgrow the pool (evict rung); long answers about long contexts
-    # and batch jobs grow past what admission planned when they started (preempt rung).
     Profile(name="quick", duration_s=16, users=54, spawn_rate=16, baseline_requests=30, cooldown_max_s=15,
-            cooldown_min_s=2, stop_timeout_s=12,
-            engine_overrides={"hardware.kv_pool_gib": 7, "engine.max_num_seqs": 40, "preemption.host_swap_gib": 0.5},
-            settings={"long_prompt_tokens": 7000, "long_output_tokens": 1024, "long_output_prompt_tokens": 1100,
-                      "batch_prompt_tokens": 2048, "batch_max_tokens": 1024, "cancel_prompt_tokens": 4096,
-                      "cancel_max_tokens": 256, "document_tokens": 512, "session_context_tokens": 1500,
-                      "long_session_context_tokens": 5000, "burst_size": 8, "turns": 3, "idle_gap_min_s": 1.0,
-                      "idle_gap_max_s": 3.0, "wait_min_s": 0.1, "wait_max_s": 0.5, "kill_interval_s": 4.0,
-                      "step_users": 2, "step_s": 3.0, "step_max_users": 16, "step_hold_s": 3.0,
-                      "request_timeout_s": 40.0,
-                      "mix": "multi_turn=8,long_output=20,shared_prefix=3,long_prompt=2,batch_mix=6,cancel_storm=2"}),
-    # ci: 30 GiB = 15,360 blocks; a tenant's cap (2,304 blocks) holds one 32K-token prompt with
-    # its answer, and the default max_num_seqs (256) still fits between the rungs.
-    Profile(name="ci", duration_s=45, users=24, spawn_rate=8, baseline_requests=10, cooldown_max_s=30,
-            cooldown_min_s=5, stop_timeout_s=15,
-            engine_overrides={"hardware.kv_pool_gib": 30},
-            settings={"long_output_tokens": 1024, "burst_size": 12, "idle_gap_min_s": 1.0, "idle_gap_max_s": 4.0,
-                      "kill_interval_s": 15.0, "step_users": 4, "step_s": 8.0, "step_max_users": 48,
-                      "step_hold_s": 8.0, "request_timeout_s": 60.0}),
-    Profile(name="full", duration_s=300, users=64, spawn_rate=8, baseline_requests=20, cooldown_max_s=60,
+            cooldown_min_s=2, stop_timeout_s=12, engine_overrides=PRESSURE_MACHINE, settings=PRESSURE_LOAD),
+    # ci: the same pressure held three times as long, with room for slower worker kills and steps
+    Profile(name="ci", duration_s=45, users=54, spawn_rate=8, baseline_requests=30, cooldown_max_s=30,
+            cooldown_min_s=5, stop_timeout_s=15, engine_overrides=PRESSURE_MACHINE,
+            settings={**PRESSURE_LOAD, "kill_interval_s": 15.0, "step_users": 4, "step_s": 8.0,
+                      "step_max_users": 48, "step_hold_s": 8.0, "request_timeout_s": 60.0}),
+    # full: five minutes at the scenarios' default sizes on the config's own pool, for a target
+    # sized like production (a real GPU server); two cores' worth of load does not fill a
+    # simulated H100's 52.7 GiB, so on the reference engine it is a soak, not a pressure run.
+    Profile(name="full", duration_s=300, users=64, spawn_rate=8, baseline_requests=30, cooldown_max_s=60,
             cooldown_min_s=10, stop_timeout_s=30),
 )}
 
