@@ -1,0 +1,35 @@
+"""The service-level objective several gates share: one copy of it, the `[slo]` table of
+thresholds.toml.
+
+    ttft_ms                     a critical interactive request gets its first token within this
+    critical_max_prompt_tokens  interactive requests with longer prompts are not critical chat
+                                traffic: a 32K-token prompt needs over a second of prefill alone
+
+`interactive_ttft` holds the P95 TTFT of critical requests to `ttft_ms`, `goodput` counts the
+offered critical requests answered within it, `approximate_answers` bounds approximation of
+critical answers. A gate reads the two as `slo.ttft_ms` and `slo.critical_max_prompt_tokens`
+from its limits (`Thresholds.for_gate` adds the table to every gate's own), so a file that sets
+`[slo] ttft_ms` moves every gate that uses it, and no gate restates the number.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from gates.base import Limits
+
+TABLE = "slo"
+METRICS: dict[str, str] = {
+    "ttft_ms": "time to first token a critical interactive request must meet, ms",
+    "critical_max_prompt_tokens": "interactive requests with longer prompts are not critical traffic",
+}
+TTFT_MS = f"{TABLE}.ttft_ms"
+CRITICAL_MAX_PROMPT_TOKENS = f"{TABLE}.critical_max_prompt_tokens"
+
+
+def critical(requests: pd.DataFrame, limits: Limits) -> pd.DataFrame:
+    """Critical requests: interactive class, prompt of at most the bound (an unknown size is kept:
+    a client that could not count its prompt still sent chat traffic)."""
+    prompt = requests["prompt_tokens"]
+    short = prompt.isna() | (prompt <= limits[CRITICAL_MAX_PROMPT_TOKENS])
+    return requests[(requests["traffic_class"] == "interactive") & short]
