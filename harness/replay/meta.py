@@ -29,7 +29,8 @@ def final_state(core: EngineCore) -> dict[str, Any]:
         "num_prefix_query_blocks": pool.num_prefix_queries, "num_prefix_hit_blocks": pool.num_prefix_hits,
         "num_evicted_cached_blocks": pool.num_evicted_cached, "num_alloc_failures": pool.num_alloc_failures,
         "num_oom": sched.num_oom, "num_preemptions": {k.value: n for k, n in sched.num_preemptions.items()},
-        "recompute_tokens": sched.recompute_tokens, "num_engine_steps": core.num_steps,
+        "recompute_tokens": sched.recompute_tokens, "computed_tokens": core.num_computed_tokens,
+        "num_engine_steps": core.num_steps,
         "num_rejected": dict(core.num_rejected),
         "policy_stats": dataclasses.asdict(core.policy_stats()),
     }
