@@ -6,9 +6,11 @@
 Each config starts its own reference engine and gets the run `kvgate run --policy CONFIG` would
 give it (same scenarios, same profile), judged by the gates. Baselines (`--baseline`) run the
 same way and appear in the comparison, but their verdicts do not decide the exit code: they are
-there to show what the candidates are better than. Configs with the same digest (default.toml
-and lru.toml mean the same thing) run once. Exit 0 when every candidate passed, 1 when one
-failed a gate, 2 when a run could not be made or judged.
+there to show what the candidates are better than — and no candidate may serve less of the
+offered chat in time than the best of them (`gates.comparison.goodput_shortfalls`). Configs with
+the same digest (default.toml and lru.toml mean the same thing) run once. Exit 0 when every
+candidate passed, 1 when one failed a gate or fell below the best baseline's goodput, 2 when a
+run could not be made or judged.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from gates.comparison import goodput_shortfalls
 from gates.outputs.console import stdout_console
 from harness.cli import EXIT_GATE_FAILED, EXIT_HARNESS_ERROR, EXIT_OK
 from harness.commands.run import RichProgress, raise_keyboard_interrupt, add_load_arguments, build_plan
@@ -87,20 +90,25 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"[red]kvgate: {entry.path}: {err}[/]")
             failed_runs.append((entry, str(err)))
         wall_s[entry.path] = time.monotonic() - started
+    shortfalls = goodput_shortfalls([j.verdict for e, j in judged if not e.baseline],
+                                    [j.verdict for e, j in judged if e.baseline])
     if judged:
         report = compare([j for _, j in judged], args.out)
         _print_summary(console, judged, failed_runs, wall_s)
+        for shortfall in shortfalls:
+            console.print(f"[red]goodput below the best baseline: {shortfall.explanation()}[/]")
         console.print(f"reports: [bold]{args.out}/<run>/report.html[/]; comparison report: [bold]{report}[/]")
-    return _exit_code(judged, failed_runs)
+    return _exit_code(judged, failed_runs, bool(shortfalls))
 
 
-def _exit_code(judged: list[tuple[Entry, Judgement]], failed_runs: list[tuple[Entry, str]]) -> int:
+def _exit_code(judged: list[tuple[Entry, Judgement]], failed_runs: list[tuple[Entry, str]],
+               below_baseline: bool) -> int:
     if any(not e.baseline for e, _ in failed_runs) or not judged:
         return EXIT_HARNESS_ERROR
     codes = [j.exit_code for e, j in judged if not e.baseline]
     if EXIT_HARNESS_ERROR in codes:
         return EXIT_HARNESS_ERROR
-    return EXIT_GATE_FAILED if EXIT_GATE_FAILED in codes else EXIT_OK
+    return EXIT_GATE_FAILED if EXIT_GATE_FAILED in codes or below_baseline else EXIT_OK
 
 
 def _print_summary(console: Console, judged: list[tuple[Entry, Judgement]],
