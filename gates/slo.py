@@ -6,8 +6,8 @@ thresholds.toml.
                                 traffic: a 32K-token prompt needs over a second of prefill alone
 
 `interactive_ttft` holds the P95 TTFT of critical requests to `ttft_ms`, `goodput` counts the
-offered critical requests answered within it, `approximate_answers` bounds approximation of
-critical answers. A gate reads the two as `slo.ttft_ms` and `slo.critical_max_prompt_tokens`
+offered critical requests answered within it; `rejections` and `approximate_answers` judge
+critical requests apart from the rest (`GROUPS`). A gate reads the two as `slo.ttft_ms` and `slo.critical_max_prompt_tokens`
 from its limits (`Thresholds.for_gate` adds the table to every gate's own), so a file that sets
 `[slo] ttft_ms` moves every gate that uses it, and no gate restates the number.
 """
@@ -26,6 +26,10 @@ METRICS: dict[str, str] = {
 TTFT_MS = f"{TABLE}.ttft_ms"
 CRITICAL_MAX_PROMPT_TOKENS = f"{TABLE}.critical_max_prompt_tokens"
 
+GROUPS = ("critical", "long_prompt", "batch", "system")
+"""How gates that bound a share per kind of traffic split it: critical chat, interactive requests
+with longer prompts (a long document a user chose to send), and the batch and system classes."""
+
 
 def critical(requests: pd.DataFrame, limits: Limits) -> pd.DataFrame:
     """Critical requests: interactive class, prompt of at most the bound (an unknown size is kept:
@@ -33,3 +37,9 @@ def critical(requests: pd.DataFrame, limits: Limits) -> pd.DataFrame:
     prompt = requests["prompt_tokens"]
     short = prompt.isna() | (prompt <= limits[CRITICAL_MAX_PROMPT_TOKENS])
     return requests[(requests["traffic_class"] == "interactive") & short]
+
+
+def group_of(requests: pd.DataFrame, limits: Limits) -> pd.Series:
+    """Each request's group (`GROUPS`): critical, long_prompt (interactive, not critical), or its class."""
+    groups = requests["traffic_class"].where(requests["traffic_class"] != "interactive", "long_prompt")
+    return groups.mask(requests.index.isin(critical(requests, limits).index), "critical")

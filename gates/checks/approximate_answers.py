@@ -6,26 +6,19 @@ what is left; the server says so per request (`x-kvgate-approximate`, the record
 column). How far such answers drift from the exact ones is measured on the torch executor
 (bench/bench_approximate_quality.py, docs/policies.md); this gate bounds how many there are.
 Over every answered request of the run (status ok; an approximate answer is one whenever it
-came), the share answered approximately, per class, each against its own bound:
-
-    critical     interactive, prompt within `slo.critical_max_prompt_tokens` (gates/slo.py)
-    long_prompt  interactive with a longer prompt: a long document a user chose to send
-    batch, system
+came), the share answered approximately, per group of traffic (gates/slo.py `GROUPS`: critical
+chat, interactive with a longer prompt, batch, system), each against its own bound.
 
 A target that never says whether it approximated (no engine of this kind does) reads as exact.
 """
 
 from __future__ import annotations
 
-import pandas as pd
-
 from gates import slo
 from gates.base import GateResult, Limits, Measurement, Unit
 from gates.query import flag
 from harness.run_record import RunRecord
 
-CLASS_METRICS = {"critical": "max_critical_fraction", "long_prompt": "max_long_prompt_fraction",
-                 "batch": "max_batch_fraction", "system": "max_system_fraction"}
 
 
 class ApproximateAnswersGate:
@@ -43,9 +36,10 @@ class ApproximateAnswersGate:
         if not record.meta.signals.client_requests or req.empty:
             return GateResult.not_measurable(self.name, "no client requests in the record")
         answered = req[req["status"] == "ok"]
-        groups = _by_class(answered, limits)
+        groups = slo.group_of(answered, limits)
         measurements, found, evidence = [], [], {}
-        for group, metric in CLASS_METRICS.items():
+        for group in slo.GROUPS:
+            metric = f"max_{group}_fraction"
             rows = answered[groups == group]
             if rows.empty:
                 continue
@@ -58,9 +52,3 @@ class ApproximateAnswersGate:
         if not measurements:
             return GateResult.not_measurable(self.name, "no request was answered in this run")
         return GateResult.judged(self.name, measurements, "answered approximately: " + ", ".join(found), evidence)
-
-
-def _by_class(requests: pd.DataFrame, limits: Limits) -> pd.Series:
-    """Each request's group: critical, long_prompt (interactive, not critical), or its class."""
-    groups = requests["traffic_class"].where(requests["traffic_class"] != "interactive", "long_prompt")
-    return groups.mask(requests.index.isin(slo.critical(requests, limits).index), "critical")

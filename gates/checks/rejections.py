@@ -1,11 +1,13 @@
 """rejections: refusing work is bounded per traffic class, and no tenant under its cap is refused
 for its quota.
 
-**Share refused.** Over the requests of each class offered in the load phase (intended cancels
-left out), the share refused explicitly — HTTP 429: `kv_capacity`, `tenant_quota` or
-`queue_deadline` — must stay within the class's bound. Some refusals are the healthy answer to
-overload (the reject rung, a queue deadline, a tenant at its cap); refusing most of the work is
-not, and no other gate sees it (`interactive_ttft` judges only the answers).
+**Share refused.** Over the requests offered in the load phase (intended cancels left out), per
+group of traffic (gates/slo.py `GROUPS`: critical chat, interactive with a longer prompt, batch,
+system), the share refused explicitly — HTTP 429: `kv_capacity`, `tenant_quota` or
+`queue_deadline` — must stay within the group's bound. Some refusals are the healthy answer to
+overload (the reject rung, a queue deadline, a tenant at its cap, a long document first);
+refusing most of the work is not, and no other gate sees it (`interactive_ttft` judges only the
+answers).
 
 **Refused under its cap.** Admission charges a tenant the worst case of everything it has in
 flight (prompt + max_tokens of each admitted or queued request) plus its idle sessions, so its
@@ -30,13 +32,12 @@ import math
 import numpy as np
 import pandas as pd
 
+from gates import slo
 from gates.base import GateResult, Limits, Measurement, Unit
 from gates.query import events_of, intended_cancels, pool_blocks, requests_in_phase
 from harness.run_record import RunRecord
 
 REFUSED_STATUS = 429
-CLASS_METRICS = {"interactive": "max_interactive_fraction", "batch": "max_batch_fraction",
-                 "system": "max_system_fraction"}
 UNDER_CAP = "max_refused_under_cap"
 
 
@@ -44,27 +45,19 @@ class RejectionsGate:
     name = "rejections"
     title = "Refusals bounded, none under the cap"
     metrics = {
-        **{metric: f"share of the {c} requests offered under load refused with a 429" for c, metric
-           in CLASS_METRICS.items()},
+        "max_critical_fraction": "share of the critical interactive requests offered under load refused with a 429",
+        "max_long_prompt_fraction": "share of the longer-prompt interactive requests offered under load refused",
+        "max_batch_fraction": "share of the batch requests offered under load refused with a 429",
+        "max_system_fraction": "share of the system requests offered under load refused with a 429",
         UNDER_CAP: "tenant_quota refusals for the KV share while the tenant's worst case left room under its cap",
     }
 
     def evaluate(self, record: RunRecord, limits: Limits) -> GateResult:
-        measurements, found, evidence = [], [], {}
+        measurements: list[Measurement] = []
+        found: list[str] = []
+        evidence: dict = {}
         if record.meta.signals.client_requests:
-            load = requests_in_phase(record, "load")
-            offered = load[~intended_cancels(load)]
-            refused = offered["http_status"] == REFUSED_STATUS
-            for traffic_class, metric in CLASS_METRICS.items():
-                of_class = offered["traffic_class"] == traffic_class
-                if not of_class.any():
-                    continue
-                share = float(refused[of_class].mean())
-                measurements.append(Measurement(metric, share, limits[metric], Unit.FRACTION))
-                found.append(f"{traffic_class} {share:.1%} of {int(of_class.sum())}")
-            codes = offered.loc[refused, ["traffic_class", "error_code"]].fillna("none")
-            evidence["refused_by_class_and_code"] = {f"{c}/{code}": int(n) for (c, code), n
-                                                     in codes.value_counts().sort_index().items()}
+            measurements, found, evidence["refused_by_group_and_code"] = _refused_shares(record, limits)
         under_cap = refusals_under_cap(record)
         if under_cap is not None:
             measurements.append(Measurement(UNDER_CAP, len(under_cap), limits[UNDER_CAP], Unit.COUNT))
@@ -75,6 +68,24 @@ class RejectionsGate:
                 self.name, "no client requests under load and no engine events with tenant caps in the record")
         explanation = "refused under load: " + ", ".join(found)
         return GateResult.judged(self.name, measurements, explanation, evidence)
+
+
+def _refused_shares(record: RunRecord, limits: Limits) -> tuple[list[Measurement], list[str], dict[str, int]]:
+    """The refused share of each group offered under load, a phrase saying each, and the refusals
+    counted by group and error code."""
+    measurements, found = [], []
+    load = requests_in_phase(record, "load")
+    offered = load[~intended_cancels(load)]
+    refused = offered["http_status"] == REFUSED_STATUS
+    groups = slo.group_of(offered, limits)
+    for group in slo.GROUPS:
+        metric, of_group = f"max_{group}_fraction", groups == group
+        if of_group.any():
+            share = float(refused[of_group].mean())
+            measurements.append(Measurement(metric, share, limits[metric], Unit.FRACTION))
+            found.append(f"{group} {share:.1%} of {int(of_group.sum())}")
+    codes = offered.loc[refused, "error_code"].fillna("none").groupby(groups[refused]).value_counts()
+    return measurements, found, {f"{group}/{code}": int(n) for (group, code), n in codes.sort_index().items()}
 
 
 def refusals_under_cap(record: RunRecord) -> pd.DataFrame | None:

@@ -15,17 +15,28 @@ def test_passes_when_refusals_stay_within_each_class_bound(judge, healthy):
     result = judge(healthy, "rejections")
     assert result.outcome is Outcome.PASS
     values = {m.metric: m.value for m in result.measurements}
-    assert values == {"max_interactive_fraction": 0.0, "max_batch_fraction": 0.2, "max_refused_under_cap": 0}
-    assert result.evidence["refused_by_class_and_code"] == {"batch/kv_capacity": 2}
+    assert values == {"max_critical_fraction": 0.0, "max_batch_fraction": 0.2, "max_refused_under_cap": 0}
+    assert result.evidence["refused_by_group_and_code"] == {"batch/kv_capacity": 2}
 
 
-def test_refusing_most_chat_fails_it(judge, healthy):
-    for i in range(20):
+def test_refusing_chat_fails_it(judge, healthy):
+    for i in range(4):
         healthy.request(f"refused-{i}", sent_s=30 + i, ttft_s=None, e2e_s=0.01, status="error", http_status=429,
                         error_code="tenant_quota", finish_reason=None)
     result = judge(healthy, "rejections")
-    assert result.outcome is Outcome.FAIL and result.headline.metric == "max_interactive_fraction"
-    assert result.headline.value == 20 / 50
+    assert result.outcome is Outcome.FAIL and result.headline.metric == "max_critical_fraction"
+    assert result.headline.value == 4 / 34
+
+
+def test_long_documents_are_judged_apart_from_chat(judge, healthy):
+    for i in range(4):
+        healthy.served(f"doc-{i}", sent_s=30 + i, prompt_tokens=32_768)
+        healthy.request(f"doc-refused-{i}", sent_s=40 + i, ttft_s=None, e2e_s=0.01, status="error", http_status=429,
+                        error_code="kv_capacity", finish_reason=None, prompt_tokens=32_768)
+    result = judge(healthy, "rejections")
+    values = {m.metric: m.value for m in result.measurements}
+    assert values["max_critical_fraction"] == 0.0 and values["max_long_prompt_fraction"] == 0.5
+    assert result.outcome is Outcome.PASS
 
 
 def test_a_refusal_at_the_cap_by_worst_case_reservations_is_no_failure(judge, healthy):
