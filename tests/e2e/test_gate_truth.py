@@ -17,6 +17,7 @@ import pytest
 from gates import GATES, Outcome
 from tests.e2e.gate_truth_support import (
     DEFAULT_CONFIG,
+    REPO,
     GATE_TRUTH,
     LIVE_SCENARIOS,
     REPLAY_SCENARIOS,
@@ -87,3 +88,14 @@ def test_a_live_gate_fails_on_the_config_built_to_break_it(runs: RunCache, truth
 @pytest.mark.parametrize("truth", LIVE, ids=lambda t: t.gate)
 def test_a_live_gate_passes_on_the_default_config_under_the_same_load(runs: RunCache, truth: Truth) -> None:
     assert_passes_on_default(runs, truth)
+
+
+@pytest.mark.parametrize("policy", ["streamingllm", "h2o"])
+def test_the_shipped_approximate_policies_fail_approximate_answers_for_critical_traffic(
+        runs: RunCache, policy: str) -> None:
+    """Not only the broken config: configs/streamingllm.toml and h2o.toml as shipped compress long
+    chat questions, and the gate says so for critical traffic."""
+    _, verdict = runs.get(REPO / "configs" / f"{policy}.toml", GATE_TRUTH["approximate_answers"].scenario)
+    result = verdict.result("approximate_answers")
+    assert result.outcome is Outcome.FAIL and result.headline.metric == "max_critical_fraction"
+    assert result.evidence["critical"]["num_approximate"] > 0
