@@ -26,9 +26,25 @@ METRICS: dict[str, str] = {
 TTFT_MS = f"{TABLE}.ttft_ms"
 CRITICAL_MAX_PROMPT_TOKENS = f"{TABLE}.critical_max_prompt_tokens"
 
-GROUPS = ("critical", "long_prompt", "batch", "system")
-"""How gates that bound a share per kind of traffic split it: critical chat, interactive requests
-with longer prompts (a long document a user chose to send), and the batch and system classes."""
+GROUPS: dict[str, str] = {
+    "critical": "critical interactive requests",
+    "long_prompt": "interactive requests with longer prompts",
+    "batch": "batch requests",
+    "system": "system requests",
+}
+"""How gates that bound a share per kind of traffic split it (each bound named `max_<group>_fraction`):
+critical chat, interactive requests with longer prompts (a long document a user chose to send),
+and the batch and system classes."""
+
+
+def group_metric(group: str) -> str:
+    """The name of a group's bound: `max_<group>_fraction`."""
+    return f"max_{group}_fraction"
+
+
+def group_metrics(what: str) -> dict[str, str]:
+    """Every group's bound -> what it bounds: the share of the group's requests `what` says."""
+    return {group_metric(group): f"share of the {described} {what}" for group, described in GROUPS.items()}
 
 
 def critical(requests: pd.DataFrame, limits: Limits) -> pd.DataFrame:

@@ -24,23 +24,16 @@ from harness.run_record import RunRecord
 class ApproximateAnswersGate:
     name = "approximate_answers"
     title = "Approximate answers bounded"
-    metrics = {
-        "max_critical_fraction": "share of answered critical interactive requests answered approximately",
-        "max_long_prompt_fraction": "share of answered interactive requests with longer prompts answered approximately",
-        "max_batch_fraction": "share of answered batch requests answered approximately",
-        "max_system_fraction": "share of answered system requests answered approximately",
-    }
+    metrics = slo.group_metrics("answered that got an approximate answer")
 
     def evaluate(self, record: RunRecord, limits: Limits) -> GateResult:
-        req = record.requests
-        if not record.meta.signals.client_requests or req.empty:
-            return GateResult.not_measurable(self.name, "no client requests in the record")
-        answered = req[req["status"] == "ok"]
+        answered = record.requests[record.requests["status"] == "ok"]
+        if not (record.meta.signals.client_requests and len(answered)):
+            return GateResult.not_measurable(self.name, "no client request was answered in this record")
         groups = slo.group_of(answered, limits)
         measurements, found, evidence = [], [], {}
         for group in slo.GROUPS:
-            metric = f"max_{group}_fraction"
-            rows = answered[groups == group]
+            metric, rows = slo.group_metric(group), answered[groups == group]
             if rows.empty:
                 continue
             approximate = flag(rows["approximate"])
@@ -49,6 +42,4 @@ class ApproximateAnswersGate:
             found.append(f"{group} {share:.1%} of {len(rows)}")
             evidence[group] = {"num_answered": len(rows), "num_approximate": int(approximate.sum()),
                                "approximate": rows.loc[approximate, "request_id"].head(5).tolist()}
-        if not measurements:
-            return GateResult.not_measurable(self.name, "no request was answered in this run")
         return GateResult.judged(self.name, measurements, "answered approximately: " + ", ".join(found), evidence)

@@ -22,6 +22,7 @@ from gates.base import GateResult, Limits, Measurement, Unit
 from harness.run_record import RunRecord
 
 KEYS = ("free_blocks", "cached_blocks", "retained_blocks", "pinned_blocks", "pending_blocks", "requests_in_engine")
+LOST_BLOCKS, LOST_SLOTS = "max_lost_blocks", "max_lost_slots"
 
 
 def capacity_blocks(state: Mapping[str, Any]) -> int:
@@ -33,14 +34,12 @@ def capacity_blocks(state: Mapping[str, Any]) -> int:
 class CapacityAfterDrainGate:
     name = "capacity_after_drain"
     title = "Capacity back after the drain"
-    metrics = {
-        "max_lost_blocks": "admission capacity in blocks before the run minus after the cooldown",
-        "max_lost_slots": "requests the engine holds after the cooldown minus before the run",
-    }
+    metrics = {LOST_BLOCKS: "admission capacity in blocks before the run minus after the cooldown",
+               LOST_SLOTS: "requests the engine holds after the cooldown minus before the run"}
 
     def evaluate(self, record: RunRecord, limits: Limits) -> GateResult:
         initial, final = record.meta.initial, record.meta.final
-        if not all(k in initial and k in final for k in KEYS):
+        if not set(KEYS) <= set(initial) & set(final):
             return GateResult.not_measurable(
                 self.name, "no pool state before the run (meta.initial) and after it (meta.final) in the record")
         before, after = capacity_blocks(initial), capacity_blocks(final)
@@ -50,7 +49,6 @@ class CapacityAfterDrainGate:
                     "capacity_blocks": {"initial": before, "final": after}}
         explanation = (f"admission capacity {after:,} blocks after the cooldown against {before:,} before the run; "
                        f"{int(final['requests_in_engine'])} requests still held")
-        return GateResult.judged(self.name, [
-            Measurement("max_lost_blocks", lost_blocks, limits["max_lost_blocks"], Unit.COUNT),
-            Measurement("max_lost_slots", lost_slots, limits["max_lost_slots"], Unit.COUNT),
-        ], explanation, evidence)
+        measurements = [Measurement(metric, lost, limits[metric], Unit.COUNT)
+                        for metric, lost in ((LOST_BLOCKS, lost_blocks), (LOST_SLOTS, lost_slots))]
+        return GateResult.judged(self.name, measurements, explanation, evidence)

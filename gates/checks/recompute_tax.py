@@ -15,17 +15,21 @@ from gates.query import events_of
 from harness.run_record import RunRecord
 
 
+METRIC = "max_fraction"
+TOTALS = ("recompute_tokens", "computed_tokens")  # meta.final keys: numerator, denominator
+
+
 class RecomputeTaxGate:
     name = "recompute_tax"
     title = "Recompute tax"
-    metrics = {"max_fraction": "tokens recompute preemptions discarded / tokens the engine computed"}
+    metrics = {METRIC: "tokens recompute preemptions discarded / tokens the engine computed"}
 
     def evaluate(self, record: RunRecord, limits: Limits) -> GateResult:
-        final = record.meta.final
-        if "recompute_tokens" not in final or "computed_tokens" not in final:
+        totals = [record.meta.final.get(key) for key in TOTALS]
+        if None in totals:
             return GateResult.not_measurable(
                 self.name, "no run totals of recomputed and computed tokens (meta.final) in the record")
-        recomputed, computed = float(final["recompute_tokens"]), float(final["computed_tokens"])
+        recomputed, computed = map(float, totals)
         if computed <= 0:
             return GateResult.not_measurable(self.name, "the engine computed no token in this run")
         tax = recomputed / computed
@@ -37,5 +41,5 @@ class RecomputeTaxGate:
             evidence["most_recomputed"] = [{"request_id": rid, "tokens": tokens}
                                            for rid, tokens in lost[lost > 0].head(5).items()]
         explanation = f"{recomputed:,.0f} of {computed:,.0f} computed tokens redid work recompute discarded ({tax:.1%})"
-        return GateResult.judged(self.name, [Measurement("max_fraction", tax, limits["max_fraction"], Unit.FRACTION)],
+        return GateResult.judged(self.name, [Measurement(METRIC, tax, limits[METRIC], Unit.FRACTION)],
                                  explanation, evidence)

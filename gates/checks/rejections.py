@@ -44,13 +44,8 @@ UNDER_CAP = "max_refused_under_cap"
 class RejectionsGate:
     name = "rejections"
     title = "Refusals bounded, none under the cap"
-    metrics = {
-        "max_critical_fraction": "share of the critical interactive requests offered under load refused with a 429",
-        "max_long_prompt_fraction": "share of the longer-prompt interactive requests offered under load refused",
-        "max_batch_fraction": "share of the batch requests offered under load refused with a 429",
-        "max_system_fraction": "share of the system requests offered under load refused with a 429",
-        UNDER_CAP: "tenant_quota refusals for the KV share while the tenant's worst case left room under its cap",
-    }
+    metrics = {**slo.group_metrics("offered under load that were refused with a 429"),
+               UNDER_CAP: "tenant_quota refusals for the KV share while the tenant's worst case left room under its cap"}
 
     def evaluate(self, record: RunRecord, limits: Limits) -> GateResult:
         measurements: list[Measurement] = []
@@ -79,7 +74,7 @@ def _refused_shares(record: RunRecord, limits: Limits) -> tuple[list[Measurement
     refused = offered["http_status"] == REFUSED_STATUS
     groups = slo.group_of(offered, limits)
     for group in slo.GROUPS:
-        metric, of_group = f"max_{group}_fraction", groups == group
+        metric, of_group = slo.group_metric(group), groups == group
         if of_group.any():
             share = float(refused[of_group].mean())
             measurements.append(Measurement(metric, share, limits[metric], Unit.FRACTION))

@@ -341,13 +341,11 @@ GATE_TRUTH: dict[str, Truth] = {t.gate: t for t in (
           "per second"),
     Truth("batch_progress", "interactive_flood", "batch never starts behind the chat queue and waits out its "
           "deadline"),
-    Truth("goodput", "chat_rush", "caps of 2 % refuse most chat with tenant_quota; what is answered is fast"),
+    Truth("goodput", "chat_rush", "caps of 2 % refuse most chat; the answered rest is fast"),
     Truth("rejections", "chat_rush", "caps of 2 % refuse most chat with tenant_quota"),
-    Truth("approximate_answers", "long_chats", "streamingllm answers every long chat question from dropped KV"),
-    Truth("recompute_tax", "recompute_pressure", "every preemption recomputes: a fifth of the compute redoes "
-          "discarded work"),
-    Truth("capacity_after_drain", "hang_ups", "abandoned answers still hold slots and blocks when the cooldown "
-          "ends"),
+    Truth("approximate_answers", "long_chats", "streamingllm answers long chat questions from dropped KV"),
+    Truth("recompute_tax", "recompute_pressure", "every preemption recomputes: a fifth of the compute"),
+    Truth("capacity_after_drain", "hang_ups", "abandoned answers hold slots and blocks after the cooldown"),
 )}
 
 
