@@ -48,10 +48,15 @@ def group_metrics(what: str) -> dict[str, str]:
 
 
 def critical(requests: pd.DataFrame, limits: Limits) -> pd.DataFrame:
-    """Critical requests: interactive class, prompt of at most the bound (an unknown size is kept:
+    """Critical requests: interactive class, prompt of at most the bound."""
+    return interactive_up_to(requests, limits[CRITICAL_MAX_PROMPT_TOKENS])
+
+
+def interactive_up_to(requests: pd.DataFrame, max_prompt_tokens: float) -> pd.DataFrame:
+    """Interactive requests with a prompt of at most `max_prompt_tokens` (an unknown size is kept:
     a client that could not count its prompt still sent chat traffic)."""
     prompt = requests["prompt_tokens"]
-    short = prompt.isna() | (prompt <= limits[CRITICAL_MAX_PROMPT_TOKENS])
+    short = prompt.isna() | (prompt <= max_prompt_tokens)
     return requests[(requests["traffic_class"] == "interactive") & short]
 
 

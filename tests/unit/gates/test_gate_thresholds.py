@@ -17,7 +17,7 @@ def test_design_defaults():
     assert t.for_gate("cancel_release")["p99_max_s"] == 2.0
     assert t.for_gate("interactive_ttft")[slo.TTFT_MS] == 900
     assert t.for_gate("preempted_complete")["min_completed_fraction"] == 0.99
-    assert t.for_gate("eviction_thrash")["max_evicted_fraction_per_s"] == 0.01
+    assert t.for_gate("eviction_thrash")["max_unforced_evicted_fraction_per_s"] == 0.01
     assert t.for_gate("goodput")["min_fraction"] == 0.9
     assert t.for_gate("approximate_answers")["max_critical_fraction"] == 0
     assert t.for_gate("recompute_tax")["max_fraction"] == 0.1

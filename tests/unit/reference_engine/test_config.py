@@ -135,3 +135,13 @@ def test_extends_refuses_a_cycle_a_missing_parent_and_a_non_path(tmp_path):
     (tmp_path / "d.toml").write_text('extends = 3\n')
     with pytest.raises(ConfigError, match="path of another config file"):
         load_config(tmp_path / "d.toml")
+
+
+def test_batch_jobs_wait_out_a_peak_longer_than_a_chat_user_waits():
+    from reference_engine.config import TrafficClass
+    admission = EngineConfig().admission
+    assert admission.queue_deadline_for(TrafficClass.BATCH) == 30_000
+    assert admission.queue_deadline_for(TrafficClass.INTERACTIVE) == 8_000 == admission.queue_deadline_for(
+        TrafficClass.SYSTEM)
+    same = parse_config({"admission": {"batch_queue_deadline_ms": None}}).admission
+    assert same.queue_deadline_for(TrafficClass.BATCH) == 8_000
