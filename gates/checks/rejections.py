@@ -124,7 +124,6 @@ def _reserved_at(events: pd.DataFrame, refusals: pd.DataFrame) -> pd.Series:
     reserved = pd.Series(0.0, index=refusals.index)
     for (worker, tenant), at in refusals.groupby(["worker", "tenant"]):
         mine = changes[(changes["worker"] == worker) & (changes["tenant"] == tenant)]
-        running = mine["delta"].cumsum().to_numpy()
-        before = np.searchsorted(mine["seq"].to_numpy(), at["seq"].to_numpy(), side="left")
-        reserved[at.index] = np.where(before > 0, running[np.maximum(before - 1, 0)], 0.0)
+        running = np.concatenate(([0.0], mine["delta"].cumsum().to_numpy()))  # [0]: before its first change
+        reserved[at.index] = running[np.searchsorted(mine["seq"].to_numpy(), at["seq"].to_numpy(), side="left")]
     return reserved
