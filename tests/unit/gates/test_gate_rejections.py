@@ -19,13 +19,13 @@ def test_passes_when_refusals_stay_within_each_class_bound(judge, healthy):
     assert result.evidence["refused_by_group_and_code"] == {"batch/kv_capacity": 2}
 
 
-def test_refusing_chat_fails_it(judge, healthy):
-    for i in range(4):
-        healthy.request(f"refused-{i}", sent_s=30 + i, ttft_s=None, e2e_s=0.01, status="error", http_status=429,
-                        error_code="tenant_quota", finish_reason=None)
+def test_refusing_most_chat_fails_it(judge, healthy):
+    for i in range(40):
+        healthy.request(f"refused-{i}", sent_s=30 + i * 0.5, ttft_s=None, e2e_s=0.01, status="error",
+                        http_status=429, error_code="tenant_quota", finish_reason=None)
     result = judge(healthy, "rejections")
     assert result.outcome is Outcome.FAIL and result.headline.metric == "max_critical_fraction"
-    assert result.headline.value == 4 / 34
+    assert result.headline.value == 40 / 70
 
 
 def test_long_documents_are_judged_apart_from_chat(judge, healthy):
@@ -33,10 +33,10 @@ def test_long_documents_are_judged_apart_from_chat(judge, healthy):
         healthy.served(f"doc-{i}", sent_s=30 + i, prompt_tokens=32_768)
         healthy.request(f"doc-refused-{i}", sent_s=40 + i, ttft_s=None, e2e_s=0.01, status="error", http_status=429,
                         error_code="kv_capacity", finish_reason=None, prompt_tokens=32_768)
-    result = judge(healthy, "rejections")
+    result = judge(healthy, "rejections", max_long_prompt_fraction=0.4)
     values = {m.metric: m.value for m in result.measurements}
     assert values["max_critical_fraction"] == 0.0 and values["max_long_prompt_fraction"] == 0.5
-    assert result.outcome is Outcome.PASS
+    assert result.outcome is Outcome.FAIL and result.headline.metric == "max_long_prompt_fraction"
 
 
 def test_a_refusal_at_the_cap_by_worst_case_reservations_is_no_failure(judge, healthy):
@@ -58,6 +58,16 @@ def test_a_refusal_with_room_under_the_cap_fails_it(judge, healthy):
     [found] = result.evidence["refused_under_cap"]
     assert (found["request_id"], found["reserved_blocks"], found["live_blocks"], found["cap_blocks"]) == \
         ("leaked", 0, 30, 150)
+
+
+def test_a_tenant_refused_before_it_ever_got_a_request_in_is_judged_too(judge):
+    # every cap too small for any request: nothing of acme's was ever admitted
+    builder = RecordBuilder()
+    for i in range(3):
+        share_refusal(builder, f"never-{i}", 20.0 + i, need=200, live=0)
+    result = judge(builder, "rejections")
+    assert result.outcome is Outcome.FAIL and result.headline.metric == "max_critical_fraction"
+    assert next(m for m in result.measurements if m.metric == "max_refused_under_cap").value == 0
 
 
 def test_a_tenant_at_its_sequence_limit_is_not_refused_under_its_cap(judge, healthy):
