@@ -7,7 +7,8 @@ Each config starts its own reference engine and gets the run `kvgate run --polic
 give it (same scenarios, same profile), judged by the gates. Baselines (`--baseline`) run the
 same way and appear in the comparison, but their verdicts do not decide the exit code: they are
 there to show what the candidates are better than — and no candidate may serve less of the
-offered chat in time than the best of them (`gates.comparison.goodput_shortfalls`). Configs with
+offered chat in time than the best of them, beyond the noise of the two measurements
+(`gates.comparison.goodput_shortfalls`). Configs with
 the same digest (default.toml and lru.toml mean the same thing) run once. Exit 0 when every
 candidate passed, 1 when one failed a gate or fell below the best baseline's goodput, 2 when a
 run could not be made or judged.
