@@ -4,7 +4,7 @@ from tests.fixtures.records import RecordBuilder
 
 def refuse(builder: RecordBuilder, n: int, code: str = "kv_capacity", status: int = 429) -> RecordBuilder:
     for i in range(n):
-        builder.request(f"refused-{i}", sent_s=30 + i, ttft_s=None, e2e_s=0.01, status="error", http_status=status,
+        builder.request(f"refused-{i}", sent_s=30 + i * 0.5, ttft_s=None, e2e_s=0.01, status="error", http_status=status,
                         error_code=code, finish_reason=None)
     return builder
 
@@ -17,9 +17,9 @@ def test_passes_when_the_offered_chat_is_served_in_time(judge, healthy):
 
 
 def test_refused_requests_count_against_it(judge, healthy):
-    result = judge(refuse(healthy, 40), "goodput")
-    assert result.outcome is Outcome.FAIL and result.headline.value == 30 / 70
-    assert result.evidence["missed_by_outcome"] == {"kv_capacity": 40}
+    result = judge(refuse(healthy, 50), "goodput")
+    assert result.outcome is Outcome.FAIL and result.headline.value == 30 / 80
+    assert result.evidence["missed_by_outcome"] == {"kv_capacity": 50}
 
 
 def test_a_target_that_answers_nothing_fails_it_rather_than_being_unmeasurable(judge):
@@ -38,9 +38,9 @@ def test_late_hung_and_empty_answers_are_not_served_in_time(judge, healthy):
 
 
 def test_the_shared_objective_sets_what_in_time_means(judge, healthy):
-    # the healthy chat answers in 200, 250, ... 400 ms: within 250 ms, two of every five
-    result = judge(healthy, "goodput", **{slo.TTFT_MS: 250})
-    assert result.outcome is Outcome.FAIL and result.headline.value == 12 / 30
+    # the healthy chat answers in 200, 250, ... 400 ms: within 200 ms, one of every five
+    result = judge(healthy, "goodput", **{slo.TTFT_MS: 200})
+    assert result.outcome is Outcome.FAIL and result.headline.value == 6 / 30
 
 
 def test_long_prompts_and_other_classes_are_not_offered_chat(judge, healthy):

@@ -20,12 +20,12 @@ def test_passes_when_refusals_stay_within_each_class_bound(judge, healthy):
 
 
 def test_refusing_most_chat_fails_it(judge, healthy):
-    for i in range(40):
+    for i in range(50):
         healthy.request(f"refused-{i}", sent_s=30 + i * 0.5, ttft_s=None, e2e_s=0.01, status="error",
                         http_status=429, error_code="tenant_quota", finish_reason=None)
     result = judge(healthy, "rejections")
     assert result.outcome is Outcome.FAIL and result.headline.metric == "max_critical_fraction"
-    assert result.headline.value == 40 / 70
+    assert result.headline.value == 50 / 80
 
 
 def test_long_documents_are_judged_apart_from_chat(judge, healthy):

@@ -18,7 +18,7 @@ def test_design_defaults():
     assert t.for_gate("interactive_ttft")[slo.TTFT_MS] == 900
     assert t.for_gate("preempted_complete")["min_completed_fraction"] == 0.99
     assert t.for_gate("eviction_thrash")["max_unforced_evicted_fraction_per_s"] == 0.01
-    assert t.for_gate("goodput")["min_fraction"] == 0.5
+    assert t.for_gate("goodput")["min_fraction"] == 0.4
     assert t.for_gate("approximate_answers")["max_critical_fraction"] == 0
     assert t.for_gate("recompute_tax")["max_fraction"] == 0.1
     assert t.for_gate("capacity_after_drain") == {"max_lost_blocks": 0, "max_lost_slots": 0, slo.TTFT_MS: 900,
