@@ -7,9 +7,10 @@ thresholds.toml.
 
 `interactive_ttft` holds the P95 TTFT of critical requests to `ttft_ms`, `goodput` counts the
 offered critical requests answered within it; `rejections` and `approximate_answers` judge
-critical requests apart from the rest (`GROUPS`). A gate reads the two as `slo.ttft_ms` and `slo.critical_max_prompt_tokens`
-from its limits (`Thresholds.for_gate` adds the table to every gate's own), so a file that sets
-`[slo] ttft_ms` moves every gate that uses it, and no gate restates the number.
+critical requests apart from the rest (`GROUPS`). A gate reads the two as `slo.ttft_ms` and
+`slo.critical_max_prompt_tokens` from its limits (`Thresholds.for_gate` adds the table to every
+gate's own), so a file that sets `[slo] ttft_ms` moves every gate that uses it, and no gate
+restates the number.
 """
 
 from __future__ import annotations
