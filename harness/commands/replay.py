@@ -27,6 +27,7 @@ from rich.table import Table
 
 from harness.replay.driver import MaxTokens
 from harness.judge import compare, judge
+from harness.replay.capacity import prefill_demand
 from harness.replay.loaders import AUTO, LOADERS, load_trace
 from harness.replay.run import ReplayResult, ReplaySettings, run_replay
 from harness.replay.summary import RunSummary
@@ -100,6 +101,8 @@ def run(args: argparse.Namespace) -> int:
     settings = _settings(args)
     for config in configs:  # a bad --tenants spec fails now, not after the first replays
         make_assigner(settings.tenants, config)
+    _warn_if_overloaded(console, trace.rescaled(rate_scale=settings.rate_scale, time_scale=settings.time_scale),
+                        paths, configs, settings.rate_scale)
     if args.compare is None:
         result = _replay(console, trace, args.policy, configs[0], settings, out)
         _print_run(console, result, _slo_s(args))
@@ -113,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
                 for path, config, run_dir in zip(paths, configs, run_dirs)])
     summaries = [RunSummary.from_record(RunRecord.load(r.run_dir), _slo_s(args)) for r in results]
     _print_comparison(console, results, summaries)
-    judgements = [judge(r.run_dir) for r in results]
+    judgements = [judge(r.run_dir, library_dir=out) for r in results]  # one chart library under out
     report = compare(judgements, out)
     console.print(f"records under [bold]{out}[/]; comparison report [bold]{report}[/]")
     return max(j.exit_code for j in judgements)
@@ -121,6 +124,16 @@ def run(args: argparse.Namespace) -> int:
 
 def _slo_s(args: argparse.Namespace) -> float | None:
     return None if args.goodput_ttft_ms is None else args.goodput_ttft_ms / 1000
+
+
+def _warn_if_overloaded(console: Console, trace: Trace, paths: Sequence[Path], configs: Sequence[EngineConfig],
+                        rate_scale: float) -> None:
+    """Say before the replay starts when the trace offers more prefill than a config's GPU serves
+    (the record keeps the same note)."""
+    for path, config in zip(paths, configs):
+        demand = prefill_demand(trace, config)
+        if demand.is_overloaded:
+            console.print(f"[bold yellow]warning ({path.name}): {demand.note(rate_scale)}[/]", highlight=False)
 
 
 def _settings(args: argparse.Namespace) -> ReplaySettings:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.pressure import record_pressure
+from harness.replay.capacity import prefill_demand
 from harness.replay.driver import Arrival, DriveStats, MaxTokens, ReplayDriver
 from harness.replay.meta import initial_state, replay_meta
 from harness.replay.prefix_blocks import PrefixBlockMapper
@@ -82,6 +83,9 @@ def run_replay(trace: Trace, config: EngineConfig, settings: ReplaySettings, run
                     "max_tokens": settings.max_tokens.value, "rate_scale": settings.rate_scale,
                     "time_scale": settings.time_scale, "sample_interval_s": sample_interval_s,
                     "stepping": "step_by_step" if settings.step_by_step else "event_driven"})
+        demand = prefill_demand(scaled, config)
+        if demand.is_overloaded:
+            meta.notes.append(demand.note(settings.rate_scale))
         writer.write_meta(meta)
     meta = meta.model_copy(update={"pressure": record_pressure(run_dir)})
     return ReplayResult(run_dir, meta, stats, wall_s)

@@ -207,65 +207,88 @@ class Scheduler:
         preempted = self._relieve_pressure(now_s, plan)
         budget = self.token_budget
         scheduled: set[str] = set()
-        bt = self.kv.block_tokens
         running = self.running
-        chunk_cap, keep_for_waiting = budget, 0
         # decodes first (one token each; max_num_seqs <= the budget, so all fit), then prefill
         # chunks in the order they started: a long prompt never stalls the streams already running
         prefills: list[Request] = []
-        for pass_requests in (list(running.values()), prefills):  # copies: preemption edits `running`
-            if pass_requests is prefills:
-                chunk_cap, keep_for_waiting = self.prefill_limits(len(prefills), budget)
-            for r in pass_requests:
-                if budget <= keep_for_waiting:
-                    break
-                if r.request_id not in running:
-                    continue
-                n = r.num_prompt_tokens + len(r.output_token_ids) - r.num_computed_tokens
-                if n <= 0:
-                    continue
-                if n > 1 and pass_requests is not prefills:
-                    prefills.append(r)
-                    continue
-                n = min(n, budget - keep_for_waiting, chunk_cap)
-                # the common decode case has room in its last block: no allocation at all
-                if r.num_computed_tokens - r.num_dropped_tokens + n > len(r.block_ids) * bt:
-                    if not self._grow(r, n, now_s, scheduled, plan):
-                        preempted = True
-                        continue
-                plan.chunks.append(ScheduledChunk(r, n))
-                scheduled.add(r.request_id)
+        for r in list(running.values()):  # a copy: preemption edits `running`
+            if r.request_id not in running:
+                continue
+            n = r.num_prompt_tokens + len(r.output_token_ids) - r.num_computed_tokens
+            if n > 1:
+                prefills.append(r)
+            elif n == 1:
+                if self._schedule_chunk(r, 1, now_s, scheduled, plan):
+                    budget -= 1
+                else:
+                    preempted = True
+        remaining = [r.num_prompt_tokens + len(r.output_token_ids) - r.num_computed_tokens for r in prefills]
+        for r, n in zip(prefills, self.prefill_chunks(remaining, budget)):
+            if n <= 0 or r.request_id not in running:
+                continue
+            if self._schedule_chunk(r, n, now_s, scheduled, plan):
                 budget -= n
+            else:
+                preempted = True
         if not preempted:
             budget = self._swap_in(now_s, plan, budget)
             self._start_waiting(now_s, plan, budget)
         return plan
+
+    def _schedule_chunk(self, r: Request, n: int, now_s: float, scheduled: set[str], plan: StepPlan) -> bool:
+        """Give running `r` `n` tokens in this step, growing its blocks when they are full; False
+        if `r` itself was preempted or failed instead."""
+        # the common decode case has room in its last block: no allocation at all
+        if r.num_computed_tokens - r.num_dropped_tokens + n > len(r.block_ids) * self.kv.block_tokens:
+            if not self._grow(r, n, now_s, scheduled, plan):
+                return False
+        plan.chunks.append(ScheduledChunk(r, n))
+        scheduled.add(r.request_id)
+        return True
 
     def prefill_limits(self, num_prefills: int, budget: int) -> tuple[int, int]:
         """The largest chunk a running prefill may take this step, and the budget kept for
         requests waiting to start, with `num_prefills` prefills running and `budget` tokens left
         after the decodes.
 
-        Long prefills yield part of the budget to requests waiting to start: each chunk is
-        capped, and several running prefills together leave one chunk's worth for the waiting
-        (at most half of what the decodes left, so running prefills always progress too).
-        Capping each chunk alone is not enough: a few long prompts in flight at once (a batch
-        job, a 6K-token prompt, a cancelled 4K one) would still take the whole budget, step
-        after step, and a short interactive request would wait for all of them to finish."""
-        if not (len(self.waiting) and self.long_prefill_cap):
+        Long prefills yield part of the budget to requests waiting to start and to each other:
+        while requests wait or several prefills run, each chunk is capped, and several running
+        prefills together leave one chunk's worth for the waiting (at most half of what the
+        decodes left, so running prefills always progress too). Capping each chunk alone is not
+        enough: a few long prompts in flight at once (a batch job, a 6K-token prompt, a cancelled
+        4K one) would still take the whole budget, step after step, and a short interactive
+        request would wait for all of them to finish. Served strictly in the order they started,
+        a chat's 400 remaining prompt tokens waited behind a 30K-token prompt that started a step
+        earlier: seconds to its first token with the pool nearly empty."""
+        cap = self.long_prefill_cap
+        if not cap or not (len(self.waiting) or num_prefills > 1):
             return self.token_budget, 0
-        return self.long_prefill_cap, (min(self.long_prefill_cap, budget // 2) if num_prefills > 1 else 0)
+        return cap, (min(cap, budget // 2) if len(self.waiting) and num_prefills > 1 else 0)
 
     def prefill_chunks(self, remaining: Sequence[int], budget: int) -> list[int]:
         """The chunk `schedule()` gives each running prefill (in running order, with `remaining`
         tokens each and `budget` left after the decodes) when nothing is preempted: what
-        fast-forward plans its steps with."""
+        fast-forward plans its steps with.
+
+        Shortest remaining prompt first: each takes up to the cap in that order, and while nobody
+        waits to start, what the caps leave goes to them in the same order (no step idles
+        budget). A burst of prompts that arrive together (a trace's coarse timestamps, a
+        tenant's batch) otherwise serves its chat-sized members after the 20K-token ones that
+        happened to start first, seconds later (vLLM lets short prompts jump long partial
+        prefills for the same reason). The order is stable between steps: the prefill served
+        first stays the shortest until it completes, so a fused run's chunks stay fixed."""
         cap, keep = self.prefill_limits(len(remaining), budget)
-        chunks = []
-        for n in remaining:
-            n = min(n, budget - keep, cap) if budget > keep else 0
-            chunks.append(n)
-            budget -= n
+        avail = max(0, budget - keep)
+        order = sorted(range(len(remaining)), key=remaining.__getitem__)
+        chunks = [0] * len(remaining)
+        for i in order:
+            chunks[i] = c = min(remaining[i], cap, avail)
+            avail -= c
+        if avail and not len(self.waiting):
+            for i in order:
+                extra = min(remaining[i] - chunks[i], avail)
+                chunks[i] += extra
+                avail -= extra
         return chunks
 
     def _housekeeping(self, now_s: float) -> None:

@@ -254,6 +254,21 @@ def test_a_chat_request_expires_on_its_own_deadline_behind_a_batch_job_with_a_lo
     d.core.pool.decref(held, d.clock.now())
 
 
+def test_a_short_prompt_started_behind_long_ones_is_not_served_after_them():
+    # A burst: two 20K-token prompts and a 700-token one arrive together. The short one starts
+    # on the step's last scraps, behind the long ones; once nothing waits, served strictly in
+    # the order they started, it would get no budget until both long prompts were done.
+    d = Driver(small_config(8192, overrides={"tenants.acme.max_kv_share": 1.0, "tenants.globex.max_kv_share": 1.0,
+                                             "engine.max_num_batched_tokens": 1024}))
+    longs = [d.add(prompt_len=20_000, max_new=4), d.add(tenant="globex", prompt_len=20_000, max_new=4)]
+    chat = d.add(tenant="globex", prompt_len=700, max_new=4)
+    for _ in range(6):
+        d.step()
+    assert chat.first_token_s is not None and all(r.first_token_s is None for r in longs)
+    d.run()
+    assert all(r.finish_reason is FinishReason.LENGTH for r in [*longs, chat])
+
+
 def test_priority_header_cannot_exist_priority_comes_from_the_tenant(driver):
     r = driver.add(tenant="batchco", prompt_len=10, max_new=2)
     assert r.traffic_class.value == "batch"
