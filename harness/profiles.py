@@ -56,10 +56,10 @@ class Profile:
 PROFILES: dict[str, Profile] = {p.name: p for p in (
     # quick: 7 GiB = 3,584 blocks; a tenant's cap (15 %) of 537 blocks holds one 7K-token prompt with
     # its answer. max_num_seqs 40: rungs 3 % (107 blocks) apart hold one step of growth (64 + 40).
-    # 1 GiB of host swap space holds about 8K tokens: swap runs out, and recompute is chosen too.
+    # 0.5 GiB of host swap space holds about 4K tokens: swap runs out, and recompute is chosen too.
     # The mix: idle conversations outgrow the pool (evict rung); long answers about long contexts
     # and batch jobs grow past what admission planned when they started (preempt rung).
-    Profile(name="quick", duration_s=16, users=52, spawn_rate=16, baseline_requests=30, cooldown_max_s=15,
+    Profile(name="quick", duration_s=16, users=54, spawn_rate=16, baseline_requests=30, cooldown_max_s=15,
             cooldown_min_s=2, stop_timeout_s=12,
             engine_overrides={"hardware.kv_pool_gib": 7, "engine.max_num_seqs": 40, "preemption.host_swap_gib": 0.5},
             settings={"long_prompt_tokens": 7000, "long_output_tokens": 1024, "long_output_prompt_tokens": 1100,
