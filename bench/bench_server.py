@@ -38,6 +38,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+from gates.query import percentile
 from reference_engine import EngineCore, VirtualClock, load_config
 from reference_engine.tokenizer import apply_chat_template
 
@@ -192,7 +193,7 @@ def run_one(config_path: str, num_streams: int, seconds: float, warmup_s: float,
             if num_tokens.get(s.request_id, 0) > 1]
     tokens = sum(num_tokens.get(s.request_id, 0) for s in ok)
     lag = [line for line in metrics.splitlines() if line.startswith("kvgate_engine_step_lag_seconds_")]
-    p = lambda a, q: float(np.percentile(a, q) * 1000)  # noqa: E731  ms
+    p = lambda a, q: percentile(a, q) * 1000  # noqa: E731  ms
     return {
         "streams": num_streams, "seconds": seconds, "requests": len(steady), "completed": len(ok),
         "errors": sum(s.status != 200 for s in samples), "tokens_per_s": tokens / seconds,

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -23,6 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from gates.query import percentile  # noqa: E402
 from reference_engine import EngineConfig, EngineCore, VirtualClock, with_overrides  # noqa: E402
 from reference_engine.catalog import DType, get_model  # noqa: E402
 from reference_engine.memory import GIB  # noqa: E402
@@ -80,8 +80,7 @@ def main() -> None:
     print(f"wall {wall:.2f} s for {args.requests} requests: prefill {n_prompt / sum(prefill_s):,.0f} tok/s over "
           f"{len(prefill_s)} steps, decode {n_out / (sum(decode_s) + 1e-12):,.0f} tok/s over {len(decode_s)} steps")
     if decode_s:
-        q = statistics.quantiles(decode_s, n=20) if len(decode_s) > 1 else decode_s * 19
-        print(f"decode step ms: p50 {statistics.median(decode_s) * 1e3:.2f}, p95 {q[18] * 1e3:.2f} "
+        print(f"decode step ms: p50 {percentile(decode_s, 50) * 1e3:.2f}, p95 {percentile(decode_s, 95) * 1e3:.2f} "
               f"(batch {args.requests}, context {args.prompt}..{args.prompt + args.new})")
     if args.paged_vs_dense:
         _paged_vs_dense(ex, args.prompt + args.new)

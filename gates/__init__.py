@@ -11,6 +11,7 @@ A gate is a `Gate` (gates/base.py) registered once in `gates.registry.GATES`; ve
 are `VerdictOutput`s in `gates.outputs.OUTPUTS`. docs/gates.md describes every gate.
 """
 
+from gates import slo
 from gates.base import Gate, GateError, GateResult, Measurement, Outcome, Unit
 from gates.evaluate import evaluate, stored_or_evaluated
 from gates.outputs import OUTPUTS, make_output, write_verdict
@@ -21,5 +22,5 @@ from gates.verdict import Verdict, read_verdict
 __all__ = [
     "DEFAULT_THRESHOLDS", "GATES", "Gate", "GateError", "GateResult", "Measurement", "OUTPUTS", "Outcome",
     "Thresholds", "Unit", "Verdict", "evaluate", "get_gate", "load_thresholds", "make_output", "read_verdict",
-    "stored_or_evaluated", "write_verdict",
+    "slo", "stored_or_evaluated", "write_verdict",
 ]

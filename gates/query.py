@@ -127,12 +127,15 @@ def pool_blocks(record: RunRecord) -> int | None:
 
 
 def percentile(values: Iterable[float], q: float) -> float:
-    """The q-th percentile, never interpolated (the smallest value with q % at or below it);
-    infinite values (a request that never got an answer) stay infinite."""
+    """The q-th percentile by nearest rank: the smallest value with at least q % of the values at
+    or below it (the value of rank ceil(n·q/100), numpy's "inverted_cdf"), never interpolated. Of
+    100 values, P99 is the 99th smallest, not the maximum. Every percentile kvgate shows (gates,
+    reports, replay, benchmarks) comes from here; an infinite value (a request that never got an
+    answer) stays infinite. NaN for no values."""
     arr = np.asarray(list(values), dtype=float)
     if arr.size == 0:
         return math.nan
-    return float(np.percentile(arr, q, method="higher"))
+    return float(np.percentile(arr, q, method="inverted_cdf"))
 
 
 def worst(values: pd.Series, ids: pd.Series, n: int = 5) -> list[dict]:

@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 from gates.base import Gate
+from gates.checks.approximate_answers import ApproximateAnswersGate
 from gates.checks.batch_progress import BatchProgressGate
 from gates.checks.cancel_release import CancelReleaseGate
+from gates.checks.capacity_after_drain import CapacityAfterDrainGate
 from gates.checks.eviction_thrash import EvictionThrashGate
 from gates.checks.explicit_overflow import ExplicitOverflowGate
+from gates.checks.goodput import GoodputGate
 from gates.checks.interactive_ttft import InteractiveTtftGate
 from gates.checks.memory_level_off import MemoryLevelOffGate
 from gates.checks.memory_recovery import MemoryRecoveryGate
 from gates.checks.no_oom import NoOomGate
 from gates.checks.no_orphans import NoOrphansGate
 from gates.checks.preempted_complete import PreemptedCompleteGate
+from gates.checks.recompute_tax import RecomputeTaxGate
+from gates.checks.rejections import RejectionsGate
 from gates.checks.tenant_share import TenantShareGate
 from reference_engine.errors import UnknownNameError
 
@@ -28,7 +33,8 @@ def _register(*gates: Gate) -> dict[str, Gate]:
 GATES: dict[str, Gate] = _register(
     NoOomGate(), CancelReleaseGate(), InteractiveTtftGate(), TenantShareGate(), PreemptedCompleteGate(),
     ExplicitOverflowGate(), MemoryRecoveryGate(), MemoryLevelOffGate(), NoOrphansGate(), EvictionThrashGate(),
-    BatchProgressGate(),
+    BatchProgressGate(), GoodputGate(), RejectionsGate(), ApproximateAnswersGate(), RecomputeTaxGate(),
+    CapacityAfterDrainGate(),
 )
 
 

@@ -51,8 +51,8 @@ def public_settings(settings: dict[str, Any]) -> dict[str, Any]:
 
 def live_meta(*, run_id: str, started_unix: float, duration_s: float, config: EngineConfig | None, digest: str,
               config_path: str, scenarios: list[str], target: dict[str, Any], num_blocks: int | None,
-              phases: list[Phase], signals: Signals, final: dict[str, Any], notes: list[str],
-              gpu_name: str, live: dict[str, Any]) -> RunMeta:
+              phases: list[Phase], signals: Signals, initial: dict[str, Any], final: dict[str, Any],
+              notes: list[str], gpu_name: str, live: dict[str, Any]) -> RunMeta:
     pool = tenants = None
     if config is not None:
         plan = MemoryPlan.from_config(config)
@@ -72,4 +72,4 @@ def live_meta(*, run_id: str, started_unix: float, duration_s: float, config: En
                   "gpu": gpu_name or "none (NVML unavailable)",
                   "engine_gpu": f"simulated {config.hardware.gpu}" if config is not None
                   and config.engine.executor == "sim" else ""},
-        final=final, notes=notes, live=live)
+        initial=initial, final=final, notes=notes, live=live)

@@ -129,6 +129,7 @@ def _record(plan: LivePlan, settings: LoadSettings, target: Target, tenants: Ten
                                                   sample_interval_s=plan.sample_interval_s), writer, started_unix)
     stack.callback(collectors.close)
     collectors.start()
+    initial = collectors.initial_state()
     phases: list[Phase] = []
     live: dict[str, Any] = {"profile": plan.profile, "users": plan.users, "spawn_rate": plan.spawn_rate,
                             "duration_s": plan.duration_s, "processes": plan.processes,
@@ -172,8 +173,8 @@ def _record(plan: LivePlan, settings: LoadSettings, target: Target, tenants: Ten
                          digest=digest, config_path=str(plan.config_path or ""),
                          scenarios=[s.name for s in plan.scenarios], target=target.describe(settings.model),
                          num_blocks=snap["num_blocks"] if snap else None, phases=phases,
-                         signals=collectors.signals(), final=final, notes=collectors.notes + notes,
-                         gpu_name=collectors.gpu.name, live=live)
+                         signals=collectors.signals(), initial=initial, final=final,
+                         notes=collectors.notes + notes, gpu_name=collectors.gpu.name, live=live)
         writer.write_meta(meta)
         meta = meta.model_copy(update={"pressure": record_pressure(plan.run_dir)})
     return LiveResult(plan.run_dir, meta)

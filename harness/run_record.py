@@ -158,6 +158,8 @@ class RunMeta(BaseModel):
     signals: Signals = Signals()
     versions: dict[str, str] = {}
     hardware: dict[str, Any] = {}
+    initial: dict[str, Any] = Field(default_factory=dict,
+                                    description="the pool before the first request, as final has it")
     final: dict[str, Any] = Field(default_factory=dict,
                                   description="state after the run drained: live_blocks, reservations, ...")
     notes: list[str] = []

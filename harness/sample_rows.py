@@ -1,4 +1,5 @@
-"""samples.csv and tenant_samples.csv rows from an engine usage snapshot, live or replayed.
+"""samples.csv and tenant_samples.csv rows, and the pool state of meta.initial and meta.final,
+from an engine usage snapshot, live or replayed.
 
 One definition of the columns for both sources: the admin API's JSON answer (a mapping, live
 runs: harness/collectors/snapshot.py) and the engine's `UsageSnapshot` itself (replay:
@@ -45,6 +46,17 @@ def sample_row(snap: Mapping[str, Any], t_s: float) -> dict[str, Any]:
         "waiting_batch": waiting.get("batch", 0), "fragmentation": snap["fragmentation"], "level": snap["level"],
         "source": "engine",
     }
+
+
+def pool_state(snap: Mapping[str, Any]) -> dict[str, int]:
+    """The pool as `meta.initial` (before the baseline) and `meta.final` (after the drain) record
+    it: blocks by state, blocks promised to admitted requests that have not started, and the
+    requests the engine holds. Both from this one function, so the capacity_after_drain gate
+    compares like with like."""
+    state = {key: int(snap[key]) for key in ("num_blocks", "live_blocks", "retained_blocks", "pinned_blocks",
+                                             "cached_blocks", "free_blocks", "pending_blocks")}
+    state["requests_in_engine"] = int(snap["num_running"] + snap["num_waiting"] + snap["num_swapped"])
+    return state
 
 
 def tenant_rows(snap: Mapping[str, Any], t_s: float, caps: Mapping[str, float]) -> list[dict[str, Any]]:

@@ -102,9 +102,15 @@ class PayloadTooLargeError(RequestError):
 
 
 class CapacityError(RequestError):
-    """429: `code` is one of kv_capacity, tenant_quota, queue_deadline."""
+    """429: `code` is one of kv_capacity, tenant_quota, queue_deadline; `limit` names the tenant
+    limit behind a tenant_quota (admission's `TenantLimit`: kv_share, active_seqs, reserved_tokens)."""
 
     status, code, error_type = 429, "kv_capacity", "rate_limit_error"
+
+    def __init__(self, message: str, *, code: str | None = None, retry_after_s: float | None = None,
+                 limit: str | None = None) -> None:
+        super().__init__(message, code=code, retry_after_s=retry_after_s)
+        self.limit = limit
 
 
 class OutOfMemoryError(RequestError):

@@ -1,6 +1,7 @@
 """What a comparison decides: the best config per metric, and one overall.
 
-Each config's number for a metric is the median over its runs (repeats of one load), shown with
+Each config's number for a metric is the median over its runs (repeats of one load; P50 by
+nearest rank, `gates.query.percentile`, as every percentile kvgate shows), shown with
 the range (min–max) the repeats spread over. Only candidates decide; baselines are compared and
 never chosen.
 
@@ -32,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gates import Outcome
+from gates.query import percentile
 from reports.compared import ComparedConfig
 from reports.metrics import TIE_BREAK, Better, Metric, comparison_metrics
 
@@ -58,7 +60,7 @@ def spread(config: ComparedConfig, metric: Metric) -> Spread | None:
     values = [v for v in (metric.value(run) for run in config.runs) if v is not None]
     if not values:
         return None
-    return Spread(float(statistics.median(values)), min(values), max(values), len(values))
+    return Spread(percentile(values, 50), min(values), max(values), len(values))
 
 
 @dataclass(frozen=True)

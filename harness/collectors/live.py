@@ -2,6 +2,7 @@
 
     collectors = LiveCollectors(CollectorSettings(base_url=..., metrics_url=...), writer, started_unix)
     collectors.start()              # events poller + sampler threads
+    initial = collectors.initial_state()  # the pool before any request
     ...                             # baseline, load
     collectors.wait_drained(30)     # cooldown: until the engine holds no request
     final = collectors.final_state()
@@ -27,7 +28,7 @@ from harness.collectors.events import EventCollector
 from harness.collectors.gpu import GpuSampler
 from harness.collectors.periodic import Periodic
 from harness.collectors.prometheus import PrometheusScraper, Scrape, ScrapeError
-from harness.collectors.snapshot import in_flight, sample_row, tenant_rows
+from harness.collectors.snapshot import in_flight, pool_state, sample_row, tenant_rows
 from harness.run_record import RunRecordWriter, Signals
 
 
@@ -161,26 +162,35 @@ class LiveCollectors:
         if self.events is not None and self.events.num_missed:
             self.notes.append(f"{self.events.num_missed} engine events left the engine's ring before they were read")
 
+    def _snapshot(self, which: str) -> dict[str, Any] | None:
+        """The admin API's snapshot; None without one, or when it fails (noted, naming `which`)."""
+        if self.admin is None:
+            return None
+        try:
+            return self.admin.snapshot()
+        except AdminUnavailable as err:
+            self.notes.append(f"{which} snapshot failed: {err}")
+            return None
+
+    def initial_state(self) -> dict[str, Any]:
+        """meta.initial: the pool before any request (harness/sample_rows.py `pool_state`, as
+        meta.final has it); empty, not measured, without an admin API."""
+        snap = self._snapshot("initial")
+        return {} if snap is None else pool_state(snap)
+
     def final_state(self) -> dict[str, Any]:
         """meta.final: the engine after the drain (admin API) and the run's counters (/metrics).
         Keys the target cannot give are absent, never zero."""
         final: dict[str, Any] = {}
         if self.scraper is not None and self.scraper.last is not None:
             final.update(self.scraper.last.counters)
-        if self.admin is None:
+        snap = self._snapshot("final")
+        if snap is None or self.admin is None:
             return final
-        try:
-            snap = self.admin.snapshot()
-        except AdminUnavailable as err:
-            self.notes.append(f"final snapshot failed: {err}")
-            return final
-        held = snap["num_running"] + snap["num_waiting"] + snap["num_swapped"]
-        final.update({k: snap[k] for k in ("live_blocks", "retained_blocks", "pinned_blocks", "cached_blocks",
-                                           "free_blocks", "num_blocks")})
-        final["requests_in_engine"] = held
-        final["reservations_outstanding"] = int(snap.get("pending_blocks", 0)) + int(snap.get("num_reservations", 0))
-        if held == 0:  # blocks held by no request and no retained state
-            final["orphan_blocks"] = max(0, snap["live_blocks"] - snap["retained_blocks"])
+        final.update(pool_state(snap))
+        final["reservations_outstanding"] = final["pending_blocks"] + int(snap.get("num_reservations", 0))
+        if final["requests_in_engine"] == 0:  # blocks held by no request and no retained state
+            final["orphan_blocks"] = max(0, final["live_blocks"] - final["retained_blocks"])
         if snap.get("unavailable"):
             final["workers_unavailable"] = snap["unavailable"]
         try:

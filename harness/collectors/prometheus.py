@@ -8,8 +8,9 @@ the KV pool, `vllm:num_requests_running`/`_waiting`) and SGLang (`sglang:token_u
 Series of several engines (a multi-worker router labels each with `worker`; data-parallel
 vLLM by `engine`) are summed, or averaged for ratios.
 
-Counters (preemptions, prefix-cache queries and hits, OOMs, evicted cached blocks) are kept
-as run totals for `meta.final`; a name the target does not export stays absent.
+Counters (preemptions, prefix-cache queries and hits, OOMs, evicted cached blocks, recomputed
+and computed tokens) are kept as run totals for `meta.final`; a name the target does not export
+stays absent.
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ COUNTERS: dict[str, tuple[Candidate, ...]] = {
     "num_preemptions": (Candidate("kvgate_preemptions_total"), Candidate("vllm:num_preemptions_total")),
     "num_oom": (Candidate("kvgate_oom_total"),),
     "num_evicted_cached_blocks": (Candidate("kvgate_cached_blocks_evicted_total"),),
+    "recompute_tokens": (Candidate("kvgate_recompute_tokens_total"),),
+    "computed_tokens": (Candidate("kvgate_computed_tokens_total"),),
     "orphans_reconciled": (Candidate("kvgate_orphan_blocks_reconciled_total"),),
     "prefix_cache_queries_tokens": (Candidate("vllm:prefix_cache_queries_total"),),
     "prefix_cache_hits_tokens": (Candidate("vllm:prefix_cache_hits_total"), Candidate("sglang:cached_tokens_total")),

@@ -11,9 +11,9 @@ from typing import Any
 
 from harness import sample_rows
 from harness.collectors.admin import run_time
-from harness.sample_rows import tenant_rows
+from harness.sample_rows import pool_state, tenant_rows
 
-__all__ = ["in_flight", "sample_row", "tenant_rows"]
+__all__ = ["in_flight", "pool_state", "sample_row", "tenant_rows"]
 
 
 def sample_row(snap: Mapping[str, Any], started_unix: float) -> dict[str, Any]:

@@ -11,10 +11,10 @@ import argparse
 import random
 from collections import Counter, defaultdict
 
-import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from gates.query import percentile
 from harness.loadgen.prompts import DEFAULT_SYSTEM_PROMPT
 from reference_engine import EngineCore, RequestError, VirtualClock, load_config
 from reference_engine.tokenizer import apply_chat_template
@@ -93,8 +93,8 @@ def _print_summary(console: Console, core: EngineCore, label_of: dict, rejected:
     for kind in ("qa", "shared", "long_prompt", "long_output", "batch"):
         finished = sum(n for (k, _), n in done.items() if k == kind)
         rej = ", ".join(f"{code} {n}" for (k, code), n in rejected.items() if k == kind) or "0"
-        lat = np.array(ttft[kind]) * 1000
-        p50, p95 = (f"{np.percentile(lat, 50):.0f}", f"{np.percentile(lat, 95):.0f}") if len(lat) else ("-", "-")
+        lat = [t * 1000 for t in ttft[kind]]
+        p50, p95 = (f"{percentile(lat, 50):.0f}", f"{percentile(lat, 95):.0f}") if lat else ("-", "-")
         table.add_row(kind, str(finished), str(queued[kind]), rej, str(preempted[kind]), p50, p95)
     console.print(table)
     s = core.snapshot()

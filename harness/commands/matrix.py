@@ -8,13 +8,15 @@ Each config starts its own reference engine and gets the run `kvgate run --polic
 give it (same scenarios, same profile), judged by the gates; with `--repeat N` N times, each run
 its own record and report (`<out>/<config>/<config>-<k>/`, else `<out>/<config>/`). Baselines
 (`--baseline`) run the same way and appear in the comparison, but their verdicts do not decide
-the exit code: they are there to show what the candidates are better than. Configs with the
+the exit code: they are there to show what the candidates are better than — and no candidate
+run may serve less of the offered chat in time than the best of them, beyond the noise of the
+two measurements (`gates.comparison.goodput_shortfalls`). Configs with the
 same digest (default.toml and lru.toml mean the same thing) run once. Every page loads the one
 chart library at the root of `--out`. The console ends with the verdicts, how far up the
 watermark ladder each run went, and the comparison's decision (reports/decision.py), with loud
 lines for runs that never reached the evict and preempt rungs and for core decisions no
-candidate took. Exit 0 when every candidate run passed, 1 when one failed a gate, 2 when a run
-could not be made or judged.
+candidate took. Exit 0 when every candidate run passed, 1 when one failed a gate or fell below
+the best baseline's goodput, 2 when a run could not be made or judged.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from gates.comparison import goodput_shortfalls
 from gates.outputs.console import stdout_console
 from harness.cli import EXIT_GATE_FAILED, EXIT_HARNESS_ERROR, EXIT_OK
 from harness.commands.run import RichProgress, add_load_arguments, build_plan, print_pressure, raise_keyboard_interrupt
@@ -113,14 +116,19 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"[red]kvgate: {entry.path}: {err}[/]")
             failed_runs.append((entry, str(err)))
         wall_s[entry] = time.monotonic() - started
+    shortfalls = goodput_shortfalls([j.verdict for e, j in judged if not e.baseline],
+                                    [j.verdict for e, j in judged if e.baseline])
     if judged:
         configs = _compared(entries, judged)
         report = render_comparison(configs, args.out / COMPARISON_FILE)
         _print_summary(console, judged, failed_runs, wall_s, args.out)
         _print_decision(console, configs)
+        for shortfall in shortfalls:
+            console.print(f"goodput below the best baseline: {shortfall.explanation()}", style="bold red",
+                          markup=False, highlight=False)
         console.print(f"reports: [bold]{args.out}/<config>/{'<config>-<k>/' if args.repeat > 1 else ''}report.html[/]; "
                       f"comparison report: [bold]{report}[/]")
-    return _exit_code(judged, failed_runs)
+    return _exit_code(judged, failed_runs, bool(shortfalls))
 
 
 def _compared(entries: list[Entry], judged: list[tuple[Entry, Judgement]]) -> list[ComparedConfig]:
@@ -142,13 +150,14 @@ def _print_decision(console: Console, configs: list[ComparedConfig]) -> None:
         console.print(alert, style="bold red", markup=False, highlight=False)
 
 
-def _exit_code(judged: list[tuple[Entry, Judgement]], failed_runs: list[tuple[Entry, str]]) -> int:
+def _exit_code(judged: list[tuple[Entry, Judgement]], failed_runs: list[tuple[Entry, str]],
+               below_baseline: bool) -> int:
     if any(not e.baseline for e, _ in failed_runs) or not judged:
         return EXIT_HARNESS_ERROR
     codes = [j.exit_code for e, j in judged if not e.baseline]
     if EXIT_HARNESS_ERROR in codes:
         return EXIT_HARNESS_ERROR
-    return EXIT_GATE_FAILED if EXIT_GATE_FAILED in codes else EXIT_OK
+    return EXIT_GATE_FAILED if EXIT_GATE_FAILED in codes or below_baseline else EXIT_OK
 
 
 def _print_summary(console: Console, judged: list[tuple[Entry, Judgement]],

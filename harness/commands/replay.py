@@ -30,7 +30,7 @@ from harness.judge import compare, judge
 from harness.replay.capacity import prefill_demand
 from harness.replay.loaders import AUTO, LOADERS, load_trace
 from harness.replay.run import ReplayResult, ReplaySettings, run_replay
-from harness.replay.summary import DEFAULT_TTFT_SLO_S, RunSummary
+from harness.replay.summary import RunSummary
 from harness.replay.tenants import DEFAULT_SPEC, make_assigner
 from harness.replay.trace import Trace
 from harness.run_record import RunRecord
@@ -71,8 +71,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--jobs", type=int, metavar="N",
                    help="--compare: replay N configs at once, one process each (default: one per CPU, at most one "
                         "per config; 1 replays them one after the other in this process)")
-    p.add_argument("--goodput-ttft-ms", type=float, default=DEFAULT_TTFT_SLO_S * 1000, metavar="MS",
-                   help="TTFT SLO that counts a request toward goodput (default 900)")
+    p.add_argument("--goodput-ttft-ms", type=float, metavar="MS",
+                   help="TTFT SLO that counts a request toward goodput (default: the gates' [slo] ttft_ms, 900)")
     p.set_defaults(func=run)
 
 
@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
                         paths, configs, settings.rate_scale)
     if args.compare is None:
         result = _replay(console, trace, args.policy, configs[0], settings, out)
-        _print_run(console, result, args.goodput_ttft_ms / 1000)
+        _print_run(console, result, _slo_s(args))
         judgement = judge(result.run_dir)
         console.print(f"report: [bold]{judgement.report}[/]")
         return judgement.exit_code
@@ -114,12 +114,16 @@ def run(args: argparse.Namespace) -> int:
     results = (_replay_side_by_side(console, trace, paths, configs, settings, run_dirs, jobs) if jobs > 1 else
                [_replay(console, trace, path, config, settings, run_dir)
                 for path, config, run_dir in zip(paths, configs, run_dirs)])
-    summaries = [RunSummary.from_record(RunRecord.load(r.run_dir), args.goodput_ttft_ms / 1000) for r in results]
+    summaries = [RunSummary.from_record(RunRecord.load(r.run_dir), _slo_s(args)) for r in results]
     _print_comparison(console, results, summaries)
     judgements = [judge(r.run_dir, library_dir=out) for r in results]  # one chart library under out
     report = compare(judgements, out)
     console.print(f"records under [bold]{out}[/]; comparison report [bold]{report}[/]")
     return max(j.exit_code for j in judgements)
+
+
+def _slo_s(args: argparse.Namespace) -> float | None:
+    return None if args.goodput_ttft_ms is None else args.goodput_ttft_ms / 1000
 
 
 def _warn_if_overloaded(console: Console, trace: Trace, paths: Sequence[Path], configs: Sequence[EngineConfig],
@@ -228,7 +232,7 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.1%}"
 
 
-def _print_run(console: Console, result: ReplayResult, slo_s: float) -> None:
+def _print_run(console: Console, result: ReplayResult, slo_s: float | None) -> None:
     s = RunSummary.from_record(RunRecord.load(result.run_dir), slo_s)
     meta = result.meta
     table = Table(title=f"replay — policy {s.policy}, config {s.config_digest}", show_header=False)
@@ -244,7 +248,7 @@ def _print_run(console: Console, result: ReplayResult, slo_s: float) -> None:
         ("peak live memory", "-" if s.peak_live_bytes is None else
          f"{s.peak_live_bytes / GIB:.1f} GiB ({_pct(s.peak_usage)} of the pool)"),
         ("OOM events / preemptions", f"{s.num_oom} / {s.num_preemptions}"),
-        (f"goodput (TTFT ≤ {slo_s * 1000:.0f} ms)", "-" if s.goodput_rps is None else f"{s.goodput_rps:.2f} req/s"),
+        (f"goodput (TTFT ≤ {s.ttft_slo_s * 1000:.0f} ms)", "-" if s.goodput_rps is None else f"{s.goodput_rps:.2f} req/s"),
         ("virtual time / wall time", f"{result.stats.end_s:,.1f} s / {result.wall_s:.2f} s "
                                      f"({result.speedup:,.0f}x real time)"),
     ]
@@ -257,7 +261,7 @@ def _print_run(console: Console, result: ReplayResult, slo_s: float) -> None:
 
 
 def _print_comparison(console: Console, results: Sequence[ReplayResult], summaries: Sequence[RunSummary]) -> None:
-    slo_ms = summaries[0].ttft_slo_s * 1000 if summaries else DEFAULT_TTFT_SLO_S * 1000
+    slo_ms = summaries[0].ttft_slo_s * 1000  # one --goodput-ttft-ms for every config
     table = Table(title="replay comparison — same trace, one record per config")
     columns: list[tuple[str, Callable[[ReplayResult, RunSummary], str]]] = [
         ("config", lambda r, s: Path(r.meta.config_path).name),

@@ -1,7 +1,8 @@
 """meta.json of a replay: the same `RunMeta` a live run writes, with mode "replay".
 
 Replay-only facts (trace, scaling, tenant spec, stepping mode, wall time and speed-up) go under
-the extra key `replay`; what the engine looked like after it drained goes in `final`. Phases:
+the extra key `replay`; what the pool looked like before the first arrival goes in `initial`,
+and after the engine drained in `final`. Phases:
 `load` is the trace window [0, last arrival], `cooldown` runs from the last arrival to the first
 sample at or after the drain (that sample shows the drained state).
 """
@@ -17,26 +18,31 @@ from harness.live_meta import package_version, watermarks_of
 from harness.replay.driver import DriveStats
 from harness.replay.trace import Trace
 from harness.run_record import Phase, PoolInfo, RunMeta, Signals, TenantInfo
+from harness.sample_rows import Fields, pool_state
 from reference_engine import EngineCore
+
+
+def initial_state(core: EngineCore) -> dict[str, Any]:
+    """meta.initial: the pool now (before the first arrival), as final_state has it."""
+    return pool_state(Fields(core.snapshot()))
 
 
 def final_state(core: EngineCore) -> dict[str, Any]:
     pool, sched = core.pool, core.scheduler
     return {
-        "live_blocks": pool.num_live, "retained_blocks": pool.num_retained, "cached_blocks": pool.num_cached,
-        "pinned_blocks": sched.num_pinned_blocks, "reservations_outstanding": sched.pending_blocks,
-        "requests_in_engine": len(sched.requests),
+        **initial_state(core), "reservations_outstanding": sched.pending_blocks,
         "num_prefix_query_blocks": pool.num_prefix_queries, "num_prefix_hit_blocks": pool.num_prefix_hits,
         "num_evicted_cached_blocks": pool.num_evicted_cached, "num_alloc_failures": pool.num_alloc_failures,
         "num_oom": sched.num_oom, "num_preemptions": {k.value: n for k, n in sched.num_preemptions.items()},
-        "recompute_tokens": sched.recompute_tokens, "num_engine_steps": core.num_steps,
+        "recompute_tokens": sched.recompute_tokens, "computed_tokens": core.num_computed_tokens,
+        "num_engine_steps": core.num_steps,
         "num_rejected": dict(core.num_rejected),
         "policy_stats": dataclasses.asdict(core.policy_stats()),
     }
 
 
 def replay_meta(*, run_id: str, core: EngineCore, config_path: str, trace: Trace, stats: DriveStats,
-                started_unix: float, wall_s: float, replay: dict[str, Any]) -> RunMeta:
+                started_unix: float, wall_s: float, initial: dict[str, Any], replay: dict[str, Any]) -> RunMeta:
     """`replay` holds the settings of this replay (scales, tenant spec, stepping, ...)."""
     config, plan = core.config, core.memory
     return RunMeta(
@@ -55,7 +61,7 @@ def replay_meta(*, run_id: str, core: EngineCore, config_path: str, trace: Trace
         signals=Signals(client_requests=True, engine_events=True, engine_samples=True, tenant_samples=True),
         versions={"kvgate": package_version("kvgate"), "python": platform.python_version()},
         hardware={"cpu": platform.machine(), "platform": sys.platform, "gpu": f"simulated {plan.gpu.name}"},
-        final=final_state(core),
+        initial=initial, final=final_state(core),
         notes=list(trace.notes),
         replay={
             "trace": {"path": str(trace.source), "format": trace.format, "num_rows": trace.num_rows,

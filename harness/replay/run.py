@@ -19,7 +19,7 @@ from pathlib import Path
 from harness.pressure import record_pressure
 from harness.replay.capacity import prefill_demand
 from harness.replay.driver import Arrival, DriveStats, MaxTokens, ReplayDriver
-from harness.replay.meta import replay_meta
+from harness.replay.meta import initial_state, replay_meta
 from harness.replay.prefix_blocks import PrefixBlockMapper
 from harness.replay.tenants import DEFAULT_SPEC, make_assigner
 from harness.replay.trace import Trace
@@ -63,6 +63,7 @@ def run_replay(trace: Trace, config: EngineConfig, settings: ReplaySettings, run
     clock = VirtualClock()
     core = EngineCore(config, clock=clock)
     core.pin_prefixes()
+    initial = initial_state(core)
     mapper = None
     if trace.prefix_block_tokens is not None:
         mapper = PrefixBlockMapper(block_tokens=core.memory.block_tokens, trace_block_tokens=trace.prefix_block_tokens,
@@ -77,7 +78,7 @@ def run_replay(trace: Trace, config: EngineConfig, settings: ReplaySettings, run
         wall_s = time.perf_counter() - t0
         meta = replay_meta(
             run_id=run_dir.name, core=core, config_path=config_path, trace=scaled, stats=stats,
-            started_unix=started_unix, wall_s=wall_s,
+            started_unix=started_unix, wall_s=wall_s, initial=initial,
             replay={"tenants": settings.tenants, "public_prefix_ids": sorted(settings.public_prefix_ids),
                     "max_tokens": settings.max_tokens.value, "rate_scale": settings.rate_scale,
                     "time_scale": settings.time_scale, "sample_interval_s": sample_interval_s,

@@ -12,8 +12,9 @@
     OOMs              `oom` events
     rejections        requests the target refused with a 4xx (kv_capacity, tenant_quota,
                       queue_deadline, ...), by tenant; errors of any kind by error code
-    goodput           ok requests whose TTFT ≤ the SLO, per second of the load phase (the trace
-                      window; the whole run if it has no load phase)
+    goodput           ok requests whose TTFT ≤ the SLO (default: the gates' `[slo] ttft_ms`),
+                      per second of the load phase (the trace window; the whole run if it has
+                      no load phase)
 """
 
 from __future__ import annotations
@@ -22,10 +23,9 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from gates import load_thresholds
 from gates.query import WHOLE_RUN, percentile, prefix_hit_rate
 from harness.run_record import RunRecord
-
-DEFAULT_TTFT_SLO_S = 0.9  # DESIGN.md §6: P95 TTFT of interactive traffic ≤ 900 ms
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,10 @@ class RunSummary:
     errors_by_code: dict[str, int] = field(default_factory=dict)
 
     @classmethod
-    def from_record(cls, record: RunRecord, ttft_slo_s: float = DEFAULT_TTFT_SLO_S) -> "RunSummary":
+    def from_record(cls, record: RunRecord, ttft_slo_s: float | None = None) -> "RunSummary":
+        """The figures of `record`; goodput counts TTFTs within `ttft_slo_s` (None: the gates' objective)."""
+        if ttft_slo_s is None:
+            ttft_slo_s = load_thresholds().objective["ttft_ms"] / 1000
         meta, req, ev = record.meta, record.requests, record.events
         ok = req[req["status"] == "ok"]
         errors = req[req["status"] == "error"]

@@ -9,7 +9,8 @@ The outcome is one of three, never an unbounded queue:
   and leaves with 429 `queue_deadline` if it is not running by then;
 - **reject**: 429 `kv_capacity` (above the reject watermark, larger than its class may ever
   hold, or the queue is full) or 429 `tenant_quota` (the tenant's share, sequences or token
-  budget), with a Retry-After hint; 400 `context_length_exceeded` before any of that.
+  budget: `TenantLimit` says which), with a Retry-After hint; 400 `context_length_exceeded`
+  before any of that.
 
 Class limits, in blocks of live usage after the request: system and interactive up to the hard
 (preempt) watermark, long requests (≥ `long_request_tokens`) only up to the admission watermark,
@@ -36,6 +37,14 @@ class Verdict(str, Enum):
     REJECT = "reject"
 
 
+class TenantLimit(str, Enum):
+    """The tenant limit behind a `tenant_quota` refusal (the `mode` of its `rejected` event)."""
+
+    KV_SHARE = "kv_share"  # reservations + retained sessions + this estimate over max_kv_share
+    ACTIVE_SEQS = "active_seqs"  # max_active_seqs requests already queued or running
+    RESERVED_TOKENS = "reserved_tokens"  # max_reserved_tokens already reserved
+
+
 @dataclass(frozen=True, slots=True)
 class Decision:
     verdict: Verdict
@@ -43,9 +52,11 @@ class Decision:
     reason: str | None = None  # for rejects: kv_capacity | tenant_quota
     message: str = ""
     retry_after_s: float | None = None
+    limit: TenantLimit | None = None  # for tenant_quota: which limit
 
     def to_error(self) -> CapacityError:
-        return CapacityError(self.message, code=self.reason, retry_after_s=self.retry_after_s)
+        return CapacityError(self.message, code=self.reason, retry_after_s=self.retry_after_s,
+                             limit=None if self.limit is None else self.limit.value)
 
 
 class AdmissionController:
@@ -116,24 +127,29 @@ class AdmissionController:
         if not self.tenant_caps:
             return None
         c = tenant.config
-        why = self.tenant_slot_limit(r, tenant)
-        if why is None and self.tenant_block_overage(tenant, need_blocks, session_blocks):
-            why = (f"tenant {tenant.name!r} would hold more than its KV share cap ({c.max_kv_share:.0%} = "
-                   f"{tenant.max_blocks} blocks): {tenant.reserved_blocks} reserved + {tenant.retained_blocks} "
-                   f"retained + {need_blocks} for this request")
-        if why is None:
+        refused = self.tenant_slot_limit(r, tenant)
+        if refused is None and self.tenant_block_overage(tenant, need_blocks, session_blocks):
+            refused = (TenantLimit.KV_SHARE,
+                       f"tenant {tenant.name!r} would hold more than its KV share cap ({c.max_kv_share:.0%} = "
+                       f"{tenant.max_blocks} blocks): {tenant.reserved_blocks} reserved + {tenant.retained_blocks} "
+                       f"retained + {need_blocks} for this request")
+        if refused is None:
             return None
+        limit, why = refused
         return Decision(Verdict.REJECT, need_blocks, "tenant_quota", why + "; retry later or lower max_tokens",
-                        retry_after_s=1.0)
+                        retry_after_s=1.0, limit=limit)
 
-    def tenant_slot_limit(self, r: Request, tenant: TenantState) -> str | None:
-        """Why the tenant may not start this request whatever KV it frees (max_active_seqs,
-        max_reserved_tokens), or None. Checked before the share cap, which evicting can cure."""
+    def tenant_slot_limit(self, r: Request, tenant: TenantState) -> tuple[TenantLimit, str] | None:
+        """The limit that stops the tenant from starting this request whatever KV it frees
+        (max_active_seqs, max_reserved_tokens) and why, or None. Checked before the share cap,
+        which evicting can cure."""
         c = tenant.config
         if tenant.active_seqs >= c.max_active_seqs:
-            return f"tenant {tenant.name!r} already has {tenant.active_seqs} active requests (max_active_seqs)"
+            return (TenantLimit.ACTIVE_SEQS,
+                    f"tenant {tenant.name!r} already has {tenant.active_seqs} active requests (max_active_seqs)")
         if tenant.reserved_tokens + r.max_total_tokens > c.max_reserved_tokens:
-            return (f"tenant {tenant.name!r} has {tenant.reserved_tokens} tokens reserved; this request's "
+            return (TenantLimit.RESERVED_TOKENS,
+                    f"tenant {tenant.name!r} has {tenant.reserved_tokens} tokens reserved; this request's "
                     f"{r.max_total_tokens} would pass max_reserved_tokens {c.max_reserved_tokens}")
         return None
 

@@ -40,7 +40,7 @@ from reference_engine.core.sessions import SessionStore
 from reference_engine.core.snapshot import PolicyStats, UsageSnapshot, take_policy_stats, take_snapshot
 from reference_engine.core.tenants import TenantRegistry, TenantState
 from reference_engine.core.watermarks import PressureLevel, Watermarks
-from reference_engine.errors import ConfigError, DeviceOutOfMemoryError, RequestError
+from reference_engine.errors import CapacityError, ConfigError, DeviceOutOfMemoryError, RequestError
 from reference_engine.executors.base import Executor, StepOutcome, StepPlan
 from reference_engine.executors.registry import make_executor
 from reference_engine.memory import GIB, MemoryPlan
@@ -108,6 +108,7 @@ class EngineCore:
         self._deferred_aborts: list[str] = []
         self._public_prefixes = self._tokenize_public_prefixes()
         self.num_steps = 0
+        self.num_computed_tokens = 0  # KV tokens computed by every step: prefill, decode and recompute
         self.num_rejected: dict[str, int] = {}
 
     # ---------------------------------------------------------------- intake
@@ -187,11 +188,15 @@ class EngineCore:
         return adm.decide(r, r.estimated_blocks, sched.projected_blocks(), self.pool.num_live, len(sched.waiting))
 
     def _record_rejection(self, r: Request, err: RequestError, now: float) -> None:
+        """Count a refusal on arrival and log it with what judging it needs: the tenant's live
+        blocks at that moment and, for a tenant_quota, the limit that refused it."""
         self.num_rejected[err.code] = self.num_rejected.get(err.code, 0) + 1
         self.tenants[r.tenant].num_rejected[err.code] = self.tenants[r.tenant].num_rejected.get(err.code, 0) + 1
         self.events.emit(now, EventKind.REJECTED, request_id=r.request_id, tenant=r.tenant,
                          traffic_class=r.traffic_class.value, num_tokens=r.num_prompt_tokens,
-                         num_blocks=r.estimated_blocks or None, reason=err.code)
+                         num_blocks=r.estimated_blocks or None, reason=err.code,
+                         value=self.pool.live_by_tenant.get(r.tenant, 0),
+                         mode=err.limit if isinstance(err, CapacityError) else None)
 
     def abort(self, request_id: str) -> bool:
         """Cancel a request (client cancel or disconnect). Its blocks are released now, or at the
@@ -238,7 +243,7 @@ class EngineCore:
         step, self._in_flight = self._in_flight, None
         assert step is not None, "no step in flight"
         outputs = self.scheduler.update(step.plan, step.outcome, step.t_end_s)
-        self.num_steps += 1
+        self.count_steps(1, step.plan.num_tokens)
         aborts, self._deferred_aborts = self._deferred_aborts, []
         for rid in aborts:
             r = self.scheduler.requests.get(rid)
@@ -269,6 +274,12 @@ class EngineCore:
         if self.begin_step() is None:
             return StepOutput(now, now)
         return self.end_step()
+
+    def count_steps(self, num_steps: int, num_tokens: int) -> None:
+        """Steps applied and the tokens they computed: the one count of both, for a step and for
+        a fast-forwarded run (the denominator of the recompute tax)."""
+        self.num_steps += num_steps
+        self.num_computed_tokens += num_tokens
 
     def _note_level(self, now: float) -> None:
         level = self.marks.level(self.pool.num_live)

@@ -8,10 +8,16 @@ which kinds exist and what each carries; `docs/run_record.md` repeats it for rea
     admitted              yes        yes     num_tokens = prompt tokens, num_blocks = estimate
     queued                yes        yes     num_blocks = estimate, value = deadline (engine s)
     rejected              yes        yes     reason = kv_capacity | tenant_quota | queue_deadline |
-                                             context_length_exceeded | context_expired
+                                             context_length_exceeded | context_expired; refused on
+                                             arrival: num_tokens = prompt, num_blocks = estimate,
+                                             value = the tenant's live blocks then, mode = the
+                                             limit behind a tenant_quota (kv_share | active_seqs |
+                                             reserved_tokens)
     scheduled             yes        yes     num_tokens = prefix-cache hit tokens
     first_token           yes        yes     latency_s = TTFT measured by the engine
-    preempted             yes        yes     mode = recompute | swap, num_blocks freed, reason
+    preempted             yes        yes     mode = recompute | swap | kill, num_blocks freed,
+                                             num_tokens = computed tokens discarded, to be
+                                             computed again (recompute; 0 for swap and kill), reason
     swapped               yes        yes     num_blocks moved to host, value = bytes
     resumed               yes        yes     mode = recompute | swap
     cancel_received       yes        yes

@@ -111,9 +111,10 @@ def fast_forward(core: "EngineCore", until_s: float, observe_s: Sequence[float] 
             outputs.append(sched.apply_sampled(r, sample_run(r.request_id, r.num_tokens, 1), t_end, max_ctx))
         else:
             kv.register_full_blocks(r)
-    core.num_steps += k
+    num_tokens = k * num_decodes + sum(tokens)
+    core.count_steps(k, num_tokens)
     core._note_level(t_end)
-    return StepOutput(now, t_end, outputs, k, k * num_decodes + sum(tokens), observations)
+    return StepOutput(now, t_end, outputs, k, num_tokens, observations)
 
 
 def _fuse_compacting(core: "EngineCore", until_s: float, observe_s: Sequence[float],
@@ -246,7 +247,7 @@ def _fuse_compacting(core: "EngineCore", until_s: float, observe_s: Sequence[flo
             outputs.append(sched.apply_sampled(r, tokens[r.request_id], t_end, max_ctx))
         else:
             kv.register_full_blocks(r)
-    core.num_steps += k
+    core.count_steps(k, k * num_new)
     core._note_level(t_end)
     return StepOutput(now, t_end, outputs, k, k * num_new, observations)
 

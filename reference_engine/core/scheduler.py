@@ -380,7 +380,9 @@ class Scheduler:
         r.consecutive_preemptions += 1
         self.num_preemptions[mode] += 1
         common = dict(request_id=r.request_id, tenant=r.tenant, traffic_class=r.traffic_class.value)
-        self.events.emit(now_s, EventKind.PREEMPTED, mode=mode.value, num_blocks=num_blocks, reason=reason, **common)
+        discarded = r.num_computed_tokens if mode is PreemptionKind.RECOMPUTE else 0  # computed again on resume
+        self.events.emit(now_s, EventKind.PREEMPTED, mode=mode.value, num_blocks=num_blocks, num_tokens=discarded,
+                         reason=reason, **common)
         if mode is PreemptionKind.KILL:  # finish() takes it out of the running set and frees it
             self.finish(r, FinishReason.PREEMPTED, now_s, detail="killed to free KV memory")
             return
@@ -396,8 +398,8 @@ class Scheduler:
             self.swapped[r.request_id] = r
             self.events.emit(now_s, EventKind.SWAPPED, num_blocks=num_blocks, value=kv_bytes, **common)
         else:
-            r.recompute_tokens += r.num_computed_tokens
-            self.recompute_tokens += r.num_computed_tokens
+            r.recompute_tokens += discarded
+            self.recompute_tokens += discarded
             self.kv.free(r, now_s, self._meta(r, active=True))  # it comes back for these prefix blocks
             r.num_computed_tokens = 0
             r.num_dropped_tokens = 0

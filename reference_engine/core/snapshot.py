@@ -112,7 +112,8 @@ class PolicyStats:
     evicted_cached_blocks: int  # refcount-0 prefix blocks reused for new data
     prefix_query_blocks: int
     prefix_hit_blocks: int
-    recompute_tokens: int  # re-prefilled after recompute preemptions
+    recompute_tokens: int  # discarded by recompute preemptions, computed again on resume
+    computed_tokens: int  # computed by every step (prefill, decode, recompute): the tax's denominator
     approximated_tokens: int  # KV tokens dropped by a token-level policy (`approximated` events)
     num_oom: int
 
@@ -128,4 +129,5 @@ def take_policy_stats(core: "EngineCore") -> PolicyStats:
         evicted_sessions=dict(sched.num_evicted_sessions), evicted_session_blocks=dict(sched.num_evicted_session_blocks),
         expired_sessions=core.events.counts[EventKind.EXPIRED], evicted_cached_blocks=pool.num_evicted_cached,
         prefix_query_blocks=pool.num_prefix_queries, prefix_hit_blocks=pool.num_prefix_hits,
-        recompute_tokens=sched.recompute_tokens, approximated_tokens=sched.approximated_tokens, num_oom=sched.num_oom)
+        recompute_tokens=sched.recompute_tokens, computed_tokens=core.num_computed_tokens,
+        approximated_tokens=sched.approximated_tokens, num_oom=sched.num_oom)

@@ -11,8 +11,9 @@ and then differ everywhere. Per run:
   executor samples from.
 
 An exact policy measures agreement 1 and a KL at float-rounding level; any dropped KV shows up.
-Use: set `executor.keep_logits = True` before the run (or call `measure_policy_divergence`),
-then pass the finished requests to `measure_divergence`; the result goes into the run record.
+Use: set `executor.keep_logits = True` before the run (or call `run_prompts`, or
+`measure_policy_divergence` for both steps), then pass the finished requests to
+`measure_divergence`; the result goes into the run record.
 """
 
 from __future__ import annotations
@@ -77,10 +78,11 @@ def measure_divergence(executor: TorchExecutor, requests: Iterable[Request]) -> 
                       mean_kl=float(kl.mean()) if count else 0.0, max_kl=float(kl.max()) if count else 0.0)
 
 
-def measure_policy_divergence(config: EngineConfig, prompts: Sequence[Sequence[int]], max_new_tokens: int,
-                              tenant: str | None = None) -> Divergence:
+def run_prompts(config: EngineConfig, prompts: Sequence[Sequence[int]], max_new_tokens: int,
+                tenant: str | None = None) -> tuple[TorchExecutor, list[Request]]:
     """Run `prompts` through an engine with `config` (its policy, the torch executor) on a virtual
-    clock, one request at a time, and measure the outputs against exact decoding."""
+    clock, one request at a time, keeping every output's logits; returns the executor (which
+    holds them) and the finished requests."""
     from reference_engine.core.engine import EngineCore
 
     config = with_overrides(config, {"engine.executor": "torch", "torch.timing": "modeled"})
@@ -95,4 +97,10 @@ def measure_policy_divergence(config: EngineConfig, prompts: Sequence[Sequence[i
         done.append(core.add_request(tenant=tenant, prompt_token_ids=list(prompt), max_new_tokens=max_new_tokens))
         while core.has_work():
             clock.advance_to(core.step().t_end_s)
-    return measure_divergence(executor, done)
+    return executor, done
+
+
+def measure_policy_divergence(config: EngineConfig, prompts: Sequence[Sequence[int]], max_new_tokens: int,
+                              tenant: str | None = None) -> Divergence:
+    """Run `prompts` (`run_prompts`) and measure the outputs against exact decoding."""
+    return measure_divergence(*run_prompts(config, prompts, max_new_tokens, tenant))

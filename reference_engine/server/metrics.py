@@ -171,6 +171,8 @@ class _StateCollector(Collector):
                                 value=s.host_used_bytes)
         yield CounterMetricFamily("kvgate_recompute_tokens", "Tokens recomputed after recompute preemptions",
                                   value=core.scheduler.recompute_tokens)
+        yield CounterMetricFamily("kvgate_computed_tokens", "KV tokens computed by every step: prefill, decode "
+                                  "and recompute", value=core.num_computed_tokens)
         yield CounterMetricFamily("kvgate_cached_blocks_evicted", "Cached (refcount 0) blocks reused for new data",
                                   value=pool.num_evicted_cached)
         name = [self.model_name]

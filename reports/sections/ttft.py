@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from gates import Verdict
+from gates import Verdict, slo
 from gates.query import requests_in_phase, ttft_ms
 from harness.run_record import RunRecord
 from reports.page import CLASS_COLORS, figure, limit_line, note, padded_log_range
@@ -35,7 +35,7 @@ class TtftSection:
         if not fig.data:
             return note("no request got a first token in this record")
         result = verdict.result("interactive_ttft")
-        limit = next((m.limit for m in result.measurements if m.metric == "p95_max_ms"), None) if result else None
+        limit = next((m.limit for m in result.measurements if m.metric == slo.TTFT_MS), None) if result else None
         if limit is not None:
             limit_line(fig, limit, f" interactive P95 limit {limit:.0f} ms", log_x=True)
             fig.add_hline(y=0.95, line_dash="dot", line_color="#8c959f", line_width=1)

@@ -169,6 +169,30 @@ def _conversations() -> list[Send]:
             for i in range(40) for turn in range(10)]
 
 
+def _chat_rush() -> list[Send]:
+    # Chat at 16 questions/s over four tenants for 20 s: 1K-token prompts (half of it the tenant's
+    # shared block) and 512-token answers, ~9 s in flight, so each tenant has ~36 requests'
+    # worst-case reservations (106 blocks each) at once: just inside its 15 % cap of 4,049 blocks
+    # (the odd refusal at the cap), eight times a 2 % cap.
+    tenants = ("acme", "globex", "initech", "umbrella")
+    return [Send(t, tenants[i % 4], 1_024, 512) for i, t in enumerate(every(1 / 16, 20.0))]
+
+
+def _long_chats() -> list[Send]:
+    # Chat questions with 2.5K-4K-token prompts (critical: within the [slo] bound), five a second
+    # for 10 s: longer than streamingllm's window of sinks + 2,048 tokens and h2o's 2,048 before
+    # it compresses, so a token-level policy answers them from dropped KV.
+    tenants = ("acme", "globex", "initech", "umbrella")
+    return [Send(t, tenants[i % 4], 2_500 + 250 * (i % 7), 64) for i, t in enumerate(every(0.2, 10.0))]
+
+
+def _recompute_pressure() -> list[Send]:
+    # decode_growth's 120 requests (1K-token prompts, 4K-token answers) from two tenants that may
+    # each take the whole pool: admission lets in more than the pool can grow into, so decodes
+    # preempt one another over and over.
+    return [Send(0.02 * i, ("acme", "globex")[i % 2], 1_000, 4_000) for i in range(120)]
+
+
 REPLAY_SCENARIOS: dict[str, ReplayScenario] = {s.name: s for s in (
     ReplayScenario("overload", _overload),
     ReplayScenario("batch_flood", _batch_flood),
@@ -179,6 +203,10 @@ REPLAY_SCENARIOS: dict[str, ReplayScenario] = {s.name: s for s in (
     # one tenant may fill the pool, so the watermarks, not its cap, must stop it
     ReplayScenario("many_sessions", _many_sessions, {"tenants.acme.max_kv_share": 1.0}),
     ReplayScenario("conversations", _conversations),
+    ReplayScenario("chat_rush", _chat_rush),
+    ReplayScenario("long_chats", _long_chats),
+    ReplayScenario("recompute_pressure", _recompute_pressure,
+                   {"tenants.acme.max_kv_share": 1.0, "tenants.globex.max_kv_share": 1.0}),
 )}
 
 
@@ -314,6 +342,11 @@ GATE_TRUTH: dict[str, Truth] = {t.gate: t for t in (
           "per second"),
     Truth("batch_progress", "interactive_flood", "batch never starts behind the chat queue and waits out its "
           "deadline"),
+    Truth("goodput", "chat_rush", "caps of 2 % refuse most chat; the answered rest is fast"),
+    Truth("rejections", "chat_rush", "caps of 2 % refuse most chat with tenant_quota"),
+    Truth("approximate_answers", "long_chats", "streamingllm answers long chat questions from dropped KV"),
+    Truth("recompute_tax", "recompute_pressure", "every preemption recomputes: a fifth of the compute"),
+    Truth("capacity_after_drain", "hang_ups", "abandoned answers hold slots and blocks after the cooldown"),
 )}
 
 

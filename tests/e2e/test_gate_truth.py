@@ -17,6 +17,7 @@ import pytest
 from gates import GATES, Outcome
 from tests.e2e.gate_truth_support import (
     DEFAULT_CONFIG,
+    REPO,
     GATE_TRUTH,
     LIVE_SCENARIOS,
     REPLAY_SCENARIOS,
@@ -24,6 +25,7 @@ from tests.e2e.gate_truth_support import (
     Truth,
     config_changes,
 )
+from reference_engine import load_config
 
 REPLAYED = [t for t in GATE_TRUTH.values() if not t.is_live]
 LIVE = [t for t in GATE_TRUTH.values() if t.is_live]
@@ -45,8 +47,12 @@ def test_every_gate_has_a_broken_config_and_a_scenario() -> None:
 @pytest.mark.parametrize("gate", sorted(GATE_TRUTH))
 def test_a_broken_config_is_default_with_one_change(gate: str) -> None:
     changes = config_changes(GATE_TRUTH[gate].broken)
-    # one mechanism: one key, or two keys of one table (batch_progress: aging and the batch share)
-    assert changes and len({key.rsplit(".", 1)[0] for key in changes}) == 1 and len(changes) <= 2, changes
+    tables = {key.rsplit(".", 1)[0] for key in changes}
+    # one mechanism: one key, or two keys of one table (batch_progress: aging and the batch share),
+    # or one key set alike in every tenant of default.toml (goodput, rejections: every cap)
+    every_tenant = {f"tenants.{name}" for name in load_config(DEFAULT_CONFIG).tenants}
+    alike = len({key.rsplit(".", 1)[1] for key in changes}) == 1 and len(set(map(str, changes.values()))) == 1
+    assert changes and ((len(tables) == 1 and len(changes) <= 2) or (tables == every_tenant and alike)), changes
 
 
 def assert_fails_on_its_broken_config(runs: RunCache, truth: Truth) -> None:
@@ -82,3 +88,14 @@ def test_a_live_gate_fails_on_the_config_built_to_break_it(runs: RunCache, truth
 @pytest.mark.parametrize("truth", LIVE, ids=lambda t: t.gate)
 def test_a_live_gate_passes_on_the_default_config_under_the_same_load(runs: RunCache, truth: Truth) -> None:
     assert_passes_on_default(runs, truth)
+
+
+@pytest.mark.parametrize("policy", ["streamingllm", "h2o"])
+def test_the_shipped_approximate_policies_fail_approximate_answers_for_critical_traffic(
+        runs: RunCache, policy: str) -> None:
+    """Not only the broken config: configs/streamingllm.toml and h2o.toml as shipped compress long
+    chat questions, and the gate says so for critical traffic."""
+    _, verdict = runs.get(REPO / "configs" / f"{policy}.toml", GATE_TRUTH["approximate_answers"].scenario)
+    result = verdict.result("approximate_answers")
+    assert result.outcome is Outcome.FAIL and result.headline.metric == "max_critical_fraction"
+    assert result.evidence["critical"]["num_approximate"] > 0

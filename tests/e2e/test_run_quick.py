@@ -54,6 +54,9 @@ def test_a_quick_run_writes_a_complete_record(tmp_path: Path) -> None:
     assert final["requests_in_engine"] == 0 and final["reservations_outstanding"] == 0
     assert final["orphan_blocks"] == 0 and final["live_blocks"] == final["retained_blocks"] >= final["pinned_blocks"]
     assert "num_evicted_cached_blocks" in final and "num_preemptions" in final
+    assert {"recompute_tokens", "computed_tokens"} <= set(final) and final["computed_tokens"] > 0
+    initial = meta.initial  # the same keys, before the baseline: nothing held but the pinned prefix
+    assert set(initial) <= set(final) and initial["requests_in_engine"] == initial["pending_blocks"] == 0
 
     req = record.requests
     assert tuple(req.columns) == REQUEST_COLUMNS and req["request_id"].is_unique

@@ -18,7 +18,7 @@ def test_passing_run_exits_0_and_writes_the_verdict(tmp_path, capsys):
     assert main(["gate", str(run)]) == 0
     assert json.loads((run / "verdict.json").read_text())["outcome"] == "pass"
     assert (run / "verdict.junit.xml").exists()
-    assert "PASS: 11 passed" in capsys.readouterr().out
+    assert "PASS: 16 passed" in capsys.readouterr().out
 
 
 def test_violation_exits_1(tmp_path):
@@ -37,7 +37,7 @@ def test_only_and_require(tmp_path):
 def test_stricter_thresholds_file_turns_a_pass_into_a_violation(tmp_path):
     run = RecordBuilder().healthy().write(tmp_path / "run")
     strict = tmp_path / "strict.toml"
-    strict.write_text("[interactive_ttft]\np95_max_ms = 100\n")
+    strict.write_text("[slo]\nttft_ms = 100\n")
     assert main(["gate", str(run), "--gates", str(strict)]) == 1
 
 

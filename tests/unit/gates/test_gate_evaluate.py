@@ -36,7 +36,7 @@ def test_only_runs_the_named_gates_plus_required_ones(tmp_path):
 
 def test_unknown_gate_name_is_an_error(tmp_path):
     record = RecordBuilder().healthy().build(tmp_path)
-    with pytest.raises(UnknownNameError, match="valid: batch_progress"):
+    with pytest.raises(UnknownNameError, match="valid: approximate_answers, batch_progress"):
         evaluate(record, only=["no_such_gate"])
     with pytest.raises(UnknownNameError):
         evaluate(record, require=["no_such_gate"])

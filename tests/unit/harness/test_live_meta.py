@@ -12,7 +12,7 @@ def meta(**changes) -> RunMeta:
     fields = {"run_id": "r", "started_unix": 1.0, "duration_s": 30.0, "config": CONFIG,
               "digest": config_digest(CONFIG), "config_path": "configs/default.toml", "scenarios": ["short_qa"],
               "target": {"url": "u", "kind": "reference"}, "num_blocks": None,
-              "phases": [Phase(name="load", start_s=1, end_s=2)], "signals": Signals(), "final": {}, "notes": [],
+              "phases": [Phase(name="load", start_s=1, end_s=2)], "signals": Signals(), "initial": {}, "final": {}, "notes": [],
               "gpu_name": "", "live": {}}
     return live_meta(**{**fields, **changes})
 

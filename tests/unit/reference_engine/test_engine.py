@@ -15,6 +15,7 @@ def test_request_runs_to_completion_and_releases_its_blocks(driver):
     driver.run()
     assert r.finish_reason is FinishReason.LENGTH and r.num_output_tokens == 20
     assert driver.core.pool.num_live == 0
+    assert driver.core.num_computed_tokens == 100 + 19  # the prompt, then the KV of each output but the last
     [ft] = kinds(driver.core, EventKind.FIRST_TOKEN)
     assert ft.latency_s == pytest.approx(r.first_token_s - r.arrival_s)
     driver.core.pool.check_invariants()
@@ -94,6 +95,17 @@ def test_preempted_request_resumes_and_completes_all_its_tokens():
     d.core.pool.check_invariants()
 
 
+def test_a_recompute_preemption_says_how_many_computed_tokens_it_discards():
+    d = tight_pool("recompute")
+    reqs = [d.add(tenant=("acme", "globex")[i % 2], prompt_len=100, max_new=220) for i in range(6)]
+    d.run()
+    discarded = sum(e.num_tokens for e in kinds(d.core, EventKind.PREEMPTED))
+    assert discarded == d.core.scheduler.recompute_tokens == sum(r.recompute_tokens for r in reqs) > 0
+    # computed again on top of the uninterrupted work, less what the prefix cache gave back on resume
+    uninterrupted = sum(100 + 220 - 1 for _ in reqs)
+    assert uninterrupted < d.core.num_computed_tokens <= uninterrupted + discarded
+
+
 def test_a_request_just_preempted_does_not_hold_back_the_chats_behind_it():
     # The victim ranks first by its whole wait, but right after the preemption it cannot fit:
     # a chat that can must not wait behind it (it would wait as long as the peak lasts).
@@ -130,6 +142,7 @@ def test_swap_preemption_brings_the_request_back():
     reqs = [d.add(tenant=("acme", "globex")[i % 2], prompt_len=100, max_new=220) for i in range(6)]
     d.run()
     assert kinds(d.core, EventKind.SWAPPED)
+    assert {e.num_tokens for e in kinds(d.core, EventKind.PREEMPTED)} == {0}  # nothing computed again
     assert all(r.num_output_tokens == 220 for r in reqs)
     assert d.core.host.used_bytes == 0
     d.core.pool.check_invariants()
@@ -146,7 +159,18 @@ def test_tenant_at_its_cap_is_refused_while_others_proceed():
     ok = d.add(tenant="globex", prompt_len=500, max_new=64)
     d.run()
     assert ok.finish_reason is FinishReason.LENGTH
-    assert [e.reason for e in kinds(d.core, EventKind.REJECTED)] == ["tenant_quota"]
+    [refused] = kinds(d.core, EventKind.REJECTED)
+    assert (refused.reason, refused.mode, refused.num_blocks) == ("tenant_quota", "kv_share", 39)
+    assert refused.value == 0  # acme's live blocks: 78 reserved, none computed yet
+
+
+def test_a_tenant_quota_names_the_limit_behind_it():
+    d = Driver(small_config(1024, overrides={"tenants.acme.max_active_seqs": 1}))
+    d.add(tenant="acme", prompt_len=500, max_new=64)
+    with pytest.raises(CapacityError) as err:
+        d.add(tenant="acme", prompt_len=100, max_new=8)
+    assert (err.value.code, err.value.limit) == ("tenant_quota", "active_seqs")
+    assert [e.mode for e in kinds(d.core, EventKind.REJECTED)] == ["active_seqs"]
 
 
 def test_overload_without_admission_produces_oom_events():

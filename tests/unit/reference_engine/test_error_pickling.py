@@ -13,7 +13,7 @@ from reference_engine.errors import (CapacityError, ConfigError, ContextLengthEr
     ConfigError("kv_cache.guard.warn_at_percent = 150: must be at most 100"),
     UnknownNameError("tenant", "nobody", ["globex", "acme"]),
     ContextLengthError("prompt of 40000 tokens exceeds the context of 32768", param="messages"),
-    CapacityError("tenant acme is over its KV share", code="tenant_quota", retry_after_s=2.5),
+    CapacityError("tenant acme is over its KV share", code="tenant_quota", retry_after_s=2.5, limit="kv_share"),
 ], ids=lambda e: type(e).__name__)
 def test_an_error_survives_pickling_with_its_message_and_fields(err):
     back = pickle.loads(pickle.dumps(err))

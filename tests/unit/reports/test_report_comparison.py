@@ -78,7 +78,8 @@ def test_the_decision_names_the_best_candidate_overall_and_per_metric(tmp_path):
 def test_a_lead_inside_the_spread_of_repeats_is_marked(tmp_path):
     records = _config(tmp_path, "lru", repeats=2, ttft_s=0.505) + _config(tmp_path, "multi_queue", repeats=2)
     html = _render(tmp_path, records)
-    assert _row(html, "P95 TTFT interactive (load)")[-2] == ("multi_queue 505 ms (500 ms–510 ms), ≈ lru "
+    # medians by nearest rank: of two runs, the lower (multi_queue 500 ms against lru 505 ms)
+    assert _row(html, "P95 TTFT interactive (load)")[-2] == ("multi_queue 500 ms (500 ms–510 ms), ≈ lru "
                                                               "(ranges overlap)")
 
 
@@ -105,10 +106,13 @@ def test_the_recompute_tax_is_the_gates_own_measurement_or_na(tmp_path, healthy_
     from gates import GateResult, Measurement, Unit
 
     record, verdict = healthy_run
-    taxed = type(verdict)(**{**verdict.__dict__, "results": verdict.results + (GateResult.judged(
-        "recompute_tax", [Measurement("max_recompute_tax", 0.125, 0.25, Unit.FRACTION)], "12.5% recomputed"),)})
-    html = render_comparison(group_runs([record, record], [taxed, verdict]), tmp_path / "c.html").read_text()
+    tax = GateResult.judged("recompute_tax", [Measurement("max_fraction", 0.125, 0.25, Unit.FRACTION)], "12.5%")
+    others = tuple(r for r in verdict.results if r.gate != "recompute_tax")
+    taxed, untaxed = (type(verdict)(**{**verdict.__dict__, "results": results})
+                      for results in (others + (tax,), others))
+    html = render_comparison(group_runs([record, record], [taxed, untaxed]), tmp_path / "c.html").read_text()
     assert _row(html, "recompute tax")[0] == "12.5%"  # one config (same digest), the run without it adds nothing
-    other = RecordBuilder(policy="none").meta(config_digest="cfg-none").healthy().build(tmp_path / "none")
+    other = (RecordBuilder(policy="none").meta(config_digest="cfg-none").healthy()
+             .meta(final={"live_blocks": 40}).build(tmp_path / "none"))  # no run totals: recompute_tax unmeasurable
     html = render_comparison(group_runs([other], [evaluate(other)]), tmp_path / "d.html").read_text()
     assert _row(html, "recompute tax")[0] == "n/a"

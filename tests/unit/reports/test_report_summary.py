@@ -35,15 +35,17 @@ def test_the_cache_numbers_of_the_healthy_run(healthy_run):
 
 
 def test_reprefill_counts_discarded_tokens_of_recompute_preemptions_and_rebuilt_session_prompts(tmp_path):
-    builder = RecordBuilder().healthy()  # two recompute preemptions without token counts
-    assert summarize(builder.build(tmp_path / "a")).reprefill_preempted_tokens is None
-    assert summarize(builder.final(recompute_tokens=900).build(tmp_path / "b")).reprefill_preempted_tokens == 900
+    builder = RecordBuilder().healthy()  # two recompute preemptions that discarded 600 tokens each
+    assert summarize(builder.build(tmp_path / "a")).reprefill_preempted_tokens == 1_200
+    unlogged = RecordBuilder().healthy().drop("events", kind="preempted").final(recompute_tokens=900)
+    unlogged.event("preempted", 17.0, request_id="batch-0", mode="recompute")  # an engine that logs no count
+    assert summarize(unlogged.build(tmp_path / "b")).reprefill_preempted_tokens == 900
     builder.event("preempted", 50.0, request_id="int-3", mode="recompute", num_tokens=120)
     builder.event("preempted", 51.0, request_id="int-4", mode="swap", num_tokens=0)
     builder.served("turn-2", sent_s=55.0, session_rebuilt=True, prompt_tokens=2_000)  # its scheduled event hit 32
     builder.request("turn-3", sent_s=56.0, session_rebuilt=True, prompt_tokens=3_000, status="cancelled")  # never ran
     s = summarize(builder.build(tmp_path / "c"))
-    assert s.reprefill_preempted_tokens == 120  # the logged count wins over the run total
+    assert s.reprefill_preempted_tokens == 1_200 + 120  # the logged counts win over the run total
     assert s.reprefill_rebuilt_tokens == 2_000 - 32
     assert summarize(RecordBuilder().healthy().build(tmp_path / "d")).reprefill_rebuilt_tokens == 0
 

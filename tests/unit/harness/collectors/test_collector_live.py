@@ -32,8 +32,10 @@ def test_a_vllm_target_gives_prometheus_samples_and_nothing_engine_only(vllm_url
         collectors.sample()
         collectors.sample()
         signals, final, busy = collectors.signals(), collectors.final_state(), collectors.in_flight()
+        initial = collectors.initial_state()
         collectors.close()
     assert collectors.admin is None and any("no engine admin API" in n for n in collectors.notes)
+    assert initial == {}  # no admin API: the pool before the run is not measured
     assert signals.prometheus and signals.client_requests
     assert not (signals.engine_events or signals.engine_samples or signals.tenant_samples or signals.worker_chaos)
     assert final == {"num_preemptions": 5.0, "prefix_cache_queries_tokens": 1000.0, "prefix_cache_hits_tokens": 250.0}

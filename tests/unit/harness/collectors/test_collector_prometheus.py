@@ -48,8 +48,8 @@ def test_the_reference_engines_own_metrics_are_read_with_block_counts() -> None:
     assert scrape.gauges["num_blocks"] == snap.num_blocks == 1024
     assert (scrape.gauges["live_blocks"], scrape.gauges["free_blocks"]) == (snap.live_blocks, snap.free_blocks)
     assert scrape.gauges["usage"] == pytest.approx(snap.usage) and scrape.gauges["num_running"] == 0
-    assert {"num_preemptions", "num_oom", "num_evicted_cached_blocks", "prefix_cache_queries_tokens"} <= set(
-        scrape.counters)
+    assert {"num_preemptions", "num_oom", "num_evicted_cached_blocks", "prefix_cache_queries_tokens",
+            "recompute_tokens", "computed_tokens"} <= set(scrape.counters)
     row = scrape.sample_row(3.0)
     assert row is not None and set(row) <= set(SAMPLE_COLUMNS) and row["source"] == "prometheus"
 

@@ -34,6 +34,13 @@ def test_replay_writes_a_run_record_and_prints_where(tmp_path, capsys):
     assert extra["trace"]["format"] == "mooncake" and extra["rate_scale"] == 2.0 and extra["speedup"] > 0
     assert len(record.requests) == 20
     assert (record.samples["t_s"].diff().dropna() == 2.0).all()
+    # the pool before the first arrival (the pinned prefix only) and after the drain, alike
+    initial, final = meta.initial, meta.final
+    assert initial["live_blocks"] == initial["retained_blocks"] == initial["pinned_blocks"] > 0
+    assert initial["requests_in_engine"] == initial["pending_blocks"] == initial["cached_blocks"] == 0
+    assert initial["free_blocks"] == initial["num_blocks"] - initial["pinned_blocks"]
+    assert set(initial) <= set(final) and final["requests_in_engine"] == final["pending_blocks"] == 0
+    assert final["computed_tokens"] >= final["recompute_tokens"] >= 0 and final["computed_tokens"] > 0
 
 
 def test_burstgpt_failed_rows_are_noted_in_the_record(tmp_path, capsys):
