@@ -166,6 +166,15 @@ def _apply_headers(outcome: Outcome, headers: Mapping[str, str]) -> None:
     outcome.max_tokens_clamped = "x-kvgate-max-tokens-clamped" in headers
     outcome.approximate = headers.get("x-kvgate-approximate", "") == "true"
     outcome.worker = headers.get("x-kvgate-worker", "")
+    outcome.retry_after_s = _seconds(headers.get("retry-after", ""))
+
+
+def _seconds(value: str) -> float | None:
+    """A Retry-After in seconds (the HTTP-date form is not used by inference servers)."""
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
 
 
 def _read_stream(outcome: Outcome, state: StreamState, response: RawResponse, cancel: Cancel | None,

@@ -62,11 +62,21 @@ class Outcome:
     max_tokens_clamped: bool = False
     approximate: bool = False
     worker: str = ""
+    retry_after_s: float | None = None
+    """The server's Retry-After on an explicit overload answer (429/503): how long a client that
+    behaves waits before it asks again. Not a run-record column."""
+
+    @property
+    def is_rejection(self) -> bool:
+        """An explicit, intended refusal: a 429 with an OpenAI error code (admission said no,
+        with its reason). The server did what it should under overload; gates judge how often."""
+        return self.http_status == 429 and self.status == Status.ERROR.value and bool(self.error_code)
 
     @property
     def is_failure(self) -> bool:
-        """What locust counts as a failure: errors and timeouts, never an intended cancel."""
-        return self.status in (Status.ERROR.value, Status.TIMEOUT.value)
+        """What locust counts as a failure: errors and timeouts, never an intended cancel or an
+        explicit rejection."""
+        return self.status in (Status.ERROR.value, Status.TIMEOUT.value) and not self.is_rejection
 
     def to_message(self) -> dict[str, Any]:
         """Plain data for locust's worker -> master messages (msgpack)."""

@@ -11,7 +11,11 @@ Locust events per request, so the web UI and CSV stats show what the record hold
     request_type  name                         response_time       failure
     POST          <scenario>/<traffic_class>   end to end (ms)     errors and timeouts
     CANCEL        <scenario>/<traffic_class>   until the hang-up   never (an intended cancel)
+    REJECTED      <scenario>/<traffic_class>   until the 429       never (an explicit refusal)
     TTFT          ttft/<scenario>/<class>      first content (ms)  never (only answered requests)
+
+A user that is refused with a Retry-After waits it out before its next request, as the OpenAI
+client does: asking again at once would count the same refused demand over and over.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import random
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+import gevent
 import gevent.pool
 from locust import FastHttpUser
 
@@ -76,7 +81,10 @@ class KvgateUser(FastHttpUser):
         call = Call(request_id=self.ctx.next_request_id(), scenario=self.scenario, phase=self.settings.phase,
                     tenant=tenant or self.tenant, model=self.ctx.model, prompt=prompt, max_tokens=max_tokens,
                     session_id=session_id, rebuildable=rebuildable, cancel=cancel)
-        return run_exchange(self.transport, call, timeout_s=self.settings.request_timeout_s, on_done=self._report)
+        result = run_exchange(self.transport, call, timeout_s=self.settings.request_timeout_s, on_done=self._report)
+        if result.outcome.retry_after_s:
+            gevent.sleep(result.outcome.retry_after_s)
+        return result
 
     def at_once(self, num: int, send: Callable[[], Any]) -> None:
         """Run `send` `num` times concurrently (a burst), and wait for all of them."""
@@ -91,7 +99,9 @@ class KvgateUser(FastHttpUser):
                    "engine_request_id": outcome.engine_request_id}
         fire = self.environment.events.request.fire
         failure = RequestFailed(f"{outcome.http_status or '-'} {outcome.error_code}") if outcome.is_failure else None
-        fire(request_type="CANCEL" if outcome.status == Status.CANCELLED.value else "POST", name=name,
+        request_type = ("CANCEL" if outcome.status == Status.CANCELLED.value else
+                        "REJECTED" if outcome.is_rejection else "POST")
+        fire(request_type=request_type, name=name,
              response_time=(outcome.e2e_s or 0.0) * 1000, response_length=outcome.completion_tokens or 0,
              exception=failure, context=context)
         if outcome.ttft_s is not None:

@@ -138,7 +138,7 @@ def test_an_http_error_is_recorded_with_its_openai_error_code(status: int, code:
     body = json.dumps({"error": {"message": "no", "type": "x", "param": None, "code": code}}).encode()
     o, _, _ = exchange(ScriptedTransport(status=status, body=body, lines=[]))
     assert (o.status, o.http_status, o.error_code, o.ttft_s) == ("error", status, code, None)
-    assert o.is_failure
+    assert o.is_rejection is (status == 429) and o.is_failure is (status != 429)
 
 
 def test_an_error_without_an_openai_body_gets_an_http_code() -> None:
@@ -220,3 +220,12 @@ def test_a_bug_propagates_without_a_row() -> None:
     with pytest.raises(KeyError):
         run_exchange(t, call, timeout_s=60, on_done=done.append, clock=t.clock)
     assert done == []
+
+
+def test_a_refusal_keeps_the_servers_retry_after_for_the_client_to_wait_out() -> None:
+    body = json.dumps({"error": {"message": "later", "type": "x", "param": None, "code": "kv_capacity"}}).encode()
+    o, _, _ = exchange(ScriptedTransport(status=429, headers={"retry-after": "2"}, body=body, lines=[]))
+    assert o.retry_after_s == 2.0 and o.is_rejection and "retry_after_s" not in o.row(0.0)
+    o, _, _ = exchange(ScriptedTransport(status=429, headers={"retry-after": "Wed, 21 Oct 2026 07:28:00 GMT"},
+                                         body=body, lines=[]))
+    assert o.retry_after_s is None

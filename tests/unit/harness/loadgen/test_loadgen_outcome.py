@@ -30,6 +30,9 @@ def test_an_outcome_crosses_processes_as_plain_data() -> None:
 def test_cancels_are_not_failures_but_errors_and_timeouts_are() -> None:
     assert not outcome(status="cancelled").is_failure and not outcome().is_failure
     assert outcome(status="error").is_failure and outcome(status="timeout").is_failure
+    refused = outcome(status="error", http_status=429, error_code="tenant_quota")
+    assert refused.is_rejection and not refused.is_failure  # explicit: judged by the gates, not a locust failure
+    assert outcome(status="error", http_status=429).is_failure  # a 429 without a reason explains nothing
 
 
 @pytest.mark.parametrize(("body", "expected"), [
