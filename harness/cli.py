@@ -16,7 +16,7 @@ from reference_engine.errors import KvgateError
 EXIT_OK, EXIT_GATE_FAILED, EXIT_HARNESS_ERROR = 0, 1, 2
 
 # Command modules, in the order `kvgate --help` lists them.
-COMMANDS = ("demo", "serve", "run", "matrix", "replay", "gate", "report", "calibrate")
+COMMANDS = ("demo", "serve", "run", "matrix", "replay", "gate", "report", "calibrate", "watch")
 
 
 def build_parser() -> argparse.ArgumentParser:

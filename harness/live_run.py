@@ -60,6 +60,17 @@ class RunProgress(Protocol):
     def load(self, elapsed_s: float, total_s: float, counts: Mapping[str, int], usage: float | None) -> None: ...
 
 
+@dataclass(frozen=True)
+class FollowedLoad:
+    """A load another process drives (a plain `locust` run, `kvgate watch`): its request rows
+    arrive in `rows` (run-record columns, times counted from `origin_unix`), and it is over once
+    `is_over()` says so."""
+
+    rows: Path
+    is_over: Callable[[], bool]
+    origin_unix: float
+
+
 @dataclass(frozen=True, kw_only=True)
 class LivePlan:
     """Everything one live run needs, decided before it starts (the CLI builds it)."""
@@ -86,6 +97,8 @@ class LivePlan:
     engine_overrides: Mapping[str, Any] = field(default_factory=dict)
     """Applied to `config` already (the profile's, for an engine this run starts); the engine
     is started with that config, saved beside the record as engine_config.json."""
+    followed: FollowedLoad | None = None
+    """Record a load that another process drives instead of starting locust (no baseline then)."""
 
 
 @dataclass(frozen=True)
@@ -142,14 +155,19 @@ def _record(plan: LivePlan, settings: LoadSettings, target: Target, tenants: Ten
         return time.time() - started_unix
 
     try:
-        progress.phase("baseline", f"{plan.baseline_requests} sequential requests")
-        b0 = clock()
-        baseline = run_baseline(target.url, settings=settings, tenant=tenants.pick("interactive", 0),
-                                model=settings.model, num_requests=plan.baseline_requests)
-        writer.append("requests", [o.row(started_unix) for o in baseline])
-        phases.append(Phase(name="baseline", start_s=b0, end_s=clock()))
-        load_start, load_end, counts = _load(plan, settings.with_(t0_unix=started_unix), target, writer, collectors,
-                                             progress, clock, live)
+        if plan.baseline_requests:
+            progress.phase("baseline", f"{plan.baseline_requests} sequential requests")
+            b0 = clock()
+            baseline = run_baseline(target.url, settings=settings, tenant=tenants.pick("interactive", 0),
+                                    model=settings.model, num_requests=plan.baseline_requests)
+            writer.append("requests", [o.row(started_unix) for o in baseline])
+            phases.append(Phase(name="baseline", start_s=b0, end_s=clock()))
+        if plan.followed is None:
+            load_start, load_end, counts = _load(plan, settings.with_(t0_unix=started_unix), target, writer,
+                                                 collectors, progress, clock, live)
+        else:
+            load_start, load_end, counts = _follow(plan.followed, writer, collectors, progress, clock,
+                                                   plan.followed.origin_unix - started_unix)
         phases.append(Phase(name="load", start_s=load_start, end_s=load_end))
         progress.phase("cooldown", "waiting for the engine to drain")
         live["drained"] = collectors.wait_drained(plan.cooldown_max_s)
@@ -213,8 +231,39 @@ def _load(plan: LivePlan, settings: LoadSettings, target: Target, writer: RunRec
     return (first_sent if first_sent is not None else spawned), ended, counts
 
 
-def _copy_rows(tail: RowTail, writer: RunRecordWriter, counts: Counter[str], first_sent: float | None) -> float | None:
+def _follow(load: FollowedLoad, writer: RunRecordWriter, collectors: LiveCollectors, progress: RunProgress,
+            clock: Callable[[], float], shift_s: float) -> tuple[float, float, Counter[str]]:
+    """Copy a followed load's rows into the record, moved onto its clock (`shift_s`: the rows'
+    origin minus the record's), until the load is over. Returns the load window (first request
+    sent, or when following began; when it was over) and the request counts."""
+    progress.phase("load", f"following {load.rows}")
+    began, tail, counts = clock(), RowTail(load.rows), Counter[str]()
+    first_sent: float | None = None
+
+    def copy() -> float | None:
+        return _copy_rows(tail, writer, counts, first_sent, shift_s)
+
+    while not load.is_over():
+        first_sent = copy()
+        usage = collectors.last_snapshot["usage"] if collectors.last_snapshot else None
+        progress.load(clock() - began, 0.0, counts, usage)
+        time.sleep(TAIL_INTERVAL_S)
+    ended = clock()
+    first_sent = copy()
+    return (first_sent if first_sent is not None else began), ended, counts
+
+
+TIME_COLUMNS = ("sent_s", "first_token_s", "done_s")
+
+
+def _copy_rows(tail: RowTail, writer: RunRecordWriter, counts: Counter[str], first_sent: float | None,
+               shift_s: float = 0.0) -> float | None:
     rows = tail.read()
+    if shift_s:
+        for row in rows:
+            for column in TIME_COLUMNS:
+                if row.get(column) not in (None, ""):
+                    row[column] = float(row[column]) + shift_s
     if rows:
         writer.append("requests", rows)
         for row in rows:

@@ -10,6 +10,10 @@ completion of one token. What a failure means, said plainly:
     200 without `choices`           not an OpenAI completion: the body is printed
     anything else                   the status and the body
 
+A 429 with an OpenAI error body passes: the address, the key and the model are right, and the
+target refuses for capacity now (a tenant at its cap, a pool at the reject rung), which is what
+the run's gates judge, not a setup mistake.
+
 Every failure is a `PreflightError` (a KvgateError: `kvgate run` exits 2 with its message).
 """
 
@@ -72,7 +76,8 @@ def preflight(base_url: str, *, key: str, model: str = "", timeout_s: float = 30
                                  f"connection but did not reply; is it overloaded or still loading the model?") from err
         except httpx.HTTPError as err:
             raise PreflightError(f"POST {url} failed: {type(err).__name__}: {err}") from err
-    if resp.status_code != 200 or not _has_choices(resp):
+    refused_for_capacity = resp.status_code == 429 and _has_error(resp)
+    if not refused_for_capacity and (resp.status_code != 200 or not _has_choices(resp)):
         _fail(resp, url=url, base=base, key=key, model=model, models=models)
     return Preflight(model, models or ())
 
@@ -83,6 +88,15 @@ def _has_choices(resp: httpx.Response) -> bool:
     except ValueError:
         return False
     return isinstance(body, dict) and isinstance(body.get("choices"), list) and bool(body["choices"])
+
+
+def _has_error(resp: httpx.Response) -> bool:
+    """An OpenAI error body: {"error": {...}}."""
+    try:
+        body = resp.json()
+    except ValueError:
+        return False
+    return isinstance(body, dict) and isinstance(body.get("error"), dict)
 
 
 def _fail(resp: httpx.Response, *, url: str, base: str, key: str, model: str,

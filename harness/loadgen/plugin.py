@@ -12,7 +12,8 @@ command line). Each listener is small and says what it does:
     test_start                re-read the settings (the web UI may have changed them), resolve
                               the model name, open the request log (master / only process)
     test_stop                 forward whatever is still buffered
-    quitting                  forward what is left, close the request log
+    quitting                  forward what is left, close the request log; with
+                              --kvgate-record-dir, judge the run (watcher.py)
 
 Forwarding: every process that runs users buffers its outcomes and sends them with
 `runner.send_message("kvgate_outcomes", ...)` once a second and when the test stops; the master
@@ -40,6 +41,7 @@ from harness.loadgen.outcome import Outcome
 from harness.loadgen.request_log import RequestLog
 from harness.loadgen.settings import LoadSettings, add_arguments, apply_mix, parse_mix
 from harness.loadgen.tenants import Tenant, TenantSet, parse_tenants
+from harness.loadgen.watcher import Watcher, default_rows
 
 log = logging.getLogger("kvgate.scenarios")
 
@@ -58,6 +60,7 @@ class ScenarioContext:
     tenants: TenantSet = field(init=False)
     model: str = ""
     log: RequestLog | None = None
+    watcher: Watcher | None = None
     nonce: str = field(default_factory=lambda: secrets.token_hex(3))
     _buffer: list[Outcome] = field(default_factory=list)
     _ids: itertools.count = field(default_factory=itertools.count)
@@ -148,6 +151,11 @@ def _on_init(environment: Environment, runner: Runner | None, **_: Any) -> None:
     apply_mix(environment.user_classes, parse_mix(ctx.settings.mix))
     if runner is None:
         return
+    options = environment.parsed_options
+    if ctx.settings.record_dir and options is not None and not isinstance(runner, WorkerRunner):
+        # the watcher follows the request log: it must exist, and its times count from now
+        options.kvgate_requests_csv = options.kvgate_requests_csv or default_rows(ctx.settings.record_dir)
+        options.kvgate_t0_unix = options.kvgate_t0_unix or time.time()
     if not isinstance(runner, WorkerRunner):
         runner.register_message(OUTCOMES_MESSAGE, _on_outcomes)
     if not isinstance(runner, MasterRunner):
@@ -168,11 +176,12 @@ def _forward_loop(ctx: ScenarioContext, runner: Runner) -> None:
 def _on_test_start(environment: Environment, **_: Any) -> None:
     ctx = context_of(environment)
     ctx.configure(_settings(environment))
-    if isinstance(environment.runner, MasterRunner):
-        ctx.open_log()
-        return
     if not isinstance(environment.runner, WorkerRunner):
         ctx.open_log()
+        if ctx.settings.record_dir and ctx.watcher is None:
+            ctx.watcher = Watcher.start(ctx.settings, environment.host or "")
+    if isinstance(environment.runner, MasterRunner):
+        return
     ctx.model = ctx.settings.model or resolve_model(environment.host or "", ctx.tenants.all[0])
 
 
@@ -189,3 +198,5 @@ def _on_quitting(environment: Environment, **_: Any) -> None:
         ctx.forward(environment.runner)
     if ctx.log is not None:
         ctx.log.close()
+    if ctx.watcher is not None:
+        environment.process_exit_code = ctx.watcher.finish()

@@ -62,6 +62,7 @@ class LoadSettings:
     request_timeout_s: float = 120.0
     mix: str = ""
     requests_csv: str = ""
+    record_dir: str = ""
     phase: str = "load"
     t0_unix: float = 0.0
 
@@ -154,6 +155,8 @@ OPTIONS: dict[str, str] = {
     "request_timeout_s": "a request with no end after this long is a timeout",
     "mix": "users per scenario in the mixed default, as weights: multi_turn=4,long_output=2 (unnamed: 1)",
     "requests_csv": "write every request (run-record columns) to this CSV file (the master writes it)",
+    "record_dir": "record the run here and judge it when locust quits: verdict table, report, locust's exit "
+                  "code from the gates (kvgate watch runs beside locust; headless runs)",
     "phase": "phase label of the rows (baseline, load, cooldown)",
     "t0_unix": "unix time the rows' times count from (default: when the test starts)",
 }

@@ -87,3 +87,10 @@ def test_any_other_status_shows_status_and_body() -> None:
 
 def test_keys_are_masked() -> None:
     assert mask("sk-kvgate-admin") == "sk-kv…in" and mask("short") == "…"
+
+
+def test_a_refusal_for_capacity_passes_the_setup_is_right_and_the_gates_judge_it() -> None:
+    result = preflight(BASE, key="sk-acme", transport=server(error(429, "tenant_quota", "over its cap")))
+    assert result.model == "llama-3.1-8b"
+    with pytest.raises(PreflightError, match="HTTP 429"):  # a 429 that is not an OpenAI error explains nothing
+        preflight(BASE, key="sk-acme", transport=server(lambda r: httpx.Response(429, text="slow down")))
