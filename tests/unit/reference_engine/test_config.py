@@ -124,17 +124,16 @@ def test_a_config_extends_another_and_changes_only_what_it_names(tmp_path):
     assert config_digest(cfg) == config_digest(parse_config(spelled_out))  # the digest is of the meaning
 
 
-def test_extends_refuses_a_cycle_a_missing_parent_and_a_non_path(tmp_path):
-    (tmp_path / "a.toml").write_text('extends = "b.toml"\n')
-    (tmp_path / "b.toml").write_text('extends = "a.toml"\n')
-    with pytest.raises(ConfigError, match="cycle"):
+@pytest.mark.parametrize(("files", "match"), [
+    ({"a.toml": 'extends = "b.toml"', "b.toml": 'extends = "a.toml"'}, "cycle"),
+    ({"a.toml": 'extends = "missing.toml"'}, "no such config file.*extended by"),
+    ({"a.toml": "extends = 3"}, "path of another config file"),
+])
+def test_extends_refuses_a_cycle_a_missing_parent_and_a_non_path(tmp_path, files, match):
+    for name, text in files.items():
+        (tmp_path / name).write_text(text + "\n")
+    with pytest.raises(ConfigError, match=match):
         load_config(tmp_path / "a.toml")
-    (tmp_path / "c.toml").write_text('extends = "missing.toml"\n')
-    with pytest.raises(ConfigError, match="no such config file.*extended by"):
-        load_config(tmp_path / "c.toml")
-    (tmp_path / "d.toml").write_text('extends = 3\n')
-    with pytest.raises(ConfigError, match="path of another config file"):
-        load_config(tmp_path / "d.toml")
 
 
 def test_batch_jobs_wait_out_a_peak_longer_than_a_chat_user_waits():
