@@ -177,7 +177,7 @@ _DTYPES = {
                  "traffic_class": str, "session_id": str, "status": str, "error_code": str, "finish_reason": str,
                  "worker": str},
     "events": {"kind": str, "request_id": str, "tenant": str, "traffic_class": str, "reason": str, "mode": str,
-               "worker": str},
+               "client_request_id": str, "worker": str},
     "samples": {"level": str, "source": str},
     "tenant_samples": {"tenant": str},
 }
