@@ -12,7 +12,9 @@ Phases, on one clock (seconds since `meta.started_unix`, taken just before the b
 
 A profile may resize the simulated GPU for its load (`LivePlan.engine_overrides`, see
 harness/profiles.py): the engine this run starts then runs the --policy config with those keys
-changed, saved as `<run>/engine_config.json`, and `meta.live.engine_overrides` says what changed.
+changed, kept (secrets redacted) as `<run>/engine_config.json`, and `meta.live.engine_overrides`
+says what changed. The engine gets the plan's admin key (a fresh one per run) through its
+environment; no key is ever written under the run directory.
 
 Collectors (harness/collectors/live.py) run across all three. The record is complete even when
 the run fails or is interrupted: the finally-block writes meta.json with what was measured and
@@ -22,6 +24,7 @@ Gates and the report run afterwards on the record alone (harness/commands/run.py
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -100,7 +103,9 @@ def run_live(plan: LivePlan, progress: RunProgress) -> LiveResult:
         if plan.target_url:
             target = external_target(plan.target_url, plan.metrics_url)
         else:
-            target = stack.enter_context(ReferenceEngine(_engine_config_path(plan), workers=plan.engine_workers,
+            target = stack.enter_context(ReferenceEngine(_engine_config_path(plan, stack),
+                                                         admin_key=plan.settings.admin_key,
+                                                         workers=plan.engine_workers,
                                                          log_path=plan.run_dir / "engine.log"))
         tenants = TenantSet(parse_tenants(plan.settings.tenants))
         progress.phase("preflight", target.url)
@@ -109,14 +114,17 @@ def run_live(plan: LivePlan, progress: RunProgress) -> LiveResult:
         return _record(plan, settings, target, tenants, progress, stack)
 
 
-def _engine_config_path(plan: LivePlan) -> Path:
+def _engine_config_path(plan: LivePlan, stack: ExitStack) -> Path:
     """The file `kvgate serve` starts with: the --policy file, or the config with the profile's
-    overrides applied, written into the run directory (the record keeps what ran)."""
+    overrides applied. That one holds the tenants' keys, so it is written to a private temporary
+    file, removed when the run ends; the run directory keeps it redacted (what ran, no secrets)."""
     assert plan.config_path is not None
     if not plan.engine_overrides:
         return plan.config_path
     assert plan.config is not None
-    return save_config(plan.config, plan.run_dir / ENGINE_CONFIG_FILE)
+    save_config(plan.config, plan.run_dir / ENGINE_CONFIG_FILE, redact=True)
+    private = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kvgate-engine-"))) / ENGINE_CONFIG_FILE
+    return save_config(plan.config, private)
 
 
 def _record(plan: LivePlan, settings: LoadSettings, target: Target, tenants: TenantSet, progress: RunProgress,

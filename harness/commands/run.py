@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import signal
 import time
 from collections.abc import Mapping
@@ -125,12 +126,14 @@ def build_plan(args: argparse.Namespace) -> LivePlan:
 
 def _settings(args: argparse.Namespace, config: EngineConfig | None, profile: Mapping[str, object]) -> LoadSettings:
     """Profile, then what the config says (tenants, admin key, public prefix, model), then
-    KVGATE_* variables, then the command line."""
+    KVGATE_* variables, then the command line. An engine this run starts gets a fresh random
+    admin key (unless KVGATE_ADMIN_KEY names one): no key of the config, and no public default."""
     settings = LoadSettings(**profile)  # type: ignore[arg-type]
     if config is not None:
         prefixes = config.prefix_cache.public_prefixes
+        admin_key = secrets.token_urlsafe(24) if args.target is None else config.server.admin_key
         settings = settings.with_(tenants=format_tenants(tenants_of_config(config)) or settings.tenants,
-                                  admin_key=config.server.admin_key,
+                                  admin_key=admin_key or settings.admin_key,
                                   system_prompt=prefixes[0].text if prefixes else DEFAULT_SYSTEM_PROMPT,
                                   model=config.server.served_model_name or config.model.name)
     settings = settings.with_env(os.environ)

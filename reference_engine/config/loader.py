@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from reference_engine.config.engine_config import EngineConfig
-from reference_engine.config.redaction import is_secret_field, redacted
+from reference_engine.config.redaction import digest_form, is_secret_field, redacted
 from reference_engine.errors import ConfigError
 
 
@@ -89,7 +89,7 @@ def with_overrides(config: EngineConfig, overrides: Mapping[str, Any]) -> Engine
 
 
 def config_digest(config: EngineConfig) -> str:
-    """sha256 of the canonical JSON of the validated config without its secrets (redaction.py),
-    first 16 hex digits."""
-    canonical = json.dumps(redacted(config), sort_keys=True, separators=(",", ":"))
+    """sha256 of the canonical JSON of the validated config without its secrets
+    (`redaction.digest_form`), first 16 hex digits."""
+    canonical = json.dumps(digest_form(config), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]

@@ -5,9 +5,9 @@ Secrets are `server.admin_key`, `server.metrics_key` and every tenant's `api_key
 a run record (`meta.json`, `engine_config.json`), reports and logs show `redacted(config)`, where
 each secret is replaced by a placeholder naming where it was (`<redacted:tenants.acme.api_keys.0>`);
 placeholders stay distinct, so a redacted config still validates and can be read back (a run
-record's config is parsed again by the harness). `config_digest` hashes the redacted form too:
-two configs that differ only in their keys run the same engine, and `kvgate run` gives every
-engine it starts a fresh admin key without changing what the digest names.
+record's config is parsed again by the harness). `config_digest` hashes `digest_form`: two
+configs that differ only in their keys run the same engine, and `kvgate run` gives every engine
+it starts a fresh admin key without changing what the digest names.
 """
 
 from __future__ import annotations
@@ -38,6 +38,18 @@ def redacted(config: EngineConfig) -> dict[str, Any]:
             data["server"][name] = _placeholder(f"server.{name}")
     for name, tenant in data["tenants"].items():
         tenant["api_keys"] = [_placeholder(f"tenants.{name}.api_keys.{i}") for i in range(len(tenant["api_keys"]))]
+    return data
+
+
+def digest_form(config: EngineConfig) -> dict[str, Any]:
+    """What `config_digest` hashes: the config without any key. Keys say who may call the
+    engine, not what it does: an engine started with a fresh admin key (or none), or with other
+    tenant keys, has the digest of its config file."""
+    data = config.model_dump(mode="json")
+    for name in _SERVER_SECRETS:
+        del data["server"][name]
+    for tenant in data["tenants"].values():
+        del tenant["api_keys"]
     return data
 
 

@@ -47,13 +47,13 @@ from reference_engine.server.merged_events import MergedEventLog, WorkerEventPul
 from reference_engine.server.openai_format import DONE, error_event
 from reference_engine.server.protocol import ChatCompletionRequest, CompletionRequest
 from reference_engine.server.reservations import ReservationLedger
-from reference_engine.server.state import bearer_key, session_rebuildable
+from reference_engine.server.state import FORWARDED_ID_HEADER, ROUTER_KEY_HEADER, bearer_key, session_rebuildable
 from reference_engine.server.supervisor import Supervisor, WorkerSlot, WorkerState
 from reference_engine.tokenizer import WordTokenizer
 
 log = logging.getLogger("kvgate.router")
 
-_FORWARDED = ("authorization", "content-type", "x-session-id", "x-session-rebuildable")
+_FORWARDED = ("authorization", "content-type", "x-session-id", "x-session-rebuildable", "x-request-id")
 _HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"transfer-encoding", b"date", b"server"})
 _PULL_INTERVAL_S = 0.2
 _MAX_SESSIONS = 100_000
@@ -61,6 +61,7 @@ _MAX_SESSIONS = 100_000
 
 class Router:
     def __init__(self, config: EngineConfig, num_workers: int, log_level: str = "info") -> None:
+        assert config.server.admin_key is not None, "serve() gives the router its admin key (it names worker requests)"
         self.config = config
         self.clock = MonotonicClock()
         self.engine_clock_offset_unix = time.time() - self.clock.now()
@@ -194,7 +195,8 @@ class Router:
         except ValueError:
             payload = None
         headers = {k: v for k in _FORWARDED if (v := request.headers.get(k)) is not None}
-        headers["x-request-id"] = request_id
+        headers[FORWARDED_ID_HEADER] = request_id  # the worker names the request as the ledger does
+        headers[ROUTER_KEY_HEADER] = self.config.server.admin_key
         session_id = request.headers.get("x-session-id")
         # As the worker decides for an evicted session: the header and the tenant's rebuildable_sessions.
         rebuildable = session_rebuildable(request.headers.get("x-session-rebuildable"), tenant_config)

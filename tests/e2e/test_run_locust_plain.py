@@ -10,11 +10,11 @@ import pytest
 
 from harness.run_record import REQUEST_COLUMNS
 from tests.e2e.run_support import SCENARIOS, STATUSES, locust
-from tests.integration.server_process import SYSTEM_PROMPT, running_server
+from tests.integration.server_process import ADMIN_KEY, SYSTEM_PROMPT, running_server
 
 pytestmark = pytest.mark.slow
 
-TINY = ["--kvgate-model", "kvgate-tiny", "--kvgate-system-prompt", SYSTEM_PROMPT,
+TINY = ["--kvgate-model", "kvgate-tiny", "--kvgate-system-prompt", SYSTEM_PROMPT, "--kvgate-admin-key", ADMIN_KEY,
         "--kvgate-tenants", "acme=sk-acme:interactive,globex=sk-globex:interactive",
         "--kvgate-long-prompt-tokens", "2048", "--kvgate-long-output-tokens", "128",
         "--kvgate-batch-prompt-tokens", "512", "--kvgate-cancel-prompt-tokens", "1024",

@@ -43,11 +43,11 @@ traffic_class = "batch"
     return path
 
 
-def test_a_policy_run_takes_tenants_admin_key_public_prefix_and_model_from_the_config(config: Path) -> None:
+def test_a_policy_run_takes_tenants_public_prefix_and_model_from_the_config(config: Path) -> None:
     p = plan("--policy", str(config), "--profile", "quick")
     s = p.settings
     assert parse_tenants(s.tenants) == parse_tenants("acme=sk-a1:interactive,bulk=sk-bulk:batch")
-    assert (s.admin_key, s.system_prompt, s.model) == ("sk-admin-test", SERVER_PROMPT, "served-name")
+    assert (s.system_prompt, s.model) == (SERVER_PROMPT, "served-name")
     assert (p.duration_s, p.users, p.profile, p.target_url) == (12, 20, "quick", None)
     assert s.long_output_tokens == 1024  # the quick profile's size
     assert p.mixed_dir == scenarios_dir() and len(p.scenarios) == 10
@@ -97,3 +97,10 @@ def test_a_bad_setting_from_the_environment_is_a_usage_error(monkeypatch: pytest
     monkeypatch.setenv("KVGATE_TURNS", "0")
     with pytest.raises(KvgateError, match="--kvgate-turns must be at least 1"):
         plan("--target", "http://127.0.0.1:9000")
+
+
+def test_an_engine_the_run_starts_gets_a_fresh_admin_key_and_a_target_keeps_its_configs(config: Path) -> None:
+    first, second = plan("--policy", str(config)).settings.admin_key, plan("--policy", str(config)).settings.admin_key
+    assert first != second and len(first) >= 32 and "sk-admin-test" not in (first, second)
+    target = plan("--policy", str(config), "--target", "http://127.0.0.1:9000")
+    assert target.settings.admin_key == "sk-admin-test"
