@@ -127,6 +127,15 @@ class RunMeta(BaseModel):
     def phase(self, name: str) -> Phase | None:
         return next((p for p in self.phases if p.name == name), None)
 
+    @property
+    def ended_early(self) -> str | None:
+        """The note saying the run did not finish (interrupted, or failed mid-way), if one does:
+        such a record is partial and may not pass (harness/judge.py)."""
+        return next((n for n in self.notes if n.startswith(ENDED_EARLY)), None)
+
+
+ENDED_EARLY = "run ended early"
+
 
 class RecordError(Exception):
     """A run directory that is missing, incomplete or of an unknown schema version."""
