@@ -101,3 +101,16 @@ async def test_ids_that_used_to_collide_within_a_tenant_are_refused() -> None:
         assert await complete(client, ACME, PROMPT) == (200, 0)
         for shift in (M61, 1 << 64, 10**100):  # equal under the tuple hash, and under the old sha256's mask
             assert await complete(client, ACME, [t + shift for t in PROMPT]) == (400, 0)
+
+
+async def test_a_cache_salt_shares_only_with_the_same_tenant_and_salt() -> None:
+    async with serving(server_config()) as (client, _):
+        async def cached(headers: dict, **salt: str) -> int:
+            r = await client.post("/v1/completions", headers=headers,
+                                  json={"model": MODEL, "prompt": PROMPT, "max_tokens": 1, **salt})
+            return r.json()["usage"]["prompt_tokens_details"]["cached_tokens"]
+
+        assert await cached(ACME, cache_salt="alice") == 0
+        assert await cached(ACME, cache_salt="alice") == 32
+        assert [await cached(ACME, cache_salt="bob"), await cached(ACME), await cached(GLOBEX, cache_salt="alice")] == [
+            0, 0, 0]
