@@ -67,7 +67,9 @@ def test_kill_9_of_a_worker_mid_stream(tmp_path):
 
         snap = wait_until_drained(base)
         assert snap["num_reservations"] == 0 and snap["active_blocks"] == 0 and snap["unavailable"] == []
-        families = {f.name: f for f in text_string_to_metric_families(httpx.get(f"{base}/metrics").text)}
+        open_metrics = httpx.get(f"{base}/metrics").text
+        assert 'tenant="' not in open_metrics and 'tenant="acme"' in httpx.get(f"{base}/metrics", headers=ADMIN).text
+        families = {f.name: f for f in text_string_to_metric_families(open_metrics)}
         restarts = {s.labels["worker"]: s.value for s in families["kvgate_worker_restarts"].samples}
         assert restarts == {str(victim): 1.0, str(1 - victim): 0.0}
         usage = families["vllm:kv_cache_usage_perc"].samples
