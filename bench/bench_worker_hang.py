@@ -26,27 +26,9 @@ from pathlib import Path
 import httpx
 
 from harness.target import ReferenceEngine
+from reference_engine import EngineConfig, with_overrides
+from reference_engine.config import save_config
 
-CONFIG = """
-[model]
-name = "kvgate-tiny"
-
-[hardware]
-gpu = "h100-sxm"
-kv_pool_gib = 0.25
-
-[sim]
-step_overhead_ms = 2.0
-
-[tenants.acme]
-api_keys = ["sk-acme"]
-max_active_seqs = 1000
-max_kv_share = 0.5
-
-[server]
-worker_hang_timeout_s = {timeout}
-worker_probe_interval_s = {interval}
-"""
 MESSAGES = [{"role": "user", "content": "count to a thousand"}]
 ACME = {"Authorization": "Bearer sk-acme"}
 
@@ -98,10 +80,13 @@ def main() -> None:
     ap.add_argument("--probe-interval", type=float, default=0.5, help="server.worker_probe_interval_s")
     args = ap.parse_args()
     bound = args.hang_timeout + args.probe_interval
+    config = with_overrides(EngineConfig(), {  # a test-sized model: fast steps, a small pool
+        "model.name": "kvgate-tiny", "hardware.kv_pool_gib": 0.25, "sim.step_overhead_ms": 2.0,
+        "tenants": {"acme": {"api_keys": ["sk-acme"], "max_active_seqs": 1000, "max_kv_share": 0.5}},
+        "server.worker_hang_timeout_s": args.hang_timeout, "server.worker_probe_interval_s": args.probe_interval})
     with tempfile.TemporaryDirectory() as tmp:
-        config = Path(tmp) / "engine.toml"
-        config.write_text(CONFIG.format(timeout=args.hang_timeout, interval=args.probe_interval))
-        engine = ReferenceEngine(config, workers=2, log_path=Path(tmp) / "serve.log")
+        engine = ReferenceEngine(save_config(config, Path(tmp) / "engine.json"), workers=2,
+                                 log_path=Path(tmp) / "serve.log")
         admin = {"Authorization": f"Bearer {engine.admin_key}"}
         with engine as target:
             results = [asyncio.run(trial(target.url, admin)) for _ in range(args.trials)]
