@@ -42,6 +42,7 @@ from harness.loadgen.settings import LoadSettings
 from harness.loadgen.tenants import TenantSet, parse_tenants
 from harness.locust_process import LocustProcess, RowTail, locust_command
 from harness.preflight import preflight
+from harness.pressure import record_pressure
 from harness.run_record import ENDED_EARLY, Phase, RunMeta, RunRecordWriter
 from harness.scenario_catalog import Scenario
 from harness.target import ReferenceEngine, Target, external_target
@@ -194,6 +195,7 @@ def _record(plan: LivePlan, settings: LoadSettings, target: Target, tenants: Ten
                          signals=collectors.signals(), final=final, notes=collectors.notes + notes,
                          gpu_name=collectors.gpu.name, live=live)
         writer.write_meta(meta)
+        meta = meta.model_copy(update={"pressure": record_pressure(plan.run_dir)})
     return LiveResult(plan.run_dir, meta)
 
 

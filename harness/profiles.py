@@ -10,11 +10,12 @@ every other knob is a LoadSettings field (docs/scenarios.md) that a profile may 
 `engine_overrides` resize the *simulated* GPU for the profile's load. A short run on a 2-core
 machine cannot fill the default 52.7 GiB pool (26,995 blocks: a quick run peaked at 5 % of it),
 and a gate that never sees pressure cannot tell a good policy from a bad one. So quick and ci
-shrink the KV pool (`hardware.kv_pool_gib`) until their load fills the prefix cache and meets the
-tenant caps (the rungs above warn stay out of reach of five 15 % tenants on any pool size:
-docs/scenarios.md), and quick lowers `engine.max_num_seqs` with it, because consecutive
+shrink the KV pool (`hardware.kv_pool_gib`) until their load crosses the whole watermark ladder
+(docs/scenarios.md), and quick lowers `engine.max_num_seqs` with it, because consecutive
 watermarks must stay one scheduler step of growth apart (Watermarks.check_headroom) and a small
-pool leaves 3 % of it between rungs. Policy keys are never overridden: what is gated is the
+pool leaves 3 % of it between rungs; quick shrinks the host memory for swapped KV in proportion
+(`preemption.host_swap_gib`), so that swap space runs out and recompute is chosen too, as on a
+real host. Only such resource sizes may be overridden (`RESOURCE_KEYS`): what is gated is the
 policy as written. Overrides apply only to an engine the harness starts, never to an external
 --target.
 """
@@ -26,6 +27,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reference_engine.errors import UnknownNameError
+
+
+RESOURCE_KEYS = frozenset({"hardware.kv_pool_gib", "engine.max_num_seqs", "preemption.host_swap_gib"})
+"""The config keys a profile may resize: the simulated machine, never the policy."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,19 +48,26 @@ class Profile:
     engine_overrides: dict[str, Any] = field(default_factory=dict)
     """Dotted config keys (`reference_engine.with_overrides`) set on an engine the harness starts."""
 
+    def __post_init__(self) -> None:
+        policy_keys = sorted(set(self.engine_overrides) - RESOURCE_KEYS)
+        assert not policy_keys, f"profile {self.name} overrides policy keys {policy_keys}"
+
 
 PROFILES: dict[str, Profile] = {p.name: p for p in (
     # quick: 7 GiB = 3,584 blocks; tenant caps (15 %) of 537 blocks hold one 7K-token prompt with
     # its answer. max_num_seqs 40: rungs 3 % (107 blocks) apart hold one step of growth (64 + 40).
-    Profile(name="quick", duration_s=12, users=20, spawn_rate=10, baseline_requests=5, cooldown_max_s=15,
+    Profile(name="quick", duration_s=16, users=44, spawn_rate=16, baseline_requests=30, cooldown_max_s=15,
             cooldown_min_s=2, stop_timeout_s=5,
-            engine_overrides={"hardware.kv_pool_gib": 7, "engine.max_num_seqs": 40},
-            settings={"long_prompt_tokens": 7000, "long_output_tokens": 1024, "batch_prompt_tokens": 2048,
+            engine_overrides={"hardware.kv_pool_gib": 7, "engine.max_num_seqs": 40, "preemption.host_swap_gib": 1},
+            settings={"long_prompt_tokens": 7000, "long_output_tokens": 512, "long_output_prompt_tokens": 2500,
+                      "batch_prompt_tokens": 2048,
                       "batch_max_tokens": 256, "cancel_prompt_tokens": 4096, "cancel_max_tokens": 256,
-                      "tenant_prefix_tokens": 256, "burst_size": 8, "turns": 3, "idle_gap_min_s": 0.5,
-                      "idle_gap_max_s": 2.0, "wait_min_s": 0.1, "wait_max_s": 0.5, "kill_interval_s": 4.0,
+                      "document_tokens": 512, "session_context_tokens": 1500, "long_session_context_tokens": 5000,
+                      "burst_size": 8, "turns": 3, "idle_gap_min_s": 1.0,
+                      "idle_gap_max_s": 3.0, "wait_min_s": 0.1, "wait_max_s": 0.5, "kill_interval_s": 4.0,
                       "step_users": 2, "step_s": 3.0, "step_max_users": 16, "step_hold_s": 3.0,
-                      "request_timeout_s": 30.0}),
+                      "request_timeout_s": 30.0,
+                      "mix": "multi_turn=8,long_output=16,shared_prefix=3,long_prompt=2,batch_mix=2,cancel_storm=2"}),
     # ci: 30 GiB = 15,360 blocks; a tenant's cap (2,304 blocks) holds one 32K-token prompt with
     # its answer, and the default max_num_seqs (256) still fits between the rungs.
     Profile(name="ci", duration_s=45, users=24, spawn_rate=8, baseline_requests=10, cooldown_max_s=30,

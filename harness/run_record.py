@@ -100,6 +100,44 @@ class TenantInfo(BaseModel):
     max_kv_share: float
 
 
+RUNGS: tuple[str, ...] = ("warn", "admission", "evict", "pause_batch", "preempt", "reject")
+"""The watermark ladder, lowest rung first: the names `meta.watermarks` and the engine's
+`watermark` events use (reference_engine/core/watermarks.py says what each one switches on)."""
+
+
+class RungReached(BaseModel):
+    """How one rung of the ladder was reached during a run."""
+
+    model_config = ConfigDict(extra="forbid")
+    rung: str
+    usage: float = Field(description="the rung, as a fraction of the pool")
+    first_s: float | None = Field(description="when live usage first reached it; None: never")
+    entries: int = Field(description="times usage rose to it from below")
+    held_s: float = Field(description="total time usage stayed at or above it")
+
+
+class Pressure(BaseModel):
+    """How hard the run pressed on the KV cache, and what the engine did about it.
+
+    `source`: `engine` (the engine's `watermark` events: every level change, at step ends),
+    `samples` (live usage of the periodic samples against `meta.watermarks`: a target without
+    events, at the sample interval), or `none` (neither: nothing is known). `decisions` counts
+    the engine's answers to pressure by kind (harness/pressure.py lists them)."""
+
+    model_config = ConfigDict(extra="forbid")
+    source: str
+    peak_usage: float | None = None
+    rungs: list[RungReached] = []
+    decisions: dict[str, int] = {}
+
+    def rung(self, name: str) -> RungReached | None:
+        return next((r for r in self.rungs if r.rung == name), None)
+
+    def reached(self, name: str) -> bool:
+        rung = self.rung(name)
+        return rung is not None and rung.first_s is not None
+
+
 class RunMeta(BaseModel):
     model_config = ConfigDict(extra="allow")
     schema_version: int = SCHEMA_VERSION
@@ -123,6 +161,7 @@ class RunMeta(BaseModel):
     final: dict[str, Any] = Field(default_factory=dict,
                                   description="state after the run drained: live_blocks, reservations, ...")
     notes: list[str] = []
+    pressure: Pressure | None = Field(None, description="rungs reached and decisions taken (harness/pressure.py)")
 
     def phase(self, name: str) -> Phase | None:
         return next((p for p in self.phases if p.name == name), None)

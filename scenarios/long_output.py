@@ -1,7 +1,9 @@
-"""Long outputs: short questions with --kvgate-long-output-tokens of answer.
+"""Long outputs: --kvgate-long-output-tokens of answer about a --kvgate-long-output-prompt-tokens
+context (rewrite this report, draft from these notes).
 
-Sequences that grow block by block for a long time: what decode-time growth, the warn
-watermark's max_tokens clamp and preemption act on.
+Long contexts that grow block by block for a long time: what decode-time growth, the warn
+watermark's max_tokens clamp and preemption act on; when the pool runs short they are the
+victims, swapped to host memory or recomputed, whichever costs less at their length.
 """
 
 from locust import task
@@ -16,5 +18,5 @@ class LongOutput(KvgateUser):
     @task
     def write(self) -> None:
         s = self.settings
-        self.chat(chat_prompt(s.prompt_tokens, seed=self.seed(), system=s.system_prompt),
+        self.chat(chat_prompt(s.long_output_prompt_tokens, seed=self.seed(), system=s.system_prompt),
                   max_tokens=s.long_output_tokens)

@@ -1,25 +1,32 @@
-"""eviction_thrash: eviction is a trickle, not a churn (evictions/s < 1 % of the pool).
+"""eviction_thrash: retained state is not thrown away without pressure (< 1 % of the pool/s).
 
-What is judged is the eviction of state that still counted as *usage*: `evicted` events (idle
-sessions and other retained KV a later request would have used), in blocks per second of the
-load phase, as a fraction of the pool. The busiest second is kept as evidence.
+Evictions come in two kinds. Those that pressure asks for — the evict rung (`watermark`), an
+allocation the pool could not serve (`capacity`), a tenant at its cap (`tenant_quota`) — are
+the engine answering a load larger than the pool: once context arrives faster than it can be
+kept, their rate is the rate at which new context arrives, the same for every healthy policy,
+so they are reported (by reason, and how many of the evicted sessions came back for their
+context and had to be rebuilt) and judged by what they cost elsewhere (TTFT, goodput), not by
+their rate. Thrash is eviction *without* pressure: a policy that throws idle sessions away
+while the pool has room (its own capacity limits: `overflow`), so that conversations are
+rebuilt for nothing. That is judged, in blocks per second of the load phase, as a fraction of
+the pool; the busiest second is kept as evidence.
 
 Cached prefix blocks reclaimed for reuse (`meta.final.num_evicted_cached_blocks`) are reported
 beside it, not judged by the rate. They are refcount-0 blocks — free memory, as vLLM counts
 them — and once the cache has filled the pool, every new prompt block reclaims one: their rate
-is the rate of new unique prompt tokens, the same under every policy for the same load, so it
-measures throughput against pool size rather than thrash, and any load that keeps a pool full
-would fail it (a short CI run on a small simulated pool, or a production server at 10K new
-prompt tokens/s, 2.3 % of the default pool per second). Whether the cached tier keeps what is
-reused is what the prefix hit rate says (`gates.query.prefix_hit_rate`): when the log has prompt
-sizes (`num_tokens` of the `admitted` or `queued` event each request emits on arrival) and
-prefix-cache hits (`scheduled.num_tokens`), it is bounded below by `min_prefix_hit_rate`, whose
-default 0 leaves it off, since a healthy rate depends on how much the workload shares.
+is the rate of new unique prompt tokens, the same under every policy for the same load. Whether
+the cached tier keeps what is reused is what the prefix hit rate says
+(`gates.query.prefix_hit_rate`): when the log has prompt sizes (`num_tokens` of the `admitted`
+or `queued` event each request emits on arrival) and prefix-cache hits (`scheduled.num_tokens`),
+it is bounded below by `min_prefix_hit_rate`, whose default 0 leaves it off, since a healthy
+rate depends on how much the workload shares.
 """
 
 from __future__ import annotations
 
 import math
+
+import pandas as pd
 
 from gates.base import GateResult, Limits, Measurement, Unit
 from gates.query import (WHOLE_RUN, events_of, in_window, load_window, pool_blocks, prefix_hit_rate,
@@ -27,11 +34,16 @@ from gates.query import (WHOLE_RUN, events_of, in_window, load_window, pool_bloc
 from harness.run_record import RunRecord
 
 
+PRESSURE_REASONS = ("watermark", "capacity", "tenant_quota")
+"""`evicted.reason`s that pressure asked for (reference_engine/core/events.py)."""
+
+
 class EvictionThrashGate:
     name = "eviction_thrash"
     title = "No eviction thrash"
     metrics = {
-        "max_evicted_fraction_per_s": "blocks of retained state (idle sessions) evicted per second under load / pool",
+        "max_unforced_evicted_fraction_per_s": ("blocks of retained state (idle sessions) evicted without pressure "
+                                                "per second under load / pool"),
         "min_prefix_hit_rate": ("prefix-cache hit tokens / prompt tokens of the requests scheduled under load "
                                 "(0: not judged)"),
     }
@@ -45,19 +57,23 @@ class EvictionThrashGate:
         if not num_blocks or not duration_s:
             return GateResult.not_measurable(self.name, "pool size or load duration unknown")
         evicted = in_window(events_of(record, "evicted"), "t_s", window)
-        blocks = evicted["num_blocks"].fillna(1)
+        unforced = evicted[~evicted["reason"].isin(PRESSURE_REASONS)]
+        blocks = unforced["num_blocks"].fillna(1)
         blocks_per_s = float(blocks.sum()) / duration_s
         rate = blocks_per_s / num_blocks
-        evidence: dict = {"evicted_blocks": float(blocks.sum()), "num_evictions": len(evicted),
-                          "pool_blocks": num_blocks, "load_s": duration_s}
+        evidence: dict = {"unforced_evicted_blocks": float(blocks.sum()), "num_unforced_evictions": len(unforced),
+                          "evicted_blocks": float(evicted["num_blocks"].fillna(1).sum()),
+                          "num_evictions": len(evicted), "pool_blocks": num_blocks, "load_s": duration_s}
         if len(evicted):
-            per_second = blocks.groupby(evicted["t_s"].map(math.floor)).sum()
-            evidence["busiest_second"] = {"t_s": int(per_second.idxmax()), "evicted_blocks": per_second.max()}
             evidence["evicted_by_reason"] = evicted["reason"].value_counts().to_dict()
-        measurements = [Measurement("max_evicted_fraction_per_s", rate, limits["max_evicted_fraction_per_s"],
-                                    Unit.FRACTION_PER_S)]
-        explanation = (f"{blocks_per_s:.1f} blocks of retained state evicted per second "
-                       f"({rate:.3%} of the pool/s)")
+            evidence["evicted_sessions_that_came_back"] = _came_back(record, evicted)
+        if len(unforced):
+            per_second = blocks.groupby(unforced["t_s"].map(math.floor)).sum()
+            evidence["busiest_second"] = {"t_s": int(per_second.idxmax()), "evicted_blocks": per_second.max()}
+        measurements = [Measurement("max_unforced_evicted_fraction_per_s", rate,
+                                    limits["max_unforced_evicted_fraction_per_s"], Unit.FRACTION_PER_S)]
+        explanation = (f"{blocks_per_s:.1f} blocks of retained state evicted per second without pressure "
+                       f"({rate:.3%} of the pool/s); {len(evicted) - len(unforced)} evictions under pressure")
         cached = record.meta.final.get("num_evicted_cached_blocks")
         run_s = window_duration_s(record, WHOLE_RUN)
         if cached is not None and run_s:
@@ -70,3 +86,10 @@ class EvictionThrashGate:
                                              Unit.FRACTION, is_max=False))
             explanation += f"; prefix hit rate {hit_rate:.1%}"
         return GateResult.judged(self.name, measurements, explanation, evidence)
+
+
+def _came_back(record: RunRecord, evicted: pd.DataFrame) -> int:
+    """Evicted sessions whose conversation sent another turn after the eviction (it found its
+    context gone: rebuilt, or 410 context_expired)."""
+    last_turn = record.requests.groupby("session_id")["sent_s"].max()
+    return int((evicted["request_id"].map(last_turn) > evicted["t_s"]).sum())

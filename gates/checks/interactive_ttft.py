@@ -1,10 +1,16 @@
 """interactive_ttft: interactive users get their first token fast under load (client view).
 
-P95 TTFT of *critical* interactive requests in the `load` phase must stay under `p95_max_ms`,
-and must not degrade by more than `max_degradation`× against the same traffic unloaded
-(`baseline` phase). Critical means interactive class with a prompt of at most
-`critical_max_prompt_tokens`: a 32K-token prompt needs over a second of prefill on its own, so
-it is judged by its explicit outcome (explicit_overflow), not by a chat user's TTFT budget.
+Two checks, on the tail and on the typical request:
+- P95 TTFT of *critical* interactive requests in the `load` phase stays under `p95_max_ms` (the
+  source article's release gate). Critical means interactive class with a prompt of at most
+  `critical_max_prompt_tokens`: a 32K-token prompt needs over a second of prefill on its own, so
+  it is judged by its explicit outcome (explicit_overflow), not by a chat user's TTFT budget.
+- No order-of-magnitude degradation against the same traffic unloaded: the *median* TTFT of the
+  load phase's requests shaped like the `baseline` phase's (interactive, prompts no longer than
+  the baseline's) stays within `max_degradation`× the baseline's median. The median, not the
+  P95: an unloaded reference of a few milliseconds (a fast server, the simulated GPU) makes every
+  queueing delay in the tail look like a tenfold degradation, and a P95 of a few dozen unloaded
+  requests moves by a third between identical runs; the tail has the absolute bound above.
 A request that timed out without a first token counts as infinitely slow; an explicit error
 (a 429 with a reason) has no TTFT and is judged by the `explicit_overflow` gate instead.
 """
@@ -25,7 +31,8 @@ class InteractiveTtftGate:
     title = "Interactive TTFT under load"
     metrics = {
         "p95_max_ms": "P95 time to first token of interactive requests in the load phase, ms",
-        "max_degradation": "load P95 / baseline P95 of the same traffic (10 = one order of magnitude)",
+        "max_degradation": ("load median / baseline median TTFT of requests shaped like the baseline's "
+                            "(10 = one order of magnitude)"),
         "critical_max_prompt_tokens": "interactive requests with longer prompts are not critical traffic",
     }
 
@@ -40,13 +47,18 @@ class InteractiveTtftGate:
         measurements = [Measurement("p95_max_ms", p95, limits["p95_max_ms"], Unit.MILLISECONDS)]
         ids = record.requests["request_id"]
         evidence: dict = {"num_requests": len(load), "worst": worst(load, ids)}
-        baseline = ttft_ms(_critical(requests_in_phase(record, "baseline"), critical), TRAFFIC_CLASS)
-        base_p95 = percentile(baseline, 95)
-        if base_p95 > 0:
-            ratio = p95 / base_p95
+        base_rows = requests_in_phase(record, "baseline")
+        baseline = ttft_ms(_critical(base_rows, critical), TRAFFIC_CLASS)
+        base_median = percentile(baseline, 50)
+        shaped = ttft_ms(_critical(requests_in_phase(record, "load"), _largest_prompt(base_rows, critical)),
+                         TRAFFIC_CLASS)
+        if base_median > 0 and len(shaped):
+            ratio = percentile(shaped, 50) / base_median
             measurements.append(Measurement("max_degradation", ratio, limits["max_degradation"], Unit.RATIO))
-            evidence["baseline_p95_ms"] = base_p95
-            versus = f", {ratio:.1f}× the unloaded P95 of {base_p95:.0f} ms"
+            evidence.update(baseline_median_ms=base_median, baseline_requests=len(baseline),
+                            load_median_ms=percentile(shaped, 50), load_like_baseline=len(shaped))
+            versus = (f"; median {percentile(shaped, 50):.0f} ms over {len(shaped)} requests shaped like the "
+                      f"baseline's, {ratio:.1f}× its unloaded median of {base_median:.0f} ms")
         else:
             versus = "; degradation not measured (no baseline phase with interactive answers)"
             evidence["baseline"] = "absent"
@@ -60,3 +72,9 @@ def _critical(requests: pd.DataFrame, max_prompt_tokens: float) -> pd.DataFrame:
     prompt = requests["prompt_tokens"]
     return requests[prompt.isna() | (prompt <= max_prompt_tokens)]
 
+
+def _largest_prompt(baseline: pd.DataFrame, critical: float) -> float:
+    """The longest prompt the baseline sent: load requests up to it are "the same traffic"
+    (the critical bound when the baseline's sizes are unknown)."""
+    sizes = baseline["prompt_tokens"].dropna()
+    return float(sizes.max()) if len(sizes) else critical

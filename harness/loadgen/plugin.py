@@ -8,7 +8,8 @@ command line). Each listener is small and says what it does:
     init                      refresh the event loop's clock; build this process's
                               ScenarioContext; the master (or the only process) listens for
                               forwarded outcomes; every other process starts its forwarding
-                              loop and answers flush requests; decide whether the step shape drives
+                              loop and answers flush requests; decide whether the step shape
+                              drives; weigh the user classes by --kvgate-mix
     test_start                re-read the settings (the web UI may have changed them), resolve
                               the model name, open the request log (master / only process)
     test_stop                 a worker forwards whatever is still buffered; the master flushes
@@ -53,7 +54,7 @@ from locust.runners import MasterRunner, Runner, WorkerRunner
 
 from harness.loadgen.outcome import Outcome
 from harness.loadgen.request_log import RequestLog
-from harness.loadgen.settings import LoadSettings, add_arguments
+from harness.loadgen.settings import LoadSettings, add_arguments, apply_mix, parse_mix
 from harness.loadgen.tenants import Tenant, TenantSet, parse_tenants
 
 log = logging.getLogger("kvgate.scenarios")
@@ -165,6 +166,7 @@ def _on_init(environment: Environment, runner: Runner | None, **_: Any) -> None:
     ctx = context_of(environment)
     if getattr(environment.shape_class, "is_step_load", False) and not step_shape_wanted(environment):
         environment.shape_class = None
+    apply_mix(environment.user_classes, parse_mix(ctx.settings.mix))
     if runner is None:
         return
     if not isinstance(runner, WorkerRunner):

@@ -8,7 +8,7 @@ tokens, consistently across runs, which is what a comparison needs.
 
 Sharing is deliberate and explicit: a request shares prefix blocks with others only through
 its `system` text (the config's public prefix: shared across tenants) and its `prefix` text (a
-tenant's own preamble: shared within the tenant). The question words are seeded per request,
+tenant's own document: shared within the tenant). The question words are seeded per request,
 so two requests never share by accident.
 """
 
@@ -52,10 +52,31 @@ def words(num_words: int, seed: int | str) -> str:
     return " ".join(random.Random(seed).choices(_WORDS, k=num_words))
 
 
-def tenant_prefix(tenant: str, num_words: int) -> str:
-    """A tenant's own shared preamble (its documents, its instructions): the same text for every
-    request of that tenant, different between tenants."""
-    return words(num_words, f"tenant-prefix:{tenant}")
+@dataclass(frozen=True, slots=True)
+class DocumentShelf:
+    """A tenant's shared documents: of differing lengths, asked about with Zipf popularity.
+
+    Document i is asked about with weight 1 / (i + 1) ** `popularity`; lengths run from a quarter
+    to twice `typical_words`, shuffled per tenant so that popularity and length are independent
+    (a popular document may be short or long: what value density weighs against recency)."""
+
+    tenant: str
+    typical_words: int
+    num_documents: int
+    popularity: float
+
+    def lengths(self) -> list[int]:
+        n = self.num_documents
+        low, high = max(1, self.typical_words // 4), 2 * self.typical_words
+        spread = [round(low * (high / low) ** (i / (n - 1))) if n > 1 else self.typical_words for i in range(n)]
+        random.Random(f"shelf:{self.tenant}").shuffle(spread)
+        return spread
+
+    def pick(self, rng: random.Random) -> str:
+        """The text of the document the next question is about."""
+        weights = [1 / (i + 1) ** self.popularity for i in range(self.num_documents)]
+        i = rng.choices(range(self.num_documents), weights=weights)[0]
+        return words(self.lengths()[i], f"document:{self.tenant}:{i}")
 
 
 def count_tokens(messages: Sequence[Message]) -> int:

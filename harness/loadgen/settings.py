@@ -11,7 +11,7 @@ lists them all; `OPTIONS` is the source of that list.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -33,7 +33,10 @@ class LoadSettings:
     max_tokens: int = 64
     long_prompt_tokens: int = 32768
     long_output_tokens: int = 2048
-    tenant_prefix_tokens: int = 512
+    long_output_prompt_tokens: int = 1024
+    document_tokens: int = 512
+    num_documents: int = 8
+    document_popularity: float = 1.0
     batch_prompt_tokens: int = 2048
     batch_max_tokens: int = 512
     cancel_prompt_tokens: int = 4096
@@ -43,6 +46,9 @@ class LoadSettings:
     burst_size: int = 16
     burst_tenant: str = ""
     turns: int = 4
+    session_context_tokens: int = 1024
+    long_session_fraction: float = 0.2
+    long_session_context_tokens: int = 4096
     idle_gap_min_s: float = 1.0
     idle_gap_max_s: float = 5.0
     unrebuildable_fraction: float = 0.5
@@ -54,6 +60,7 @@ class LoadSettings:
     step_max_users: int = 64
     step_hold_s: float = 10.0
     request_timeout_s: float = 120.0
+    mix: str = ""
     requests_csv: str = ""
     phase: str = "load"
     t0_unix: float = 0.0
@@ -63,16 +70,19 @@ class LoadSettings:
             value = getattr(self, f.name)
             if isinstance(value, (int, float)) and value < 0:
                 raise SettingsError(f"{option(f.name)} must not be negative, got {value}")
-        for name in ("prompt_tokens", "max_tokens", "long_prompt_tokens", "long_output_tokens", "batch_prompt_tokens",
-                     "batch_max_tokens", "cancel_prompt_tokens", "cancel_max_tokens", "cancel_decode_words",
-                     "burst_size", "turns", "step_users", "step_max_users"):
+        for name in ("prompt_tokens", "max_tokens", "long_prompt_tokens", "long_output_tokens",
+                     "long_output_prompt_tokens", "batch_prompt_tokens", "batch_max_tokens", "cancel_prompt_tokens",
+                     "cancel_max_tokens", "cancel_decode_words", "burst_size", "turns", "step_users",
+                     "step_max_users", "num_documents"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{option(name)} must be at least 1, got {getattr(self, name)}")
         for lo, hi in (("idle_gap_min_s", "idle_gap_max_s"), ("wait_min_s", "wait_max_s")):
             if getattr(self, lo) > getattr(self, hi):
                 raise SettingsError(f"{option(lo)} ({getattr(self, lo)}) is above {option(hi)} ({getattr(self, hi)})")
-        if not 0 <= self.unrebuildable_fraction <= 1:
-            raise SettingsError(f"{option('unrebuildable_fraction')} is a fraction in [0, 1]")
+        for name in ("unrebuildable_fraction", "long_session_fraction"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise SettingsError(f"{option(name)} is a fraction in [0, 1]")
+        parse_mix(self.mix)
         if self.step_s <= 0 or self.request_timeout_s <= 0:
             raise SettingsError(f"{option('step_s')} and {option('request_timeout_s')} must be positive")
         parse_tenants(self.tenants)  # raises TenantSpecError (a ValueError) with the expected form
@@ -114,7 +124,11 @@ OPTIONS: dict[str, str] = {
     "max_tokens": "max_tokens of short answers",
     "long_prompt_tokens": "prompt tokens of the long-prompt scenario (needs a long-context model)",
     "long_output_tokens": "max_tokens of the long-output scenario",
-    "tenant_prefix_tokens": "words of each tenant's own shared preamble (shared_prefix)",
+    "long_output_prompt_tokens": "prompt tokens of the long-output scenario (the context the long answer is about)",
+    "document_tokens": "words of a tenant's typical shared document (shared_prefix: lengths vary around it)",
+    "num_documents": "shared documents per tenant (shared_prefix), from 1/4 to 2x document_tokens long",
+    "document_popularity": "Zipf exponent of which document a question is about (0: all alike; 1: the first "
+                           "is asked about twice as often as the second)",
     "batch_prompt_tokens": "prompt tokens of batch requests (batch_mix)",
     "batch_max_tokens": "max_tokens of batch requests (batch_mix)",
     "cancel_prompt_tokens": "prompt tokens of cancel-storm requests (long enough that a prefill takes a while)",
@@ -124,6 +138,9 @@ OPTIONS: dict[str, str] = {
     "burst_size": "requests a tenant_burst user sends at once",
     "burst_tenant": "the tenant that bursts (default: the last interactive tenant)",
     "turns": "turns per multi-turn session before a new one starts",
+    "session_context_tokens": "words of the document a multi-turn session opens with (what its KV holds between turns)",
+    "long_session_fraction": "share of multi-turn sessions that are long: a larger document and twice the turns",
+    "long_session_context_tokens": "words of a long session's opening document",
     "idle_gap_min_s": "shortest idle gap between two turns of a session",
     "idle_gap_max_s": "longest idle gap between two turns of a session",
     "unrebuildable_fraction": "share of sessions sent with X-Session-Rebuildable: false (evicted -> 410)",
@@ -135,11 +152,39 @@ OPTIONS: dict[str, str] = {
     "step_max_users": "the step-load shape stops adding users here",
     "step_hold_s": "once rejections (429) begin (or max users is reached), hold this long, then stop",
     "request_timeout_s": "a request with no end after this long is a timeout",
+    "mix": "users per scenario in the mixed default, as weights: multi_turn=4,long_output=2 (unnamed: 1)",
     "requests_csv": "write every request (run-record columns) to this CSV file (the master writes it)",
     "phase": "phase label of the rows (baseline, load, cooldown)",
     "t0_unix": "unix time the rows' times count from (default: when the test starts)",
 }
 SECRETS = frozenset({"tenants", "admin_key"})
+
+
+def parse_mix(spec: str) -> dict[str, float]:
+    """`multi_turn=4,long_output=2` -> {scenario: weight}; '' -> {} (every scenario weighs 1)."""
+    weights: dict[str, float] = {}
+    for item in (part.strip() for part in spec.split(",")):
+        if not item:
+            continue
+        name, _, value = item.partition("=")
+        try:
+            weights[name.strip()] = weight = float(value)
+        except ValueError:
+            weight = -1.0
+        if not name.strip() or weight < 0:
+            raise SettingsError(f"{option('mix')}: {item!r} is not scenario=weight (a number >= 0), "
+                                f"e.g. multi_turn=4,long_output=2")
+    return weights
+
+
+def apply_mix(user_classes: Iterable[type], weights: Mapping[str, float]) -> None:
+    """Give each scenario's user class its weight in the mix (locust spawns users in proportion
+    to their classes' weights). Scenarios the mix does not name keep their weight; names of
+    scenarios not in this run are ignored, so one profile's mix serves any selection."""
+    for cls in user_classes:
+        name = getattr(cls, "scenario", "")
+        if name in weights:
+            setattr(cls, "weight", weights[name])
 
 
 def option(name: str) -> str:

@@ -20,7 +20,10 @@ from reference_engine.config import EngineConfig, TrafficClass
 TRAFFIC_CLASSES = tuple(c.value for c in TrafficClass)
 
 DEFAULT_SPEC = ("acme=sk-acme:interactive,globex=sk-globex:interactive,initech=sk-initech:interactive,"
-                "umbrella=sk-umbrella:interactive,batchco=sk-batch:batch,ops=sk-ops:system")
+                "umbrella=sk-umbrella:interactive,hooli=sk-hooli:interactive,stark=sk-stark:interactive,"
+                "wayne=sk-wayne:interactive,wonka=sk-wonka:interactive,tyrell=sk-tyrell:interactive,"
+                "cyberdyne=sk-cyberdyne:interactive,soylent=sk-soylent:interactive,oscorp=sk-oscorp:interactive,"
+                "batchco=sk-batch:batch,nightly=sk-nightly:batch,ops=sk-ops:system")
 """The tenants of configs/default.toml."""
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.pressure import record_pressure
 from harness.replay.driver import Arrival, DriveStats, MaxTokens, ReplayDriver
 from harness.replay.meta import replay_meta
 from harness.replay.prefix_blocks import PrefixBlockMapper
@@ -81,4 +82,5 @@ def run_replay(trace: Trace, config: EngineConfig, settings: ReplaySettings, run
                     "time_scale": settings.time_scale, "sample_interval_s": sample_interval_s,
                     "stepping": "step_by_step" if settings.step_by_step else "event_driven"})
         writer.write_meta(meta)
+    meta = meta.model_copy(update={"pressure": record_pressure(run_dir)})
     return ReplayResult(run_dir, meta, stats, wall_s)

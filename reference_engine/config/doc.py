@@ -25,6 +25,13 @@ the config digest it ran (a stable hash of the validated config, defaults includ
 failed gate can name what to roll back to. `configs/default.toml` is the default; one file per
 policy lives beside it.
 
+A config may start from another and say only what it changes: `extends = "default.toml"` at the
+top (a path relative to the file). Tables merge key by key; a value, an array or an array of
+tables replaces the parent's. Every policy config, baseline and broken config extends
+`configs/default.toml`, so they share one model, one GPU and one tenant population, and each
+reads as what makes it different. The digest is of the merged, validated config: a file that
+extends another and one that spells everything out share a digest when they mean the same.
+
 This page is generated: `python -m reference_engine.config.doc > docs/config.md`.
 """
 

@@ -172,7 +172,16 @@ class AdmissionConfig(_Table):
     max_new_tokens_default: int = Field(1024, ge=1, description="assumed when a request sets no max_tokens")
     estimate_safety: float = Field(1.1, ge=1.0, le=4.0, description="multiplies the block estimate")
     queue_deadline_ms: float = Field(8000, gt=0, description="a request not running by then gets 429 queue_deadline")
+    batch_queue_deadline_ms: float | None = Field(
+        30000, gt=0, description="the same for batch traffic, which waits out a peak (None: queue_deadline_ms)")
     max_queue_len: int = Field(512, ge=0, description="waiting requests at most; beyond: 429 kv_capacity")
+
+    def queue_deadline_for(self, traffic_class: "TrafficClass") -> float:
+        """How long a request of this class may wait to start, in ms: a chat user's patience, or
+        an offline job's, which the pause-batch rung holds back for the length of a peak."""
+        if traffic_class is TrafficClass.BATCH and self.batch_queue_deadline_ms is not None:
+            return self.batch_queue_deadline_ms
+        return self.queue_deadline_ms
 
 
 class PreemptionConfig(_Table):

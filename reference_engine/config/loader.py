@@ -1,7 +1,10 @@
 """Loading, overriding and fingerprinting configs.
 
 `load_config` turns a TOML file into a validated `EngineConfig`; a bad file raises `ConfigError`
-naming the file, the key, the value and what is allowed. A `.json` file holds the same tables:
+naming the file, the key, the value and what is allowed. A file may start from another one
+(`extends = "default.toml"`, a path relative to it) and change only what differs: tables merge
+key by key, anything else (a value, an array, an array of tables) replaces the parent's. So a
+policy config or a broken config says what it changes, and one tenant population serves them all. A `.json` file holds the same tables:
 it is what `save_config` writes, so a harness can start `kvgate serve` with a config it changed
 (`with_overrides`) and keep, beside the run, exactly what the engine ran. `config_digest` is a stable short hash
 of the *validated* config (defaults included, secrets left out), so two files that mean the same
@@ -49,20 +52,47 @@ def parse_config(data: Mapping[str, Any], source: str = "<config>") -> EngineCon
         raise ConfigError(_format_validation_error(source, data, err)) from None
 
 
+EXTENDS_KEY = "extends"
+
+
 def load_config(path: str | Path) -> EngineConfig:
-    """A TOML config file (or a `.json` one, as `save_config` writes it), validated."""
-    path = Path(path)
+    """A TOML config file (or a `.json` one, as `save_config` writes it), validated, with the
+    files it `extends` merged under it."""
+    return parse_config(_read_tables(Path(path), ()), str(path))
+
+
+def _read_tables(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
+    """The raw tables of `path` merged over those of the file it extends (`chain`: the files
+    that extend this one, to refuse a cycle)."""
     is_json = path.suffix == ".json"
     try:
         text = path.read_text()
         data = json.loads(text) if is_json else tomllib.loads(text)
     except FileNotFoundError:
-        raise ConfigError(f"{path}: no such config file") from None
+        raise ConfigError(f"{path}: no such config file"
+                          + (f" (extended by {chain[-1]})" if chain else "")) from None
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as err:
         raise ConfigError(f"{path}: not valid {'JSON' if is_json else 'TOML'}: {err}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a config is a table of tables, not {type(data).__name__}")
-    return parse_config(data, str(path))
+    parent = data.pop(EXTENDS_KEY, None)
+    if parent is None:
+        return data
+    if not isinstance(parent, str) or not parent:
+        raise ConfigError(f"{path}: {EXTENDS_KEY} is the path of another config file, e.g. \"default.toml\"")
+    parent_path = (path.parent / parent).resolve()
+    if parent_path in (*chain, path.resolve()):
+        raise ConfigError(f"{path}: {EXTENDS_KEY} = {parent!r} makes a cycle")
+    return _merged(_read_tables(parent_path, (*chain, path.resolve())), data)
+
+
+def _merged(base: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+    """`base` with `changes` applied: tables merge key by key, anything else replaces."""
+    out = dict(base)
+    for key, value in changes.items():
+        old = out.get(key)
+        out[key] = _merged(old, value) if isinstance(old, Mapping) and isinstance(value, Mapping) else value
+    return out
 
 
 def save_config(config: EngineConfig, path: str | Path, *, redact: bool = False) -> Path:

@@ -174,7 +174,7 @@ class EngineCore:
         if session_id is not None:
             session, r.session_rebuilt = self.sessions.begin_turn(session_id, t, session_rebuildable, now)
         r.seq_no = next(self._ids)
-        r.deadline_s = now + self.config.admission.queue_deadline_ms / 1000
+        r.deadline_s = now + self.config.admission.queue_deadline_for(t.traffic_class) / 1000
         admitted = decision.verdict is Verdict.ADMIT
         kind = EventKind.ADMITTED if admitted else EventKind.QUEUED
         self.events.emit(now, kind, request_id=rid, tenant=t.name, traffic_class=t.traffic_class.value,

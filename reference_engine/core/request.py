@@ -67,6 +67,7 @@ class Request:
     seq_no: int = 0  # arrival order
     state: RequestState = RequestState.WAITING
     deadline_s: float | None = None  # leave the queue with queue_deadline after this
+    queued_s: float = 0.0  # when it last entered the waiting queue: its arrival, or its preemption
     estimated_blocks: int = 0
     pending_blocks: int = 0  # promised at admission, until the request starts
     reserved_tokens: int = 0  # prompt + max_new_tokens, charged to the tenant's budget

@@ -90,6 +90,7 @@ class Scheduler:
         self.swapped: dict[str, Request] = {}
         self.session_of: dict[str, Session] = {}
         self.pending_blocks = 0  # admitted, not yet started: promised blocks
+        self._promised: dict[str, Request] = {}  # the requests those blocks are promised to
         self.prefilling: dict[str, Request] = {}  # running, prompt (or recompute) not done yet
         self.num_pinned_blocks = 0
         self.level = PressureLevel.NORMAL
@@ -133,7 +134,8 @@ class Scheduler:
         if admitted:
             r.pending_blocks = r.estimated_blocks
             self.pending_blocks += r.pending_blocks
-        r.state = RequestState.WAITING
+            self._promised[r.request_id] = r
+        r.state, r.queued_s = RequestState.WAITING, r.arrival_s
         self.waiting.enqueue(r)
 
     def _meta(self, r: Request, active: bool = False) -> EntryMeta:
@@ -188,6 +190,7 @@ class Scheduler:
     def _release_pending(self, r: Request) -> None:
         self.pending_blocks -= r.pending_blocks
         r.pending_blocks = 0
+        self._promised.pop(r.request_id, None)
 
     def next_timer_s(self) -> float | None:
         """The next time something changes without an arrival or a step: a queue deadline or an
@@ -379,7 +382,10 @@ class Scheduler:
             r.kept_positions = None
             if self.policy.compressor is not None:
                 self.policy.compressor.forget(r.request_id)
-            r.state = RequestState.PREEMPTED
+            # Back in the queue in its arrival order (it ranks by its whole wait), but it blocks
+            # the requests behind it only once it has waited aging_s again: right after a peak's
+            # preemption it cannot fit, and the chats behind it can and leave quickly.
+            r.state, r.queued_s = RequestState.PREEMPTED, now_s
             self.waiting.push(r)
         self.events.emit(now_s, EventKind.BLOCKS_RELEASED, num_blocks=num_blocks, reason="preempted", **common)
 
@@ -421,6 +427,12 @@ class Scheduler:
             # step tries (_MAX_SKIPS_PER_STEP): in priority order the batch head would never be
             # reached, and a steady interactive queue would starve batch whatever the share says.
             self._start_in_order(now_s, plan, budget, _ALL_BUT_BATCH, 0)
+        # A promise holds for one chance to start. One admitted request that could not take it
+        # (batch paused or held out of the interactive reserve, usage grown past its class limit,
+        # no budget or slot left) now waits like a queued one: a batch job held back for the
+        # length of a peak must not keep blocks promised that the chats need.
+        for r in list(self._promised.values()):
+            self._release_pending(r)
 
     def _start_in_order(self, now_s: float, plan: StepPlan, budget: int, skip: frozenset[TrafficClass],
                         reserved_for_batch: int) -> tuple[int, int]:
@@ -434,7 +446,7 @@ class Scheduler:
                 break
             if room <= 0 or self._would_start_on_scraps(r, room) or not self._try_start(r, now_s, plan, room):
                 put_back.append(r)
-                if now_s - r.arrival_s >= self.preempt_cfg.aging_s:
+                if now_s - r.queued_s >= self.preempt_cfg.aging_s and not self._held_below_hard_limit(r):
                     break  # it has waited long enough: nothing behind it may overtake it now
                 continue
             budget -= plan.chunks[-1].num_new_tokens
@@ -443,6 +455,15 @@ class Scheduler:
         for r in put_back:
             self.waiting.push(r)
         return budget, reserved_for_batch
+
+    def _held_below_hard_limit(self, r: Request) -> bool:
+        """Whether `r` may only use the pool up to a lower limit than the hard watermark (batch:
+        never the interactive reserve; long requests: the admission rung). Such a request waits
+        for usage to fall below its own limit, and holding back the requests that may use the
+        band above it would not bring that about: it would only idle the band and stall chats
+        behind a batch job for as long as the peak lasts. So it never blocks the queue, however
+        long it has waited; the batch share of the budget and its queue deadline bound its wait."""
+        return self.admission.enabled and self.admission.class_limit(r) < self.marks.preempt
 
     def _would_start_on_scraps(self, r: Request, room: int) -> bool:
         """A chat-sized prompt (one capped chunk, at most half the budget) starts whole or waits

@@ -10,7 +10,11 @@ so a batch request that has waited `aging_s` longer than the interactive head ov
 class starves. With `fcfs` (the vLLM-like and `none` baselines) there is a single class.
 
 Each class is a binary heap keyed by `seq_no`: push/pop O(log n), peek O(1). A request removed
-while waiting (cancelled, deadline) is dropped lazily when it reaches the head.
+while waiting (cancelled, deadline) is dropped lazily when it reaches the head. Queue deadlines
+are tracked per traffic class (`admission.queue_deadline_for`): arrivals of one class share one
+deadline offset, so each class's deadline deque is in deadline order and expiry is
+O(expired + already started); one deque for all would let a batch job's longer deadline at its
+head hide the chat requests behind it whose deadline had passed.
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ class WaitingQueue:
         self.fcfs = fcfs
         self._heaps: dict[TrafficClass, list[tuple[int, Request]]] = {c: [] for c in TrafficClass}
         self.num_by_class: dict[TrafficClass, int] = {c: 0 for c in TrafficClass}
-        self._deadlines: deque[Request] = deque()  # new arrivals in order; deadlines only grow
+        # new arrivals in order, per class: within a class deadlines only grow
+        self._deadlines: dict[TrafficClass, deque[Request]] = {c: deque() for c in TrafficClass}
 
     def _class_of(self, r: Request) -> TrafficClass:
         return TrafficClass.INTERACTIVE if self.fcfs else r.traffic_class
@@ -40,7 +45,7 @@ class WaitingQueue:
         """A new arrival (its deadline is tracked); use `push` to put back a popped request."""
         self.push(r)
         if r.deadline_s is not None:
-            self._deadlines.append(r)
+            self._deadlines[r.traffic_class].append(r)
 
     def push(self, r: Request) -> None:
         heapq.heappush(self._heaps[self._class_of(r)], (r.seq_no, r))
@@ -88,25 +93,27 @@ class WaitingQueue:
             yield self._pop(best_cls)
 
     def expired(self, now_s: float) -> list[Request]:
-        """Never-started requests whose queue deadline passed. O(expired + already started):
-        arrivals share one deadline offset, so the deadline deque is in deadline order."""
+        """Never-started requests whose queue deadline passed, class by class."""
         out = []
-        dq = self._deadlines
-        while dq:
-            r = dq[0]
-            if r.state is not RequestState.WAITING:
-                dq.popleft()  # started, cancelled or finished meanwhile
-            elif r.deadline_s <= now_s:
-                out.append(dq.popleft())
-            else:
-                break
+        for dq in self._deadlines.values():
+            while dq:
+                r = dq[0]
+                if r.state is not RequestState.WAITING:
+                    dq.popleft()  # started, cancelled or finished meanwhile
+                elif r.deadline_s <= now_s:
+                    out.append(dq.popleft())
+                else:
+                    break
         return out
 
     def next_deadline_s(self) -> float | None:
-        dq = self._deadlines
-        while dq and dq[0].state is not RequestState.WAITING:
-            dq.popleft()
-        return dq[0].deadline_s if dq else None
+        heads = []
+        for dq in self._deadlines.values():
+            while dq and dq[0].state is not RequestState.WAITING:
+                dq.popleft()
+            if dq:
+                heads.append(dq[0].deadline_s)
+        return min(heads, default=None)
 
     def __iter__(self) -> Iterator[Request]:
         for heap in self._heaps.values():

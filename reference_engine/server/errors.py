@@ -53,7 +53,8 @@ def finish_error(r: EngineRequest) -> RequestError:
     if reason is FinishReason.REJECTED:
         waited = (r.finish_s or r.arrival_s) - r.arrival_s
         return CapacityError(f"the request waited {waited:.1f} s in the admission queue without getting KV memory "
-                             f"(admission.queue_deadline_ms); retry after the Retry-After delay",
+                             f"(admission.queue_deadline_ms, batch_queue_deadline_ms for batch); retry after the "
+                             f"Retry-After delay",
                              code="queue_deadline", retry_after_s=1.0)
     if reason is FinishReason.OOM:
         return OutOfMemoryError("the engine ran out of KV memory for this request and had nothing to preempt "

@@ -137,10 +137,11 @@ def _batch_flood() -> list[Send]:
 
 def _interactive_flood() -> list[Send]:
     # Chat questions (1K tokens, half of it the tenant's shared block) at 200/s over four tenants
-    # for 20 s: more than the engine starts, so interactive work waits at every step, ahead of
-    # batch by priority, hundreds deep; a batch job arrives every 2 s.
+    # for 45 s: more than the engine starts, so interactive work waits at every step, ahead of
+    # batch by priority, hundreds deep; a batch job arrives every 2 s. The flood outlasts a batch
+    # job's queue deadline (30 s): without starvation protection batch waits it out.
     tenants = ("acme", "globex", "initech", "umbrella")
-    sends = [Send(t, tenants[i % 4], 1_024, 4) for i, t in enumerate(every(0.005, 20.0))]
+    sends = [Send(t, tenants[i % 4], 1_024, 4) for i, t in enumerate(every(0.005, 45.0))]
     sends += [Send(t, "batchco", 1_024, 32) for t in every(2.0, 16.0, start_s=1.0)]
     return sends
 

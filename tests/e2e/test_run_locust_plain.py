@@ -20,7 +20,7 @@ TINY = ["--kvgate-model", "kvgate-tiny", "--kvgate-system-prompt", SYSTEM_PROMPT
         "--kvgate-tenants", "acme=sk-acme:interactive,globex=sk-globex:interactive",
         "--kvgate-long-prompt-tokens", "2048", "--kvgate-long-output-tokens", "128",
         "--kvgate-batch-prompt-tokens", "512", "--kvgate-cancel-prompt-tokens", "1024",
-        "--kvgate-tenant-prefix-tokens", "128", "--kvgate-idle-gap-min-s", "0.2", "--kvgate-idle-gap-max-s", "0.5",
+        "--kvgate-document-tokens", "128", "--kvgate-idle-gap-min-s", "0.2", "--kvgate-idle-gap-max-s", "0.5",
         "--kvgate-burst-size", "4", "--kvgate-kill-interval-s", "1"]
 
 

@@ -11,11 +11,25 @@ def test_passes_with_a_trickle_of_evictions(judge, healthy):
     assert result.evidence["evicted_blocks"] == 40 and result.evidence["load_s"] == 60
 
 
-def test_churn_above_one_percent_of_the_pool_per_second_fails_it(judge, healthy):
+def test_eviction_without_pressure_above_one_percent_of_the_pool_per_second_fails_it(judge, healthy):
     for t in range(20, 60):
-        healthy.event("evicted", t + 0.5, num_blocks=20, reason="watermark")
+        healthy.event("evicted", t + 0.5, num_blocks=20, reason="overflow")
     result = judge(healthy, "eviction_thrash")
-    assert result.outcome is Outcome.FAIL and result.headline.metric == "max_evicted_fraction_per_s"
+    assert result.outcome is Outcome.FAIL and result.headline.metric == "max_unforced_evicted_fraction_per_s"
+    assert result.evidence["busiest_second"]["evicted_blocks"] == 20
+
+
+def test_evictions_pressure_asks_for_are_reported_not_judged_by_their_rate(judge, healthy):
+    # a load larger than the pool: the evict rung, the pool and a tenant's cap evict at the rate
+    # context arrives; the sessions that came back for theirs are counted
+    for t in range(20, 60):
+        reason = ("watermark", "capacity", "tenant_quota")[t % 3]
+        healthy.event("evicted", t + 0.5, num_blocks=20, reason=reason, request_id=f"s-{t}")
+        healthy.request(f"turn-{t}", sent_s=t + 1.0 if t % 2 else t - 1.0, session_id=f"s-{t}")
+    result = judge(healthy, "eviction_thrash")
+    assert result.outcome is Outcome.PASS, result.explanation
+    assert result.evidence["num_evictions"] == 45 and result.evidence["num_unforced_evictions"] == 0
+    assert result.evidence["evicted_sessions_that_came_back"] == 20
 
 
 def test_cached_prefix_reclaims_are_reported_not_judged_by_the_rate(judge, healthy):

@@ -16,7 +16,7 @@ def test_design_defaults():
     assert t.for_gate("cancel_release")["p99_max_s"] == 2.0
     assert t.for_gate("interactive_ttft")["p95_max_ms"] == 900
     assert t.for_gate("preempted_complete")["min_completed_fraction"] == 0.99
-    assert t.for_gate("eviction_thrash")["max_evicted_fraction_per_s"] == 0.01
+    assert t.for_gate("eviction_thrash")["max_unforced_evicted_fraction_per_s"] == 0.01
 
 
 def test_user_file_overrides_key_by_key(tmp_path):

@@ -8,8 +8,8 @@ import pytest
 
 from harness.cli import build_parser, main
 from harness.commands.run import build_plan
-from harness.profiles import get_profile
 from harness.loadgen.tenants import DEFAULT_SPEC, parse_tenants
+from harness.profiles import get_profile
 from harness.scenario_catalog import scenarios_dir
 from reference_engine.errors import KvgateError
 
@@ -48,8 +48,9 @@ def test_a_policy_run_takes_tenants_public_prefix_and_model_from_the_config(conf
     s = p.settings
     assert parse_tenants(s.tenants) == parse_tenants("acme=sk-a1:interactive,bulk=sk-bulk:batch")
     assert (s.system_prompt, s.model) == (SERVER_PROMPT, "served-name")
-    assert (p.duration_s, p.users, p.profile, p.target_url) == (12, 20, "quick", None)
-    assert s.long_output_tokens == 1024  # the quick profile's size
+    quick = get_profile("quick")
+    assert (p.duration_s, p.users, p.profile, p.target_url) == (quick.duration_s, quick.users, "quick", None)
+    assert s.long_output_tokens == quick.settings["long_output_tokens"]  # the quick profile's size
     assert p.mixed_dir == scenarios_dir() and len(p.scenarios) == 10
     assert p.run_dir.parent == Path("runs") and p.run_dir.name.endswith("-lru")
 

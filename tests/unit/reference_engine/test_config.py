@@ -102,3 +102,47 @@ def test_config_reference_page_is_up_to_date():
     from reference_engine.config.doc import render
     assert Path("docs/config.md").read_text() == render(), \
         "docs/config.md is stale: python -m reference_engine.config.doc > docs/config.md"
+
+
+def test_a_config_extends_another_and_changes_only_what_it_names(tmp_path):
+    (tmp_path / "base.toml").write_text(
+        '[kv_cache]\npolicy = "lru"\nmax_session_idle_seconds = 60\n'
+        '[tenants.a]\napi_keys = ["ka"]\nmax_kv_share = 0.15\n'
+        '[[prefix_cache.public_prefixes]]\nname = "p"\ntext = "hello there"\n')
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "child.toml").write_text(
+        'extends = "../base.toml"\n[kv_cache]\npolicy = "multi_queue"\n[tenants.a]\nmax_kv_share = 0.02\n'
+        '[tenants.b]\napi_keys = ["kb"]\n')
+    cfg = load_config(tmp_path / "sub" / "child.toml")
+    assert cfg.kv_cache.policy.value == "multi_queue" and cfg.kv_cache.max_session_idle_seconds == 60
+    assert cfg.tenants["a"].api_keys == ["ka"] and cfg.tenants["a"].max_kv_share == 0.02
+    assert set(cfg.tenants) == {"a", "b"}
+    assert [p.name for p in cfg.prefix_cache.public_prefixes] == ["p"]  # arrays of tables are inherited whole
+    spelled_out = load_config(tmp_path / "base.toml").model_dump(mode="json")
+    spelled_out["kv_cache"]["policy"] = "multi_queue"
+    spelled_out["tenants"]["a"]["max_kv_share"] = 0.02
+    spelled_out["tenants"]["b"] = {"api_keys": ["kb"]}
+    assert config_digest(cfg) == config_digest(parse_config(spelled_out))  # the digest is of the meaning
+
+
+def test_extends_refuses_a_cycle_a_missing_parent_and_a_non_path(tmp_path):
+    (tmp_path / "a.toml").write_text('extends = "b.toml"\n')
+    (tmp_path / "b.toml").write_text('extends = "a.toml"\n')
+    with pytest.raises(ConfigError, match="cycle"):
+        load_config(tmp_path / "a.toml")
+    (tmp_path / "c.toml").write_text('extends = "missing.toml"\n')
+    with pytest.raises(ConfigError, match="no such config file.*extended by"):
+        load_config(tmp_path / "c.toml")
+    (tmp_path / "d.toml").write_text('extends = 3\n')
+    with pytest.raises(ConfigError, match="path of another config file"):
+        load_config(tmp_path / "d.toml")
+
+
+def test_batch_jobs_wait_out_a_peak_longer_than_a_chat_user_waits():
+    from reference_engine.config import TrafficClass
+    admission = EngineConfig().admission
+    assert admission.queue_deadline_for(TrafficClass.BATCH) == 30_000
+    assert admission.queue_deadline_for(TrafficClass.INTERACTIVE) == 8_000 == admission.queue_deadline_for(
+        TrafficClass.SYSTEM)
+    same = parse_config({"admission": {"batch_queue_deadline_ms": None}}).admission
+    assert same.queue_deadline_for(TrafficClass.BATCH) == 8_000

@@ -72,10 +72,10 @@ def test_public_prefix_is_shared_across_tenants():
     assert other.num_prefix_hit_tokens == 64  # the 4 public blocks, nothing private
 
 
-def tight_pool(mode: str) -> Driver:
+def tight_pool(mode: str, aging_s: float = 10) -> Driver:
     """128 blocks, admission off: six requests that each grow to 20 blocks must preempt.
     (Each tenant's worst-case reservations must stay under its cap, so the six are split.)"""
-    return Driver(small_config(128, overrides={
+    return Driver(small_config(128, overrides={"preemption.aging_s": aging_s,
         "engine.max_num_batched_tokens": 64, "engine.max_num_seqs": 6, "admission.enabled": False,
         "preemption.mode": mode, "tenants.acme.max_kv_share": 1.0, "tenants.globex.max_kv_share": 1.0,
         "kv_cache.guard": {"warn_at_percent": 30, "admission_at_percent": 40, "evict_at_percent": 50,
@@ -92,6 +92,24 @@ def test_preempted_request_resumes_and_completes_all_its_tokens():
         assert r.finish_reason is FinishReason.LENGTH and r.num_output_tokens == 220
     assert d.core.pool.num_live == 0
     d.core.pool.check_invariants()
+
+
+def test_a_request_just_preempted_does_not_hold_back_the_chats_behind_it():
+    # The victim ranks first by its whole wait, but right after the preemption it cannot fit:
+    # a chat that can must not wait behind it (it would wait as long as the peak lasts).
+    d = tight_pool("recompute", aging_s=0.5)
+    for i in range(6):
+        d.add(tenant=("acme", "globex")[i % 2], prompt_len=100, max_new=220)
+    d.clock.advance(1.0)  # the growers arrived longer than aging_s ago
+    for _ in range(10_000):
+        if kinds(d.core, EventKind.PREEMPTED):
+            break
+        d.step()
+    [victim] = [r for r in d.core.scheduler.requests.values() if r.state is RequestState.PREEMPTED]
+    d.core.pool.allocate(d.core.pool.num_allocatable - 19, "acme", d.clock.now())  # too little room left for it
+    chat = d.add(tenant="globex", prompt_len=5, max_new=2)
+    d.step()
+    assert victim.state is RequestState.PREEMPTED and chat.state is not RequestState.WAITING
 
 
 def test_recompute_gives_the_same_tokens_as_an_uninterrupted_run():
@@ -165,6 +183,51 @@ def test_batch_prefill_pauses_above_its_watermark():
     d.core.pool.decref(held, 0.0)
     d.run()
     assert batch.finish_reason is FinishReason.LENGTH
+
+
+def test_a_batch_job_held_out_of_the_interactive_reserve_never_blocks_chats_behind_it():
+    # 78 % of the pool is held: a batch job may not start (it never takes the last 25 %), and it
+    # waits long enough to rank ahead of new chats. It must not hold them back: they may use the
+    # band it may not, and stalling them would not free anything for it.
+    d = Driver(small_config(1024, overrides={"tenants.acme.max_kv_share": 1.0, "tenants.batchco.max_kv_share": 1.0}))
+    held = d.core.pool.allocate(800, "acme", 0.0)
+    batch = d.add(tenant="batchco", prompt_len=50, max_new=4)
+    d.clock.advance(d.core.config.preemption.aging_s + 1)
+    chat = d.add(tenant="globex", prompt_len=20, max_new=2)
+    d.step()
+    assert batch.state is RequestState.WAITING and chat.state is RequestState.RUNNING
+    d.core.pool.decref(held, d.clock.now())
+    d.run()
+    assert batch.finish_reason is FinishReason.LENGTH and chat.finish_reason is FinishReason.LENGTH
+
+
+def test_a_batch_job_that_cannot_start_keeps_no_blocks_promised():
+    # Admitted while the pool was empty, the batch job finds it above its class limit at its
+    # first chance to start: its promise lapses, and a chat that fits only without it starts.
+    d = Driver(small_config(1024, overrides={"tenants.acme.max_kv_share": 1.0, "tenants.globex.max_kv_share": 1.0,
+                                             "tenants.batchco.max_kv_share": 1.0}))
+    batch = d.add(tenant="batchco", prompt_len=1500, max_new=100)
+    assert d.core.scheduler.pending_blocks == batch.estimated_blocks > 100
+    d.core.pool.allocate(800, "acme", 0.0)  # 78 %: above what batch may use, before its first step
+    d.step()
+    assert batch.state is RequestState.WAITING and d.core.scheduler.pending_blocks == 0
+    chat = d.add(tenant="globex", prompt_len=600, max_new=16)  # 800 + 42 + the batch's 110 > 92 %
+    d.step()
+    assert chat.state is not RequestState.WAITING
+
+
+def test_a_chat_request_expires_on_its_own_deadline_behind_a_batch_job_with_a_longer_one():
+    d = Driver(small_config(1024, overrides={"tenants.acme.max_kv_share": 1.0, "tenants.globex.max_kv_share": 1.0,
+                                             "tenants.batchco.max_kv_share": 1.0}))
+    held = d.core.pool.allocate(900, "acme", 0.0)  # neither request below fits
+    batch = d.add(tenant="batchco", prompt_len=800, max_new=4)
+    chat = d.add(tenant="globex", prompt_len=800, max_new=4)
+    deadlines = d.core.config.admission
+    d.clock.advance(deadlines.queue_deadline_ms / 1000 + 1)
+    d.step()
+    assert chat.finish_reason is FinishReason.REJECTED and batch.state is RequestState.WAITING
+    assert d.core.next_timer_s() == pytest.approx(deadlines.batch_queue_deadline_ms / 1000)
+    d.core.pool.decref(held, d.clock.now())
 
 
 def test_priority_header_cannot_exist_priority_comes_from_the_tenant(driver):

@@ -1,14 +1,16 @@
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from harness.loadgen.prompts import (
     DEFAULT_SYSTEM_PROMPT,
+    DocumentShelf,
     PromptTooShortError,
     chat_prompt,
     count_tokens,
     next_turn,
-    tenant_prefix,
     words,
 )
 from reference_engine import load_config
@@ -33,14 +35,27 @@ def test_the_default_system_prompt_is_the_default_configs_public_prefix_word_for
     assert prefixes[0].text == DEFAULT_SYSTEM_PROMPT
 
 
-def test_requests_share_exactly_the_system_prompt_and_the_tenant_prefix() -> None:
-    prefix = tenant_prefix("acme", 100)
-    a = engine_tokens(chat_prompt(200, seed="a", system=DEFAULT_SYSTEM_PROMPT, prefix=prefix).messages)
-    b = engine_tokens(chat_prompt(200, seed="b", system=DEFAULT_SYSTEM_PROMPT, prefix=prefix).messages)
+def test_requests_share_exactly_the_system_prompt_and_the_tenants_document() -> None:
+    document = DocumentShelf("acme", 100, num_documents=1, popularity=1.0).pick(random.Random(0))
+    a = engine_tokens(chat_prompt(300, seed="a", system=DEFAULT_SYSTEM_PROMPT, prefix=document).messages)
+    b = engine_tokens(chat_prompt(300, seed="b", system=DEFAULT_SYSTEM_PROMPT, prefix=document).messages)
     shared = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
     system_tokens = count_tokens([{"role": "system", "content": DEFAULT_SYSTEM_PROMPT}]) - 1  # without <|assistant|>
-    assert shared == system_tokens + 1 + 100  # system message, <|user|>, the tenant's preamble
-    assert tenant_prefix("acme", 100) != tenant_prefix("globex", 100)
+    assert shared == system_tokens + 1 + 100  # system message, <|user|>, the tenant's document
+    assert DocumentShelf("globex", 100, 1, 1.0).pick(random.Random(0)) != document
+
+
+def test_a_shelf_has_documents_of_differing_length_and_popularity() -> None:
+    shelf = DocumentShelf("acme", 400, num_documents=8, popularity=1.0)
+    lengths = shelf.lengths()
+    assert min(lengths) == 100 and max(lengths) == 800 and lengths == shelf.lengths()  # stable per tenant
+    assert lengths != DocumentShelf("globex", 400, 8, 1.0).lengths()  # shuffled per tenant
+    rng = random.Random(1)
+    picks = [len(shelf.pick(rng).split()) for _ in range(2000)]
+    first, second = picks.count(lengths[0]), picks.count(lengths[1])
+    assert first > 1.5 * second  # Zipf: the first document twice as popular as the second, about
+    flat = DocumentShelf("acme", 400, 8, popularity=0.0)
+    assert {len(flat.pick(rng).split()) for _ in range(400)} == set(lengths)
 
 
 def test_words_are_deterministic_per_seed() -> None:

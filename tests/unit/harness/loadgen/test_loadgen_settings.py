@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.loadgen.settings import OPTIONS, LoadSettings, SettingsError, add_arguments, dest, env_var
+from harness.loadgen.settings import (OPTIONS, LoadSettings, SettingsError, add_arguments, apply_mix, dest, env_var,
+                                      parse_mix)
 from harness.loadgen.tenants import TenantSpecError
 
 
@@ -65,3 +66,18 @@ def test_every_setting_is_documented_in_docs_scenarios_md() -> None:
     first_cells = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
     documented = {name.strip().strip("`") for cell in first_cells for name in cell.split(",")}
     assert documented == {name.replace("_", "-") for name in OPTIONS}
+
+
+def test_the_mix_weighs_scenarios_by_name() -> None:
+    class A:
+        scenario, weight = "multi_turn", 1
+
+    class B:
+        scenario, weight = "short_qa", 1
+
+    apply_mix([A, B], parse_mix("multi_turn=4, other=2"))
+    assert (A.weight, B.weight) == (4.0, 1)
+    assert parse_mix("") == {}
+    for bad in ("multi_turn", "multi_turn=x", "=3", "short_qa=-1"):
+        with pytest.raises(SettingsError, match="scenario=weight"):
+            LoadSettings(mix=bad)
