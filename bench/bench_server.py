@@ -160,7 +160,8 @@ def run_one(config_path: str, num_streams: int, seconds: float, warmup_s: float,
         port = sock.getsockname()[1]
     admin_key = secrets.token_urlsafe(24)
     proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "serve", "--config", config_path,
-                             "--port", str(port), "--log-level", "warning"], env={**os.environ, ADMIN_KEY_VAR: admin_key})
+                             "--port", str(port), "--log-level", "warning"],
+                            env={**os.environ, ADMIN_KEY_VAR: admin_key})
     base = f"http://127.0.0.1:{port}"
     try:
         while True:

@@ -14,5 +14,5 @@ from reference_engine.config.loader import config_digest, load_config, parse_con
 from reference_engine.config.redaction import redacted, secrets_of
 
 __all__ = ["ADMIN_KEY_VAR", "DEV_ADMIN_KEY", "EngineConfig", "GuardConfig", "PolicyName", "PreemptionMode",
-           "TenantConfig", "TrafficClass", "config_digest", "load_config", "parse_config", "redacted", "save_config", "secrets_of",
-           "with_overrides"]
+           "TenantConfig", "TrafficClass", "config_digest", "load_config", "parse_config", "redacted", "save_config",
+           "secrets_of", "with_overrides"]

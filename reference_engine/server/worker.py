@@ -3,7 +3,8 @@
     python -m reference_engine.server.worker --config-json F --fd N --worker I
 
 It serves `create_app(config, worker=I)` on the listening socket inherited as file descriptor N
-(with the HTTP edge of every kvgate server, `http_edge.run`), and asks Linux to SIGTERM it when its parent (the supervisor) dies.
+(with the HTTP edge of every kvgate server, `http_edge.run`), and asks Linux to SIGTERM it when
+its parent (the supervisor) dies.
 """
 
 from __future__ import annotations

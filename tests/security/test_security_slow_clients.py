@@ -71,7 +71,8 @@ def test_an_http_1_0_client_gets_a_whole_response_without_chunks(tmp_path: Path)
         answer = read_until_closed(sock)
     headers, _, body = answer.partition(b"\r\n\r\n")
     assert headers.startswith(b"HTTP/1.1 200 ") and b"transfer-encoding" not in headers.lower()
-    [length] = [int(line.split(b":")[1]) for line in headers.split(b"\r\n") if line.lower().startswith(b"content-length")]
+    [length] = [int(line.split(b":")[1]) for line in headers.split(b"\r\n")
+                if line.lower().startswith(b"content-length")]
     assert len(body) == length and body.endswith(b"data: [DONE]\n\n")
 
 
