@@ -106,9 +106,13 @@ class GuardedHttpProtocol(HttpToolsProtocol):
                                          f"({self.limits.header_timeout_s:g} s)"))
 
     def _refuse(self, err: RequestError) -> None:
-        if not self.transport.is_closing():
+        """Answer `err` and close; only close when a response is still being written on this
+        connection (a pipelined request came in slowly behind it): bytes of ours would corrupt it."""
+        if self.transport.is_closing():
+            return
+        if self.cycle is None or self.cycle.response_complete:
             self.transport.write(_raw_error(err))
-            self.transport.close()
+        self.transport.close()
 
 
 def _peer(client: tuple[str, int] | None) -> str:

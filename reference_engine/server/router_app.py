@@ -12,8 +12,9 @@
     GET  /admin/ledger                            the reservation ledger + each worker's ledger
     GET  /admin/config, /admin/workers            the config; pids, ports, states, restarts
 
-A worker that does not answer an admin or metrics call (it is dead or restarting) is listed
-under `unavailable` instead of failing the whole answer.
+A worker that does not answer an admin or metrics call (it is dead, restarting, or hung: no
+answer within `server.worker_hang_timeout_s`) is listed under `unavailable` instead of failing
+or holding the whole answer.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ async def _from_workers(router: Router, path: str) -> tuple[dict[int, object], l
     async def one(client: httpx.AsyncClient | None) -> object:
         if client is None:
             return None
-        resp = await client.get(path, headers=headers)
+        resp = await client.get(path, headers=headers, timeout=router.call_timeout)  # a hung worker: unavailable
         resp.raise_for_status()
         return resp.text if path == "/metrics" else resp.json()
 
