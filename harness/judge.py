@@ -3,7 +3,7 @@
     judgement = judge(run_dir)                 # verdict.json, verdict.junit.xml, report.html
     judgement.exit_code                        # 0 pass, 1 a gate failed, 2 nothing measurable
                                                # (a record of a run that ended early: PartialRecord)
-    compare(judgements, out_dir)               # comparison.html over several runs
+    compare(judgements, out_dir)               # comparison.html over several configs, one run each
 
 Data flows one way: the run record is read, never changed; only verdict and report files are
 added beside it.
@@ -20,7 +20,7 @@ from gates import OUTPUTS, Outcome, Verdict, evaluate, load_thresholds, write_ve
 from harness.cli import EXIT_GATE_FAILED, EXIT_HARNESS_ERROR, EXIT_OK
 from harness.run_record import RunRecord
 from reference_engine.errors import KvgateError
-from reports import render_comparison, render_run_report
+from reports import COMPARISON_FILE, group_runs, render_comparison, render_run_report
 
 VERDICT_OUTPUTS = tuple(OUTPUTS)
 """Every verdict output: verdict.json, verdict.junit.xml, the console table, the step summary."""
@@ -46,20 +46,24 @@ def check_complete(record: RunRecord) -> None:
         raise PartialRecord(f"{record.dir}: not judged, the record is partial ({note}); run it again")
 
 
-def judge(run_dir: Path, thresholds: Path | None = None, outputs: Sequence[str] = VERDICT_OUTPUTS) -> Judgement:
-    """Evaluate the gates on the record in `run_dir`, write the verdict files and report.html."""
+def judge(run_dir: Path, thresholds: Path | None = None, outputs: Sequence[str] = VERDICT_OUTPUTS,
+          library_dir: Path | None = None) -> Judgement:
+    """Evaluate the gates on the record in `run_dir`, write the verdict files and report.html.
+    `library_dir`: where the report's chart library goes (default the run directory); runs
+    written under one directory (a matrix) share the copy at its root."""
     record = RunRecord.load(run_dir)
     check_complete(record)
     verdict = evaluate(record, load_thresholds(thresholds))
     write_verdict(record.dir, verdict, outputs)
-    report = render_run_report(record, verdict)
+    report = render_run_report(record, verdict, library_dir=library_dir)
     return Judgement(record, verdict, report, verdict_exit_code(verdict))
 
 
 def compare(judgements: Sequence[Judgement], out_dir: Path) -> Path:
-    """One comparison report of several judged runs, as `out_dir/comparison.html`."""
-    return render_comparison([j.record for j in judgements], [j.verdict for j in judgements],
-                             Path(out_dir) / "comparison.html")
+    """One comparison report of several judged runs, as `out_dir/comparison.html`; runs of the
+    same config are its repeats."""
+    configs = group_runs([j.record for j in judgements], [j.verdict for j in judgements])
+    return render_comparison(configs, Path(out_dir) / COMPARISON_FILE)
 
 
 def verdict_exit_code(verdict: Verdict) -> int:

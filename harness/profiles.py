@@ -54,20 +54,22 @@ class Profile:
 
 
 PROFILES: dict[str, Profile] = {p.name: p for p in (
-    # quick: 7 GiB = 3,584 blocks; tenant caps (15 %) of 537 blocks hold one 7K-token prompt with
+    # quick: 7 GiB = 3,584 blocks; a tenant's cap (15 %) of 537 blocks holds one 7K-token prompt with
     # its answer. max_num_seqs 40: rungs 3 % (107 blocks) apart hold one step of growth (64 + 40).
-    Profile(name="quick", duration_s=16, users=44, spawn_rate=16, baseline_requests=30, cooldown_max_s=15,
-            cooldown_min_s=2, stop_timeout_s=5,
+    # 1 GiB of host swap space holds about 8K tokens: swap runs out, and recompute is chosen too.
+    # The mix: idle conversations outgrow the pool (evict rung); long answers about long contexts
+    # and batch jobs grow past what admission planned when they started (preempt rung).
+    Profile(name="quick", duration_s=16, users=52, spawn_rate=16, baseline_requests=30, cooldown_max_s=15,
+            cooldown_min_s=2, stop_timeout_s=12,
             engine_overrides={"hardware.kv_pool_gib": 7, "engine.max_num_seqs": 40, "preemption.host_swap_gib": 1},
-            settings={"long_prompt_tokens": 7000, "long_output_tokens": 512, "long_output_prompt_tokens": 2500,
-                      "batch_prompt_tokens": 2048,
-                      "batch_max_tokens": 256, "cancel_prompt_tokens": 4096, "cancel_max_tokens": 256,
-                      "document_tokens": 512, "session_context_tokens": 1500, "long_session_context_tokens": 5000,
-                      "burst_size": 8, "turns": 3, "idle_gap_min_s": 1.0,
+            settings={"long_prompt_tokens": 7000, "long_output_tokens": 1024, "long_output_prompt_tokens": 1100,
+                      "batch_prompt_tokens": 2048, "batch_max_tokens": 1024, "cancel_prompt_tokens": 4096,
+                      "cancel_max_tokens": 256, "document_tokens": 512, "session_context_tokens": 1500,
+                      "long_session_context_tokens": 5000, "burst_size": 8, "turns": 3, "idle_gap_min_s": 1.0,
                       "idle_gap_max_s": 3.0, "wait_min_s": 0.1, "wait_max_s": 0.5, "kill_interval_s": 4.0,
                       "step_users": 2, "step_s": 3.0, "step_max_users": 16, "step_hold_s": 3.0,
-                      "request_timeout_s": 30.0,
-                      "mix": "multi_turn=8,long_output=16,shared_prefix=3,long_prompt=2,batch_mix=2,cancel_storm=2"}),
+                      "request_timeout_s": 40.0,
+                      "mix": "multi_turn=8,long_output=20,shared_prefix=3,long_prompt=2,batch_mix=6,cancel_storm=2"}),
     # ci: 30 GiB = 15,360 blocks; a tenant's cap (2,304 blocks) holds one 32K-token prompt with
     # its answer, and the default max_num_seqs (256) still fits between the rungs.
     Profile(name="ci", duration_s=45, users=24, spawn_rate=8, baseline_requests=10, cooldown_max_s=30,

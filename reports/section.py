@@ -2,7 +2,8 @@
 
 A section turns a run record and its verdict into an HTML fragment. It always renders (a
 chart, or a note saying which signal the record lacks) so every report has the same outline.
-The default order puts the gate table first, as a reader needs the verdict before the charts.
+The default order puts the gate table first, as a reader needs the verdict before the charts,
+then the pressure the run reached, which says what the verdict is worth.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from reports.sections.churn import ChurnSection
 from reports.sections.config import ConfigSection
 from reports.sections.gate_table import GateTableSection
 from reports.sections.kv_usage import KvUsageSection
+from reports.sections.pressure import PressureSection
 from reports.sections.queues import QueuesSection
 from reports.sections.rejections import RejectionsSection
 from reports.sections.tenant_share import TenantShareSection
@@ -32,7 +34,7 @@ class ReportSection(Protocol):
 
 
 SECTIONS: dict[str, ReportSection] = {s.name: s for s in (
-    GateTableSection(), KvUsageSection(), TenantShareSection(), QueuesSection(), TtftSection(),
+    GateTableSection(), PressureSection(), KvUsageSection(), TenantShareSection(), QueuesSection(), TtftSection(),
     CancelReleaseSection(), ChurnSection(), RejectionsSection(), ConfigSection(),
 )}
 

@@ -2,13 +2,19 @@
 
     kvgate matrix configs/*.toml --profile quick
     kvgate matrix configs/*.toml --baseline configs/baselines/*.toml --profile ci --out runs/ci
+    kvgate matrix configs/*.toml --profile quick --repeat 3        # each config 3 times
 
 Each config starts its own reference engine and gets the run `kvgate run --policy CONFIG` would
-give it (same scenarios, same profile), judged by the gates. Baselines (`--baseline`) run the
-same way and appear in the comparison, but their verdicts do not decide the exit code: they are
-there to show what the candidates are better than. Configs with the same digest (default.toml
-and lru.toml mean the same thing) run once. Exit 0 when every candidate passed, 1 when one
-failed a gate, 2 when a run could not be made or judged.
+give it (same scenarios, same profile), judged by the gates; with `--repeat N` N times, each run
+its own record and report (`<out>/<config>/<config>-<k>/`, else `<out>/<config>/`). Baselines
+(`--baseline`) run the same way and appear in the comparison, but their verdicts do not decide
+the exit code: they are there to show what the candidates are better than. Configs with the
+same digest (default.toml and lru.toml mean the same thing) run once. Every page loads the one
+chart library at the root of `--out`. The console ends with the verdicts, how far up the
+watermark ladder each run went, and the comparison's decision (reports/decision.py), with loud
+lines for runs that never reached the evict and preempt rungs and for core decisions no
+candidate took. Exit 0 when every candidate run passed, 1 when one failed a gate, 2 when a run
+could not be made or judged.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from __future__ import annotations
 import argparse
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rich.console import Console
@@ -24,18 +30,28 @@ from rich.table import Table
 
 from gates.outputs.console import stdout_console
 from harness.cli import EXIT_GATE_FAILED, EXIT_HARNESS_ERROR, EXIT_OK
-from harness.commands.run import RichProgress, raise_keyboard_interrupt, add_load_arguments, build_plan
-from harness.judge import Judgement, compare, judge
+from harness.commands.run import RichProgress, add_load_arguments, build_plan, print_pressure, raise_keyboard_interrupt
+from harness.judge import Judgement, judge
 from harness.live_run import run_live
 from reference_engine import config_digest, load_config
 from reference_engine.errors import KvgateError
+from reports import COMPARISON_FILE, ComparedConfig, ComparedRun, render_comparison
+from reports.comparison import comparison_alerts
+from reports.decision import decide_configs, decision_lines
+from reports.pressure import highest_rung, missing_rungs_warning
 
 
 @dataclass(frozen=True)
 class Entry:
+    """One run of the matrix: a config, and which of its `--repeat` runs this is."""
+
     path: Path
     name: str
     baseline: bool
+    repeat: int = 1
+
+    def run_dir(self, out: Path, repeats: int) -> Path:
+        return out / self.name / f"{self.name}-{self.repeat}" if repeats > 1 else out / self.name
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -44,6 +60,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--baseline", type=Path, nargs="+", default=[], metavar="CONFIG",
                    help="baseline configs: run and compared, never decide the exit code")
     add_load_arguments(p)
+    p.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="run each config N times, each run its own record and report; the comparison shows the "
+                        "median and range (default 1)")
     p.add_argument("--out", type=Path, metavar="DIR", default=Path("runs/matrix"),
                    help="directory for one run record per config and comparison.html (default runs/matrix)")
     p.set_defaults(func=run)
@@ -66,32 +85,61 @@ def plan_entries(configs: list[Path], baselines: list[Path]) -> tuple[list[Entry
 
 def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, raise_keyboard_interrupt)
+    if args.repeat < 1:
+        raise KvgateError(f"--repeat must be at least 1, got {args.repeat}")
     console = stdout_console()  # a CI log gets a summary table wide enough to read
     entries, notes = plan_entries(args.configs, args.baseline)
     for note in notes:
         console.print(f"[dim]{note}[/]")
+    runs = [replace(entry, repeat=k) for entry in entries for k in range(1, args.repeat + 1)]
     judged: list[tuple[Entry, Judgement]] = []
     failed_runs: list[tuple[Entry, str]] = []
-    wall_s: dict[Path, float] = {}
-    for i, entry in enumerate(entries, 1):
+    wall_s: dict[Entry, float] = {}
+    for i, entry in enumerate(runs, 1):
         started = time.monotonic()
-        console.rule(f"[bold]{i}/{len(entries)}[/] {entry.path}" + (" (baseline)" if entry.baseline else ""))
-        run_args = argparse.Namespace(**{**vars(args), "policy": entry.path, "out": args.out / entry.name,
-                                         "target": None, "metrics_url": None, "model": None, "tenants": None})
+        repeat = f" run {entry.repeat} of {args.repeat}" if args.repeat > 1 else ""
+        console.rule(f"[bold]{i}/{len(runs)}[/] {entry.path}{repeat}" + (" (baseline)" if entry.baseline else ""))
+        run_dir = entry.run_dir(args.out, args.repeat)
+        run_args = argparse.Namespace(**{**vars(args), "policy": entry.path, "out": run_dir, "target": None,
+                                         "metrics_url": None, "model": None, "tenants": None})
         try:
             plan = build_plan(run_args)
             with RichProgress(console) as progress:
                 result = run_live(plan, progress)
-            judged.append((entry, judge(result.run_dir, args.gates)))
+            judgement = judge(result.run_dir, args.gates, library_dir=args.out)
+            print_pressure(console, judgement.record.meta.pressure)
+            judged.append((entry, judgement))
         except KvgateError as err:  # one config that cannot run does not hide the others' results
             console.print(f"[red]kvgate: {entry.path}: {err}[/]")
             failed_runs.append((entry, str(err)))
-        wall_s[entry.path] = time.monotonic() - started
+        wall_s[entry] = time.monotonic() - started
     if judged:
-        report = compare([j for _, j in judged], args.out)
-        _print_summary(console, judged, failed_runs, wall_s)
-        console.print(f"reports: [bold]{args.out}/<run>/report.html[/]; comparison report: [bold]{report}[/]")
+        configs = _compared(entries, judged)
+        report = render_comparison(configs, args.out / COMPARISON_FILE)
+        _print_summary(console, judged, failed_runs, wall_s, args.out)
+        _print_decision(console, configs)
+        console.print(f"reports: [bold]{args.out}/<config>/{'<config>-<k>/' if args.repeat > 1 else ''}report.html[/]; "
+                      f"comparison report: [bold]{report}[/]")
     return _exit_code(judged, failed_runs)
+
+
+def _compared(entries: list[Entry], judged: list[tuple[Entry, Judgement]]) -> list[ComparedConfig]:
+    """The judged runs as configs of the comparison, in the order given, named as their directories."""
+    configs = []
+    for entry in entries:
+        runs = tuple(ComparedRun.of(j.record, j.verdict, j.report) for e, j in judged if e.path == entry.path)
+        if runs:
+            configs.append(ComparedConfig(entry.name, runs, baseline=entry.baseline))
+    return configs
+
+
+def _print_decision(console: Console, configs: list[ComparedConfig]) -> None:
+    """What the comparison decides, then in bold red what it cannot be called a comparison of."""
+    console.rule("[bold]decision[/]")
+    for line in decision_lines(decide_configs(configs)):
+        console.print(line, markup=False, highlight=False)
+    for alert in comparison_alerts(configs):
+        console.print(alert, style="bold red", markup=False, highlight=False)
 
 
 def _exit_code(judged: list[tuple[Entry, Judgement]], failed_runs: list[tuple[Entry, str]]) -> int:
@@ -104,19 +152,29 @@ def _exit_code(judged: list[tuple[Entry, Judgement]], failed_runs: list[tuple[En
 
 
 def _print_summary(console: Console, judged: list[tuple[Entry, Judgement]],
-                   failed_runs: list[tuple[Entry, str]], wall_s: dict[Path, float]) -> None:
-    """One row per config; `wall` is the whole run (engine start to report), what a CI budget counts;
-    `run` names the run's directory under --out. Long cells wrap: a CI log is no wider than 140."""
+                   failed_runs: list[tuple[Entry, str]], wall_s: dict[Entry, float], out: Path) -> None:
+    """One row per run; `wall` is the whole run (engine start to report), what a CI budget counts;
+    `pressure` the highest rung reached (red when below evict or preempt); `run` names the run's
+    directory under --out. Long cells wrap: a CI log is no wider than 140."""
     table = Table(title="kvgate matrix")
-    for col in ("config", "policy", "digest", "verdict", "failed gates", "wall", "run"):
+    for col in ("config", "policy", "digest", "verdict", "failed gates", "pressure", "wall", "run"):
         table.add_column(col, overflow="fold")
     for entry, j in judged:
         failed = [g.gate for g in j.verdict.results if g.outcome.value == "fail"]
         verdict = j.verdict.outcome.value + (" (baseline)" if entry.baseline else "")
         style = "red" if failed and not entry.baseline else ("yellow" if failed else "green")
         table.add_row(str(entry.path), j.record.meta.policy, j.record.meta.config_digest,
-                      f"[{style}]{verdict}[/]", ", ".join(failed) or "-", f"{wall_s[entry.path]:.0f} s",
-                      j.report.parent.name)
+                      f"[{style}]{verdict}[/]", ", ".join(failed) or "-", _pressure_cell(j),
+                      f"{wall_s[entry]:.0f} s", j.record.dir.relative_to(out).as_posix())
     for entry, err in failed_runs:
-        table.add_row(str(entry.path), "-", "-", "[red]harness error[/]", err[:60], f"{wall_s[entry.path]:.0f} s", "-")
+        table.add_row(str(entry.path), "-", "-", "[red]harness error[/]", err[:60], "-", f"{wall_s[entry]:.0f} s", "-")
     console.print(table)
+
+
+def _pressure_cell(judgement: Judgement) -> str:
+    pressure = judgement.record.meta.pressure
+    if pressure is None:
+        return "not recorded"
+    top = highest_rung(pressure)
+    text = "unknown" if pressure.source == "none" else top.rung if top else "none"
+    return f"[bold red]{text}[/]" if missing_rungs_warning(pressure) else text

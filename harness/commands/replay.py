@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
                 for path, config, run_dir in zip(paths, configs, run_dirs)])
     summaries = [RunSummary.from_record(RunRecord.load(r.run_dir), args.goodput_ttft_ms / 1000) for r in results]
     _print_comparison(console, results, summaries)
-    judgements = [judge(r.run_dir) for r in results]
+    judgements = [judge(r.run_dir, library_dir=out) for r in results]  # one chart library under out
     report = compare(judgements, out)
     console.print(f"records under [bold]{out}[/]; comparison report [bold]{report}[/]")
     return max(j.exit_code for j in judgements)

@@ -35,9 +35,11 @@ from harness.loadgen.prompts import DEFAULT_SYSTEM_PROMPT
 from harness.loadgen.settings import LoadSettings, SettingsError
 from harness.loadgen.tenants import TenantSpecError, format_tenants, tenants_of_config
 from harness.profiles import PROFILES, format_overrides, get_profile
+from harness.run_record import Pressure
 from harness.scenario_catalog import scenarios_dir, select
 from reference_engine import EngineConfig, load_config, with_overrides
 from reference_engine.errors import KvgateError
+from reports.pressure import missing_rungs_warning, pressure_line
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -108,8 +110,17 @@ def run(args: argparse.Namespace) -> int:
         result = run_live(plan, progress)
     console.print(f"run record: [bold]{result.run_dir}[/]")
     judgement = judge(result.run_dir, args.gates)
+    print_pressure(console, judgement.record.meta.pressure)
     console.print(f"verdict: {judgement.record.dir / 'verdict.json'}  report: [bold]{judgement.report}[/]")
     return judgement.exit_code
+
+
+def print_pressure(console: Console, pressure: Pressure | None) -> None:
+    """How far up the watermark ladder the run went, under its verdict; in bold red when it never
+    reached the rungs where the policy decides (then its PASS says nothing about them)."""
+    console.print(pressure_line(pressure), markup=False, highlight=False)
+    if warning := missing_rungs_warning(pressure):
+        console.print(warning, style="bold red", markup=False, highlight=False)
 
 
 def raise_keyboard_interrupt(signum: int, frame: FrameType | None) -> None:

@@ -1,8 +1,10 @@
 """`kvgate matrix` end to end on the shortest profile: one run record, verdict and report per
-config, one comparison report, and an exit code decided by the candidates alone."""
+config (per repeat), one comparison report that decides, one chart library, and an exit code
+decided by the candidates alone."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +13,7 @@ import pytest
 
 from gates import Outcome, read_verdict
 from harness.run_record import RunRecord
+from reports.page import LIBRARY_FILE
 from tests.e2e.run_support import REPO, clean_env
 
 pytestmark = pytest.mark.slow
@@ -54,3 +57,30 @@ def test_a_candidate_that_fails_a_gate_exits_1(tmp_path: Path) -> None:
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
     assert read_verdict(out / "cancel_release").result("cancel_release").outcome is Outcome.FAIL
     assert (out / "comparison.html").is_file()
+
+
+def test_repeats_each_get_a_record_and_the_comparison_decides_among_candidates(tmp_path: Path) -> None:
+    out = tmp_path / "matrix"
+    result = kvgate_matrix("configs/default.toml", "--baseline", "configs/baselines/none.toml", "--repeat", "2",
+                           out=out)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    for name in ("default", "none"):
+        for k in (1, 2):
+            run_dir = out / name / f"{name}-{k}"
+            assert read_verdict(run_dir).outcome is Outcome.PASS, run_dir
+            assert RunRecord.load(run_dir).meta.pressure is not None
+            assert (run_dir / "report.html").stat().st_size < 1_000_000
+    assert [p.relative_to(out).as_posix() for p in out.rglob("*.js")] == [LIBRARY_FILE]  # one copy, at the root
+    comparison = (out / "comparison.html").read_text()
+    assert re.findall(r'<a href="([^"]+)"', comparison)[4:] == [
+        "default/default-1/report.html", "default/default-2/report.html", "none/none-1/report.html",
+        "none/none-2/report.html"]  # after the four section anchors
+    assert "<th>default</th><th>none (baseline)</th>" in comparison
+    lines = result.stdout.splitlines()
+    overall = "overall: default (passed every gate in 2 of 2 runs; the only candidate that did)"
+    assert overall in lines
+    assert "baselines (compared, never chosen): none" in lines
+    # four users for four seconds stay far below the evict rung: each run and the matrix say so
+    assert result.stdout.count("NEVER REACHED the evict and preempt rungs") == 4
+    assert "4 of 4 runs never reached the evict and preempt rungs" in result.stdout
+    assert "NOT A COMPARISON OF POLICIES ON EVICTION, PREEMPTION, SWAP, RECOMPUTE, SESSION EXPIRY" in result.stdout

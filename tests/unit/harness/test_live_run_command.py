@@ -5,13 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from harness.cli import build_parser, main
-from harness.commands.run import build_plan
+from harness.commands.run import build_plan, print_pressure
 from harness.loadgen.tenants import DEFAULT_SPEC, parse_tenants
+from harness.pressure import measure_pressure
 from harness.profiles import get_profile
 from harness.scenario_catalog import scenarios_dir
 from reference_engine.errors import KvgateError
+from tests.fixtures.records import RecordBuilder
 
 SERVER_PROMPT = "You are a test assistant . Keep every answer short ."
 
@@ -142,3 +145,14 @@ def test_bad_tenants_from_the_environment_and_a_thresholds_typo_are_refused_befo
     typo = tmp_path / "gates.toml"
     typo.write_text("[no_oom]\nmax_ooms = 1\n")
     assert "valid: max_gpu_mem_fraction, max_oom" in refused(capsys, monkeypatch, "--gates", str(typo))
+
+
+def test_the_console_says_how_far_up_the_ladder_the_run_went(tmp_path: Path) -> None:
+    low = measure_pressure(RecordBuilder().event("watermark", 5.0, reason="warn", value=0.76).build(tmp_path / "low"))
+    console = Console(record=True, width=400)
+    print_pressure(console, low)
+    print_pressure(console, None)
+    lines = console.export_text().splitlines()
+    assert lines[0].startswith("pressure: reached warn (peak live usage 76% of the pool)")
+    assert lines[1].startswith("NEVER REACHED the evict and preempt rungs")
+    assert lines[2:] == ["pressure not recorded (the record predates meta.pressure)"]

@@ -1,4 +1,4 @@
-"""The report renders in a real browser, offline: headless Chromium runs the inlined plotly.js
+"""The report renders in a real browser, offline: headless Chromium runs plotly.js from the file beside the page
 (the DOM then holds plotly's SVG) and takes a screenshot. Skipped where Chromium is absent
 (CI installs it: apt-get install -y chromium)."""
 
@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from reports import render_comparison, render_run_report
+from reports import group_runs, render_comparison, render_run_report
 
 BROWSER = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
 
@@ -34,6 +34,7 @@ def test_run_report_renders_its_charts_offline(tmp_path, failing_run):
 
 
 def test_comparison_renders_offline(tmp_path, healthy_run, failing_run):
-    page = render_comparison([healthy_run[0], failing_run[0]], [healthy_run[1], failing_run[1]], tmp_path / "c.html")
+    configs = group_runs([healthy_run[0], failing_run[0]], [healthy_run[1], failing_run[1]])
+    page = render_comparison(configs, tmp_path / "c.html")
     dom = _chromium(tmp_path, "--dump-dom", page.as_uri()).stdout
     assert dom.count('class="main-svg"') >= 4

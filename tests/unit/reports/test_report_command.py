@@ -22,6 +22,17 @@ def test_compare_writes_one_page(tmp_path):
     assert "kvgate comparison — 2 runs" in out.read_text()
 
 
+def test_compare_labels_baselines_given_beside_the_runs(tmp_path, capsys):
+    a = RecordBuilder().healthy().write(tmp_path / "a")
+    b = RecordBuilder(policy="none").meta(config_digest="cfg-none").healthy().write(tmp_path / "b")
+    out = tmp_path / "cmp.html"
+    assert main(["report", str(a), "--baseline", str(b), "--compare", "--out", str(out)]) == 0
+    html = out.read_text()
+    assert "<th>lru</th><th>none (baseline)</th>" in html and "baselines (compared, never chosen): none" in html
+    assert main(["report", str(a), "--baseline", str(b)]) == 2
+    assert "add --compare" in capsys.readouterr().err
+
+
 def test_report_shows_the_stored_verdict(tmp_path, monkeypatch):
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     run = RecordBuilder().healthy().write(tmp_path / "run")

@@ -6,6 +6,7 @@ from pathlib import Path
 from harness.cli import main
 from harness.replay.loaders import load_trace
 from harness.run_record import TABLES, RunRecord
+from reports.page import LIBRARY_FILE
 
 REPO = Path(__file__).resolve().parents[4]
 TRACES = REPO / "tests" / "data" / "traces"
@@ -53,7 +54,8 @@ def test_compare_runs_every_config_on_the_same_trace(tmp_path, capsys):
     assert code in (0, 1)
     printed = capsys.readouterr().out
     assert "replay comparison" in printed and "TTFT P95" in printed
-    assert sorted(p.name for p in out.iterdir()) == ["comparison.html", "default", "none"]
+    assert sorted(p.name for p in out.iterdir()) == ["comparison.html", "default", "none", LIBRARY_FILE]
+    assert not list(out.glob("*/*.js"))  # the run pages load the one chart library at the root
     assert RunRecord.load(out / "none").meta.policy == "none"
     assert RunRecord.load(out / "default").meta.config_digest != RunRecord.load(out / "none").meta.config_digest
 
