@@ -43,7 +43,8 @@ async def test_stream_is_role_chunk_then_deltas_then_finish_then_usage_then_done
         assert {c["id"] for c in chunks} == {r.headers["x-request-id"]}
         assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
         deltas = [c["choices"][0]["delta"]["content"] for c in chunks[1:-2]]
-        assert len(deltas) == 4 and all(deltas)
+        # four tokens, in one to four chunks: a loop running late coalesces writes (docs/server.md)
+        assert 1 <= len(deltas) <= 4 and all(deltas) and len("".join(deltas).split()) == 4
         assert chunks[-2]["choices"][0]["finish_reason"] == "length"
         assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 4
         [finished] = engine_events(app, EventKind.FINISHED)
