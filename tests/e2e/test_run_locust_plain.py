@@ -21,7 +21,9 @@ TINY = ["--kvgate-model", "kvgate-tiny", "--kvgate-system-prompt", SYSTEM_PROMPT
         "--kvgate-long-prompt-tokens", "2048", "--kvgate-long-output-tokens", "128",
         "--kvgate-batch-prompt-tokens", "512", "--kvgate-cancel-prompt-tokens", "1024",
         "--kvgate-document-tokens", "128", "--kvgate-idle-gap-min-s", "0.2", "--kvgate-idle-gap-max-s", "0.5",
-        "--kvgate-burst-size", "4", "--kvgate-kill-interval-s", "1"]
+        "--kvgate-burst-size", "4", "--kvgate-kill-interval-s", "1",
+        # within kvgate-tiny's 4,096-token context: a long multi-turn session's document is 4,096 by default
+        "--kvgate-session-context-tokens", "256", "--kvgate-long-session-context-tokens", "1024"]
 
 
 def test_the_mixed_default_runs_headless_and_records_every_request(tmp_path: Path) -> None:
