@@ -25,8 +25,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import re
+import secrets
 import signal
 import socket
 import subprocess
@@ -40,9 +42,9 @@ import numpy as np
 
 from gates.query import percentile
 from reference_engine import EngineCore, VirtualClock, load_config
+from reference_engine.config import ADMIN_KEY_VAR
 from reference_engine.tokenizer import apply_chat_template
 
-ADMIN = {"Authorization": "Bearer sk-kvgate-admin"}
 _NON_EMPTY_CONTENT = re.compile(rb'"content":"[^"]')  # the first token, not the role-only chunk
 
 
@@ -157,8 +159,10 @@ def run_one(config_path: str, num_streams: int, seconds: float, warmup_s: float,
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
+    admin_key = secrets.token_urlsafe(24)
     proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "serve", "--config", config_path,
-                             "--port", str(port), "--log-level", "warning"])
+                             "--port", str(port), "--log-level", "warning"],
+                            env={**os.environ, ADMIN_KEY_VAR: admin_key})
     base = f"http://127.0.0.1:{port}"
     try:
         while True:
@@ -170,17 +174,20 @@ def run_one(config_path: str, num_streams: int, seconds: float, warmup_s: float,
         started = time.time()
         samples = asyncio.run(drive(port, keys, pinned[0] if pinned else "You are helpful .", num_streams,
                                     warmup_s + seconds, max_tokens, seed))
-        events = httpx.get(f"{base}/admin/events", headers=ADMIN, timeout=60).json()
+        events = httpx.get(f"{base}/admin/events", headers={"Authorization": f"Bearer {admin_key}"},
+                           timeout=60).json()
         metrics = httpx.get(f"{base}/metrics").text
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)
     cols = events["columns"]
-    kind, rid, t, lat = (cols.index(c) for c in ("kind", "request_id", "t_s", "latency_s"))
+    kind, rid, t, lat, label = (cols.index(c) for c in ("kind", "request_id", "t_s", "latency_s", "client_request_id"))
     offset = events["engine_clock_offset_unix"]
-    arrivals = {r[rid]: r[t] for r in events["rows"] if r[kind] in ("admitted", "queued")}
-    engine_ttft = {r[rid]: r[lat] for r in events["rows"] if r[kind] == "first_token"}
-    num_tokens = {r[rid]: r[cols.index("num_tokens")] for r in events["rows"] if r[kind] == "finished"}
+    # by the client's own id (its X-Request-Id label): the engine names requests itself
+    label_of = {r[rid]: r[label] for r in events["rows"] if r[kind] in ("admitted", "queued")}
+    arrivals = {r[label]: r[t] for r in events["rows"] if r[kind] in ("admitted", "queued")}
+    engine_ttft = {label_of[r[rid]]: r[lat] for r in events["rows"] if r[kind] == "first_token"}
+    num_tokens = {label_of[r[rid]]: r[cols.index("num_tokens")] for r in events["rows"] if r[kind] == "finished"}
     model_ttft, model_gap = replay_ttft(config, samples, arrivals)
     steady = [s for s in samples if s.sent_unix >= started + warmup_s]  # the opening burst is not steady state
     ok = [s for s in steady if s.status == 200 and s.first_unix is not None and s.request_id in engine_ttft

@@ -2,7 +2,8 @@
 
 Each command module exposes `register(subparsers)` which adds its parser and sets
 `func=run` where `run(args) -> int` returns the exit code. Exit codes are shared by all
-commands: 0 success / all gates passed, 1 a gate failed, 2 a harness or usage error.
+commands: 0 success / all gates passed, 1 a gate failed, 2 a harness or usage error (said in
+one line on stderr).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import NoReturn
 
 from reference_engine.errors import KvgateError
 
@@ -19,8 +21,15 @@ EXIT_OK, EXIT_GATE_FAILED, EXIT_HARNESS_ERROR = 0, 1, 2
 COMMANDS = ("demo", "serve", "run", "matrix", "replay", "gate", "report", "calibrate", "watch")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error said in one line (exit 2), as every other harness error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_HARNESS_ERROR, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kvgate", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="kvgate", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"harness.commands.{name}").register(sub)

@@ -2,6 +2,7 @@
 
     judgement = judge(run_dir)                 # verdict.json, verdict.junit.xml, report.html
     judgement.exit_code                        # 0 pass, 1 a gate failed, 2 nothing measurable
+                                               # (a record of a run that ended early: PartialRecord)
     compare(judgements, out_dir)               # comparison.html over several configs, one run each
 
 Data flows one way: the run record is read, never changed; only verdict and report files are
@@ -18,6 +19,7 @@ from pathlib import Path
 from gates import OUTPUTS, Outcome, Verdict, evaluate, load_thresholds, write_verdict
 from harness.cli import EXIT_GATE_FAILED, EXIT_HARNESS_ERROR, EXIT_OK
 from harness.run_record import RunRecord
+from reference_engine.errors import KvgateError
 from reports import COMPARISON_FILE, group_runs, render_comparison, render_run_report
 
 VERDICT_OUTPUTS = tuple(OUTPUTS)
@@ -32,12 +34,25 @@ class Judgement:
     exit_code: int
 
 
+class PartialRecord(KvgateError):
+    """The run ended early: its record is partial, and a partial record is never judged."""
+
+
+def check_complete(record: RunRecord) -> None:
+    """Raise PartialRecord for a run that ended early: the gates would judge what little it
+    measured, and could pass it (an interrupted run is no evidence of a healthy engine)."""
+    note = record.meta.ended_early
+    if note is not None:
+        raise PartialRecord(f"{record.dir}: not judged, the record is partial ({note}); run it again")
+
+
 def judge(run_dir: Path, thresholds: Path | None = None, outputs: Sequence[str] = VERDICT_OUTPUTS,
           library_dir: Path | None = None) -> Judgement:
     """Evaluate the gates on the record in `run_dir`, write the verdict files and report.html.
     `library_dir`: where the report's chart library goes (default the run directory); runs
     written under one directory (a matrix) share the copy at its root."""
     record = RunRecord.load(run_dir)
+    check_complete(record)
     verdict = evaluate(record, load_thresholds(thresholds))
     write_verdict(record.dir, verdict, outputs)
     report = render_run_report(record, verdict, library_dir=library_dir)

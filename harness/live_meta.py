@@ -3,8 +3,9 @@
 What ran comes from the engine itself when it has an admin API (`/admin/config`: the validated
 config and its digest), else from the `--policy` file, else it is unknown (an external target
 without a config: policy "external", no pool, no tenants). Live-only facts (profile, users,
-locust's exit code, whether the engine drained) go under the extra key `live`; settings are
-recorded without keys.
+locust's exit code, whether the engine drained) go under the extra key `live`. No secret is
+recorded: the config is redacted (reference_engine/config/redaction.py) and settings leave out
+the tenants' keys and the admin key.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 from harness.loadgen.settings import SECRETS
 from harness.run_record import Phase, PoolInfo, RunMeta, Signals, TenantInfo
 from reference_engine import EngineConfig, config_digest, parse_config
+from reference_engine.config import redacted
 from reference_engine.memory import MemoryPlan
 
 
@@ -63,7 +65,7 @@ def live_meta(*, run_id: str, started_unix: float, duration_s: float, config: En
     return RunMeta(
         run_id=run_id, mode="live", started_unix=started_unix, duration_s=duration_s,
         policy=config.kv_cache.policy.value if config is not None else "external", config_path=config_path,
-        config_digest=digest, config=config.model_dump(mode="json") if config is not None else {},
+        config_digest=digest, config=redacted(config) if config is not None else {},
         scenarios=scenarios, target=target, pool=pool, watermarks=watermarks_of(config) if config else {},
         tenants=tenants or {}, phases=phases, signals=signals,
         versions={"kvgate": package_version("kvgate"), "python": platform.python_version(),

@@ -12,16 +12,21 @@ Phases, on one clock (seconds since `meta.started_unix`, taken just before the b
 
 A profile may resize the simulated GPU for its load (`LivePlan.engine_overrides`, see
 harness/profiles.py): the engine this run starts then runs the --policy config with those keys
-changed, saved as `<run>/engine_config.json`, and `meta.live.engine_overrides` says what changed.
+changed, kept (secrets redacted) as `<run>/engine_config.json`, and `meta.live.engine_overrides`
+says what changed. The engine gets the plan's admin key (a fresh one per run) through its
+environment; no key is ever written under the run directory.
 
 Collectors (harness/collectors/live.py) run across all three. The record is complete even when
 the run fails or is interrupted: the finally-block writes meta.json with what was measured and
-a note saying what went wrong; the reference engine, if this run started it, is stopped then.
+a note saying what went wrong ("run ended early: ...": `kvgate gate` never judges, so never
+passes, such a record); the reference engine, if this run started it, is stopped then.
 Gates and the report run afterwards on the record alone (harness/commands/run.py).
 """
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -38,7 +43,7 @@ from harness.loadgen.tenants import TenantSet, parse_tenants
 from harness.locust_process import LocustProcess, RowTail, locust_command
 from harness.preflight import preflight
 from harness.pressure import record_pressure
-from harness.run_record import Phase, RunMeta, RunRecordWriter
+from harness.run_record import ENDED_EARLY, Phase, RunMeta, RunRecordWriter
 from harness.scenario_catalog import Scenario
 from harness.target import ReferenceEngine, Target, external_target
 from reference_engine import EngineConfig
@@ -108,29 +113,44 @@ class LiveResult:
 
 
 def run_live(plan: LivePlan, progress: RunProgress) -> LiveResult:
+    """The run, recorded. A run that fails before its record begins (the engine does not start,
+    the preflight fails) leaves no directory it made behind: the error says what went wrong."""
+    made_dir = not plan.run_dir.exists()
     plan.run_dir.mkdir(parents=True, exist_ok=True)
-    with ExitStack() as stack:
-        progress.phase("target", plan.target_url or f"starting kvgate serve --config {plan.config_path}")
-        if plan.target_url:
-            target = external_target(plan.target_url, plan.metrics_url)
-        else:
-            target = stack.enter_context(ReferenceEngine(_engine_config_path(plan), workers=plan.engine_workers,
-                                                         log_path=plan.run_dir / "engine.log"))
-        tenants = TenantSet(parse_tenants(plan.settings.tenants))
-        progress.phase("preflight", target.url)
-        checked = preflight(target.url, key=tenants.all[0].key, model=plan.settings.model)
-        settings = plan.settings.with_(model=checked.model)
-        return _record(plan, settings, target, tenants, progress, stack)
+    recording = False
+    try:
+        with ExitStack() as stack:
+            progress.phase("target", plan.target_url or f"starting kvgate serve --config {plan.config_path}")
+            if plan.target_url:
+                target = external_target(plan.target_url, plan.metrics_url)
+            else:
+                target = stack.enter_context(ReferenceEngine(_engine_config_path(plan, stack),
+                                                             admin_key=plan.settings.admin_key,
+                                                             workers=plan.engine_workers,
+                                                             log_path=plan.run_dir / "engine.log"))
+            tenants = TenantSet(parse_tenants(plan.settings.tenants))
+            progress.phase("preflight", target.url)
+            checked = preflight(target.url, key=tenants.all[0].key, model=plan.settings.model)
+            settings = plan.settings.with_(model=checked.model)
+            recording = True
+            return _record(plan, settings, target, tenants, progress, stack)
+    except BaseException:
+        if made_dir and not recording:
+            shutil.rmtree(plan.run_dir, ignore_errors=True)
+        raise
 
 
-def _engine_config_path(plan: LivePlan) -> Path:
+def _engine_config_path(plan: LivePlan, stack: ExitStack) -> Path:
     """The file `kvgate serve` starts with: the --policy file, or the config with the profile's
-    overrides applied, written into the run directory (the record keeps what ran)."""
+    overrides applied. That one holds the tenants' keys, so it is written to a private temporary
+    file, removed when the run ends; the run directory keeps it redacted (what ran, no secrets)."""
     assert plan.config_path is not None
     if not plan.engine_overrides:
         return plan.config_path
     assert plan.config is not None
-    return save_config(plan.config, plan.run_dir / ENGINE_CONFIG_FILE)
+    save_config(plan.config, plan.run_dir / ENGINE_CONFIG_FILE, redact=True)
+    private = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kvgate-engine-"))) / ENGINE_CONFIG_FILE
+    return save_config(plan.config, private)
 
 
 def _record(plan: LivePlan, settings: LoadSettings, target: Target, tenants: TenantSet, progress: RunProgress,
@@ -178,8 +198,8 @@ def _record(plan: LivePlan, settings: LoadSettings, target: Target, tenants: Ten
         phases.append(Phase(name="cooldown", start_s=load_end, end_s=clock()))
         live["requests"] = dict(counts)
     except BaseException as err:
-        notes.append(f"run ended early: {type(err).__name__}: {err}" if str(err) else
-                     f"run ended early: {type(err).__name__}")
+        notes.append(f"{ENDED_EARLY}: {type(err).__name__}: {err}" if str(err) else
+                     f"{ENDED_EARLY}: {type(err).__name__}")
         raise
     finally:
         collectors.stop()

@@ -168,6 +168,15 @@ class RunMeta(BaseModel):
     def phase(self, name: str) -> Phase | None:
         return next((p for p in self.phases if p.name == name), None)
 
+    @property
+    def ended_early(self) -> str | None:
+        """The note saying the run did not finish (interrupted, or failed mid-way), if one does:
+        such a record is partial and may not pass (harness/judge.py)."""
+        return next((n for n in self.notes if n.startswith(ENDED_EARLY)), None)
+
+
+ENDED_EARLY = "run ended early"
+
 
 class RecordError(Exception):
     """A run directory that is missing, incomplete or of an unknown schema version."""
@@ -218,7 +227,7 @@ _DTYPES = {
                  "traffic_class": str, "session_id": str, "status": str, "error_code": str, "finish_reason": str,
                  "worker": str},
     "events": {"kind": str, "request_id": str, "tenant": str, "traffic_class": str, "reason": str, "mode": str,
-               "worker": str},
+               "client_request_id": str, "worker": str},
     "samples": {"level": str, "source": str},
     "tenant_samples": {"tenant": str},
 }

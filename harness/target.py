@@ -1,11 +1,13 @@
 """The target of a live run: the reference engine started for the run, or an external server.
 
-    with ReferenceEngine(Path("configs/default.toml"), workers=2, log_path=run_dir / "engine.log") as target:
+    with ReferenceEngine(Path("configs/default.toml"), admin_key=key, workers=2,
+                         log_path=run_dir / "engine.log") as target:
         ...                                 # target.url is http://127.0.0.1:<free port>
 
 `ReferenceEngine` runs `kvgate serve` as a subprocess in its own session (a Ctrl-C in the
 terminal reaches the harness, which then stops the engine in order, instead of reaching both at
-once), on a free loopback port, and returns once /ready answers 200 (pinned prefixes loaded).
+once), on a free loopback port, with the admin key it is given or makes (in KVGATE_ADMIN_KEY:
+never on a command line or in a file), and returns once /ready answers 200 (pinned prefixes loaded).
 Leaving the block stops it: SIGINT, then SIGKILL of its process group if it does not exit;
 this happens on success, on failure and on Ctrl-C alike. An external target is just a URL.
 """
@@ -13,6 +15,7 @@ this happens on success, on failure and on Ctrl-C alike. An external target is j
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -25,6 +28,7 @@ from typing import Any, BinaryIO
 
 import httpx
 
+from reference_engine.config import ADMIN_KEY_VAR
 from reference_engine.errors import KvgateError
 
 READY_POLL_S = 0.1
@@ -64,9 +68,12 @@ def free_port(host: str = "127.0.0.1") -> int:
 class ReferenceEngine:
     """`kvgate serve --config FILE` for the length of a `with` block."""
 
-    def __init__(self, config_path: Path, *, workers: int = 0, log_path: Path | None = None,
-                 ready_timeout_s: float = 120.0) -> None:
+    def __init__(self, config_path: Path, *, admin_key: str | None = None, workers: int = 0,
+                 log_path: Path | None = None, log_level: str = "warning", ready_timeout_s: float = 120.0) -> None:
+        """`admin_key`: the engine's (default: a fresh random one, in `self.admin_key`)."""
         self.config_path = config_path
+        self.admin_key = admin_key or secrets.token_urlsafe(24)
+        self.log_level = log_level
         self.workers = workers
         self.log_path = log_path
         self.ready_timeout_s = ready_timeout_s
@@ -82,12 +89,13 @@ class ReferenceEngine:
             sock.listen(BACKLOG)
             port = sock.getsockname()[1]
             cmd = [sys.executable, "-m", "harness.cli", "serve", "--config", str(self.config_path),
-                   "--fd", str(sock.fileno()), "--log-level", "warning"]
+                   "--fd", str(sock.fileno()), "--log-level", self.log_level]
             if self.workers:
                 cmd += ["--workers", str(self.workers)]
             self._log = open(self.log_path, "wb") if self.log_path else None
+            env = {**os.environ, ADMIN_KEY_VAR: self.admin_key}  # never on the command line (ps shows it)
             self.process = subprocess.Popen(cmd, stdout=self._log or subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                                            start_new_session=True, pass_fds=(sock.fileno(),))
+                                            start_new_session=True, pass_fds=(sock.fileno(),), env=env)
         url = f"http://127.0.0.1:{port}"
         try:
             self._wait_ready(url)

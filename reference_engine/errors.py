@@ -6,16 +6,20 @@
     │                               the message lists the valid names
     ├── DeviceOutOfMemoryError      an executor's device allocation failed mid-step (CUDA OOM);
     │                               the engine fails that step's requests with an `oom` event
+    ├── StartupError                the server will not start: no admin key (and no --dev), the
+    │                               public dev key outside a dev run, or its address is taken
     └── RequestError                a request the engine refuses; carries an HTTP status and an
         │                           OpenAI error `code`, so the server maps it without guessing
         ├── InvalidRequestError     400 malformed input
         ├── ContextLengthError      400 context_length_exceeded
         ├── AuthError               401 unknown API key
         ├── NotFoundError           404 unknown model or route
+        ├── RequestTimeoutError     408 request_timeout (the body did not arrive in time)
         ├── ContextExpiredError     410 context_expired (session state gone, not rebuildable)
         ├── PayloadTooLargeError    413 request_too_large (body over server.max_body_bytes)
         ├── CapacityError           429 kv_capacity / tenant_quota / queue_deadline (+ retry_after_s)
         ├── OutOfMemoryError        503 out_of_memory (an allocation failed with nothing to preempt)
+        ├── OverloadedError         503 too_many_connections (server.max_connections)
         └── WorkerLostError         503 worker_lost
 
 `assert` is used only for internal invariants; anything a user can cause raises one of these.
@@ -53,6 +57,10 @@ class DeviceOutOfMemoryError(KvgateError):
 
     Raised by an executor (torch: from `torch.cuda.OutOfMemoryError`); `EngineCore` turns it
     into an `oom` event and fails the requests of that step, as a real engine's OOM would."""
+
+
+class StartupError(KvgateError):
+    """The server refuses to start; the message says what to give it."""
 
 
 class RequestError(KvgateError):
@@ -93,6 +101,10 @@ class NotFoundError(RequestError):
     status, code, error_type = 404, "model_not_found", "not_found_error"
 
 
+class RequestTimeoutError(RequestError):
+    status, code = 408, "request_timeout"
+
+
 class ContextExpiredError(RequestError):
     status, code = 410, "context_expired"
 
@@ -115,6 +127,10 @@ class CapacityError(RequestError):
 
 class OutOfMemoryError(RequestError):
     status, code, error_type = 503, "out_of_memory", "server_error"
+
+
+class OverloadedError(RequestError):
+    status, code, error_type = 503, "too_many_connections", "server_error"
 
 
 class WorkerLostError(RequestError):

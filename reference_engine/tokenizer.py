@@ -32,6 +32,7 @@ def vocab_word(index: int) -> str:
 
 class Tokenizer(Protocol):
     name: str
+    max_token_id: int  # the largest id `encode` can give: a client's token ids must not pass it
 
     def encode(self, text: str) -> list[int]: ...
 
@@ -42,6 +43,7 @@ class WordTokenizer:
     """Whitespace words -> ids; see the module docstring for the exact rules."""
 
     name = "kvgate-words-v1"
+    max_token_id = VOCAB_SIZE + 0xFFFFFFFF  # an out-of-vocabulary word's id is VOCAB_SIZE + crc32
 
     def __init__(self) -> None:
         specials = {tok: i for i, tok in enumerate(SPECIAL_TOKENS)}

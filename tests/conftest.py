@@ -10,3 +10,9 @@ from tests.helpers import Driver, small_config
 @pytest.fixture
 def driver() -> Driver:
     return Driver(small_config())
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """Async tests (anyio's pytest plugin) run on asyncio, the server's loop."""
+    return "asyncio"

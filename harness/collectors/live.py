@@ -30,13 +30,14 @@ from harness.collectors.periodic import Periodic
 from harness.collectors.prometheus import PrometheusScraper, Scrape, ScrapeError
 from harness.collectors.snapshot import in_flight, pool_state, sample_row, tenant_rows
 from harness.run_record import RunRecordWriter, Signals
+from reference_engine.config import DEV_ADMIN_KEY
 
 
 @dataclass(frozen=True, kw_only=True)
 class CollectorSettings:
     base_url: str
     metrics_url: str = ""
-    admin_key: str = "sk-kvgate-admin"
+    admin_key: str = DEV_ADMIN_KEY
     sample_interval_s: float = 0.5
     events_interval_s: float = 0.5
     gpu_index: int = 0

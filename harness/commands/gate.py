@@ -3,7 +3,8 @@
 Writes verdict.json and verdict.junit.xml beside the record, prints the table, appends a
 GitHub step summary when `$GITHUB_STEP_SUMMARY` is set. Exit 0 when every measurable gate
 passed, 1 when one failed (or a `--require`d gate was not measurable), 2 when the record or the
-thresholds cannot be read, or nothing at all could be measured.
+thresholds cannot be read, nothing at all could be measured, or the run ended early (its record
+says so: a partial record is never judged, so never passed).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 
 from gates import evaluate, load_thresholds, write_verdict
 from harness.cli import EXIT_HARNESS_ERROR
-from harness.judge import VERDICT_OUTPUTS, verdict_exit_code
+from harness.judge import VERDICT_OUTPUTS, check_complete, verdict_exit_code
 from harness.run_record import RecordError, RunRecord
 
 
@@ -36,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
     record = load_record(args.run_dir)
     if record is None:
         return EXIT_HARNESS_ERROR
+    check_complete(record)
     verdict = evaluate(record, load_thresholds(args.gates), only=args.only, require=args.require)
     write_verdict(record.dir, verdict, VERDICT_OUTPUTS)
     return verdict_exit_code(verdict)

@@ -15,22 +15,25 @@ explains the scenarios, profiles and settings.
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import secrets
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import FrameType
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from gates import load_thresholds
 from harness.commands.gate import names
 from harness.judge import judge
 from harness.live_run import LivePlan, run_live
 from harness.loadgen.prompts import DEFAULT_SYSTEM_PROMPT
 from harness.loadgen.settings import LoadSettings, SettingsError
-from harness.loadgen.tenants import format_tenants, tenants_of_config
+from harness.loadgen.tenants import TenantSpecError, format_tenants, tenants_of_config
 from harness.profiles import PROFILES, format_overrides, get_profile
 from harness.run_record import Pressure
 from harness.scenario_catalog import scenarios_dir, select
@@ -59,17 +62,40 @@ def add_load_arguments(p: argparse.ArgumentParser) -> None:
                    help="comma-separated scenario names (default: all of scenarios/, the mixed default)")
     p.add_argument("--profile", choices=list(PROFILES), default="ci",
                    help="duration, users and sizes: quick (< 1 min), ci (default), full")
-    p.add_argument("--duration", type=float, metavar="S", help="seconds of load (default: the profile's)")
-    p.add_argument("--users", type=int, metavar="N", help="locust users (default: the profile's)")
-    p.add_argument("--spawn-rate", type=float, metavar="R", help="users started per second (default: the profile's)")
-    p.add_argument("--workers", type=int, default=0, metavar="N",
+    p.add_argument("--duration", type=positive(float), metavar="S", help="seconds of load (default: the profile's)")
+    p.add_argument("--users", type=positive(int), metavar="N", help="locust users (default: the profile's)")
+    p.add_argument("--spawn-rate", type=positive(float), metavar="R",
+                   help="users started per second (default: the profile's)")
+    p.add_argument("--workers", type=at_least_zero, default=0, metavar="N",
                    help="engine worker processes behind a router (kvgate serve --workers; worker_kill needs >= 2)")
-    p.add_argument("--processes", type=int, default=0, metavar="N",
+    p.add_argument("--processes", type=at_least_zero, default=0, metavar="N",
                    help="locust worker processes (locust --processes; 0: one process)")
-    p.add_argument("--gates", type=Path, metavar="FILE", help="thresholds TOML overriding gates/thresholds.toml")
-    p.add_argument("--sample-interval", type=float, metavar="S",
+    p.add_argument("--gates", type=Path, metavar="FILE",
+                   help="thresholds TOML overriding gates/thresholds.toml (read before the load starts)")
+    p.add_argument("--sample-interval", type=positive(float), metavar="S",
                    help="seconds between samples (default: the config's server.sample_interval_s, else 0.5)")
     p.add_argument("--scenarios-dir", type=Path, default=None, metavar="DIR", help="where the locustfiles are")
+
+
+def positive(kind: Callable[[str], float]) -> Callable[[str], float]:
+    """An argparse type: a number of `kind` above zero (`--users 0` is a mistake, not a default)."""
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'a whole number' if kind is int else 'a number'}"
+                                             ) from None
+        if not (value > 0 and math.isfinite(value)):
+            raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
+        return value
+    return parse
+
+
+def at_least_zero(text: str) -> int:
+    """An argparse type: a whole number, 0 or more."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"must be a whole number, 0 or more, got {text!r}")
+    return int(text)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -109,6 +135,7 @@ def build_plan(args: argparse.Namespace) -> LivePlan:
     if args.policy is None and args.target is None:
         raise KvgateError("kvgate run needs --policy CONFIG (start the reference engine) or --target URL")
     config = load_config(args.policy) if args.policy is not None else None
+    load_thresholds(args.gates)  # a typo in the thresholds is found now, not after the whole load
     profile = get_profile(args.profile)
     # A profile sizes the simulated GPU for its load (engine_overrides); an external --target
     # runs what it runs, so nothing is changed there: the config only names it.
@@ -117,7 +144,7 @@ def build_plan(args: argparse.Namespace) -> LivePlan:
         config = with_overrides(config, overrides)
     try:
         settings = _settings(args, config, profile.settings)
-    except SettingsError as err:
+    except (SettingsError, TenantSpecError) as err:
         raise KvgateError(str(err)) from None
     directory = args.scenarios_dir or scenarios_dir()
     scenarios = select(directory, args.scenarios)
@@ -136,12 +163,14 @@ def build_plan(args: argparse.Namespace) -> LivePlan:
 
 def _settings(args: argparse.Namespace, config: EngineConfig | None, profile: Mapping[str, object]) -> LoadSettings:
     """Profile, then what the config says (tenants, admin key, public prefix, model), then
-    KVGATE_* variables, then the command line."""
+    KVGATE_* variables, then the command line. An engine this run starts gets a fresh random
+    admin key (unless KVGATE_ADMIN_KEY names one): no key of the config, and no public default."""
     settings = LoadSettings(**profile)  # type: ignore[arg-type]
     if config is not None:
         prefixes = config.prefix_cache.public_prefixes
+        admin_key = secrets.token_urlsafe(24) if args.target is None else config.server.admin_key
         settings = settings.with_(tenants=format_tenants(tenants_of_config(config)) or settings.tenants,
-                                  admin_key=config.server.admin_key,
+                                  admin_key=admin_key or settings.admin_key,
                                   system_prompt=prefixes[0].text if prefixes else DEFAULT_SYSTEM_PROMPT,
                                   model=config.server.served_model_name or config.model.name)
     settings = settings.with_env(os.environ)

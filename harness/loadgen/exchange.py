@@ -91,7 +91,7 @@ class Call:
 
     def headers(self) -> dict[str, str]:
         headers = {"Authorization": f"Bearer {self.tenant.key}", "Content-Type": "application/json",
-                   "Accept": "text/event-stream"}
+                   "Accept": "text/event-stream", "X-Request-Id": self.request_id}
         if self.session_id:
             headers["X-Session-Id"] = self.session_id
             if not self.rebuildable:

@@ -5,13 +5,15 @@ side effect here, and the one locust requires (the options must exist before it 
 command line). Each listener is small and says what it does:
 
     init_command_line_parser  add the --kvgate-* options (settings.py)
-    init                      build this process's ScenarioContext; the master (or the only
-                              process) listens for forwarded outcomes; every other process
-                              starts its forwarding loop; decide whether the step shape drives;
-                              weigh the user classes by --kvgate-mix
+    init                      refresh the event loop's clock; build this process's
+                              ScenarioContext; the master (or the only process) listens for
+                              forwarded outcomes; every other process starts its forwarding
+                              loop and answers flush requests; decide whether the step shape
+                              drives; weigh the user classes by --kvgate-mix
     test_start                re-read the settings (the web UI may have changed them), resolve
                               the model name, open the request log (master / only process)
-    test_stop                 forward whatever is still buffered
+    test_stop                 a worker forwards whatever is still buffered; the master flushes
+                              every worker (below) before the test may end
     quitting                  forward what is left, close the request log; with
                               --kvgate-record-dir, judge the run (watcher.py)
 
@@ -19,6 +21,20 @@ Forwarding: every process that runs users buffers its outcomes and sends them wi
 `runner.send_message("kvgate_outcomes", ...)` once a second and when the test stops; the master
 (or a local runner, which delivers its messages to itself) writes them. A run with
 `--processes N` or separate workers so records every request exactly once, in one place.
+
+The flush: locust's master ends a headless run by sending its workers `quit` and listening for
+just 0.5 s more, while a worker first lets its users finish (up to --stop-timeout); on a busy
+machine the last outcomes, and locust's own last stats report, then arrive after the master has
+stopped listening, and are lost (a run recorded 23 of its 24 requests). So the master's
+test_stop asks each worker to stop its users and send everything now (`kvgate_flush`), and
+waits until each has answered `kvgate_flushed`, sent after its last outcomes and its last stats
+report on the same ordered connection (at most --stop-timeout + FLUSH_MARGIN_S; a worker that
+never answers is named in the log).
+
+The clock: gevent's loop caches its time and refreshes it once per loop turn. Before locust
+sets its --run-time timer the loop has not turned since the hub was created, so on a busy
+machine, where imports take seconds, the timer was set from a stale time and fired at once
+(a 6 s load that ran 0.35 s). `init` refreshes it.
 """
 
 from __future__ import annotations
@@ -46,7 +62,10 @@ from harness.loadgen.watcher import Watcher, default_rows
 log = logging.getLogger("kvgate.scenarios")
 
 OUTCOMES_MESSAGE = "kvgate_outcomes"
+FLUSH_MESSAGE, FLUSHED_MESSAGE = "kvgate_flush", "kvgate_flushed"
 FORWARD_INTERVAL_S = 1.0
+FLUSH_MARGIN_S = 30.0
+FLUSH_POLL_S = 0.05
 FALLBACK_MODEL = "default"
 
 
@@ -62,6 +81,7 @@ class ScenarioContext:
     log: RequestLog | None = None
     watcher: Watcher | None = None
     nonce: str = field(default_factory=lambda: secrets.token_hex(3))
+    flushed: set[str] = field(default_factory=set)  # (master) workers that answered the flush
     _buffer: list[Outcome] = field(default_factory=list)
     _ids: itertools.count = field(default_factory=itertools.count)
 
@@ -144,6 +164,7 @@ def _add_options(parser: Any, **_: Any) -> None:
 
 @events.init.add_listener
 def _on_init(environment: Environment, runner: Runner | None, **_: Any) -> None:
+    gevent.get_hub().loop.update_now()  # see "The clock" in the module docstring
     logging.getLogger("httpx").setLevel(logging.WARNING)  # the model lookup is not news
     ctx = context_of(environment)
     if getattr(environment.shape_class, "is_step_load", False) and not step_shape_wanted(environment):
@@ -158,12 +179,43 @@ def _on_init(environment: Environment, runner: Runner | None, **_: Any) -> None:
         options.kvgate_t0_unix = options.kvgate_t0_unix or time.time()
     if not isinstance(runner, WorkerRunner):
         runner.register_message(OUTCOMES_MESSAGE, _on_outcomes)
-    if not isinstance(runner, MasterRunner):
+    if isinstance(runner, MasterRunner):
+        runner.register_message(FLUSHED_MESSAGE, _on_flushed)
+    else:
         runner.greenlet.spawn(_forward_loop, ctx, runner)
+    if isinstance(runner, WorkerRunner):
+        runner.register_message(FLUSH_MESSAGE, _on_flush)
 
 
 def _on_outcomes(environment: Environment, msg: Any, **_: Any) -> None:
     context_of(environment).open_log().add(Outcome.from_message(d) for d in msg.data)
+
+
+def _on_flush(environment: Environment, **_: Any) -> None:
+    """(worker) Stop the users, then send every outcome and the last stats report, then say so."""
+    runner = environment.runner
+    assert isinstance(runner, WorkerRunner)
+    runner.stop()  # waits for the users up to --stop-timeout; a no-op once stopped
+    context_of(environment).forward(runner)
+    runner._send_stats()  # locust's final report, otherwise sent only on `quit` (and then too late)
+    runner.send_message(FLUSHED_MESSAGE)
+
+
+def _on_flushed(environment: Environment, msg: Any, **_: Any) -> None:
+    context_of(environment).flushed.add(msg.node_id)
+
+
+def _flush_workers(ctx: ScenarioContext, runner: MasterRunner, stop_timeout_s: float) -> None:
+    """(master) Ask every worker to flush and wait for their answers (module docstring)."""
+    workers = {client.id for client in runner.clients.all}
+    for worker in workers - ctx.flushed:
+        runner.send_message(FLUSH_MESSAGE, client_id=worker)
+    deadline = time.monotonic() + stop_timeout_s + FLUSH_MARGIN_S
+    while not workers <= ctx.flushed and time.monotonic() < deadline:
+        gevent.sleep(FLUSH_POLL_S)
+    if not workers <= ctx.flushed:
+        log.error("locust workers %s did not send their last outcomes: the record may miss their last requests",
+                  ", ".join(sorted(workers - ctx.flushed)))
 
 
 def _forward_loop(ctx: ScenarioContext, runner: Runner) -> None:
@@ -181,14 +233,18 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
         if ctx.settings.record_dir and ctx.watcher is None:
             ctx.watcher = Watcher.start(ctx.settings, environment.host or "")
     if isinstance(environment.runner, MasterRunner):
+        ctx.flushed.clear()
         return
     ctx.model = ctx.settings.model or resolve_model(environment.host or "", ctx.tenants.all[0])
 
 
 @events.test_stop.add_listener
 def _on_test_stop(environment: Environment, **_: Any) -> None:
-    if environment.runner is not None and not isinstance(environment.runner, MasterRunner):
-        context_of(environment).forward(environment.runner)
+    runner = environment.runner
+    if isinstance(runner, MasterRunner):
+        _flush_workers(context_of(environment), runner, environment.stop_timeout or 0.0)
+    elif runner is not None:
+        context_of(environment).forward(runner)
 
 
 @events.quitting.add_listener

@@ -17,6 +17,7 @@ from typing import Any
 
 from harness.loadgen.prompts import DEFAULT_SYSTEM_PROMPT
 from harness.loadgen.tenants import DEFAULT_SPEC, parse_tenants
+from reference_engine.config import DEV_ADMIN_KEY
 
 
 class SettingsError(ValueError):
@@ -27,7 +28,7 @@ class SettingsError(ValueError):
 class LoadSettings:
     model: str = ""
     tenants: str = DEFAULT_SPEC
-    admin_key: str = "sk-kvgate-admin"
+    admin_key: str = DEV_ADMIN_KEY
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     prompt_tokens: int = 64
     max_tokens: int = 64

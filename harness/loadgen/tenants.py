@@ -7,6 +7,7 @@ string carries them through command lines and environment variables:
 
     acme=sk-acme:interactive,batchco=sk-batch:batch,ops=sk-ops:system
     mykey=sk-123                      (class omitted: interactive)
+    me=a:b:interactive                (a key holding ':' names its class)
 """
 
 from __future__ import annotations
@@ -40,19 +41,22 @@ class Tenant:
 def parse_tenants(spec: str) -> tuple[Tenant, ...]:
     """`name=key[:class],...` -> tenants, in spec order."""
     tenants: list[Tenant] = []
-    for item in (part.strip() for part in spec.split(",")):
+    for number, item in enumerate((part.strip() for part in spec.split(",")), 1):
         if not item:
             continue
         name, sep, rest = item.partition("=")
-        if not sep or not name.strip() or not rest.strip():
-            raise TenantSpecError(f"tenant {item!r}: expected name=key[:class], e.g. acme=sk-acme:interactive")
+        if not sep or not name.strip() or not rest.strip():  # the entry is not shown: it may be a key
+            raise TenantSpecError(f"tenant entry {number} is not name=key[:class] (e.g. acme=sk-acme:interactive)")
         key, traffic_class = rest, "interactive"
         head, colon, tail = rest.rpartition(":")
-        if colon and tail in TRAFFIC_CLASSES:
+        if colon:  # a key with a ':' in it gives its class too: me=a:b:interactive
+            if tail not in TRAFFIC_CLASSES:
+                raise TenantSpecError(f"tenant {name.strip()!r}: what follows the last ':' is not a traffic class "
+                                      f"({', '.join(TRAFFIC_CLASSES)}); a key that holds ':' needs its class after it")
             key, traffic_class = head, tail
         tenants.append(Tenant(name.strip(), key.strip(), traffic_class))
     if not tenants:
-        raise TenantSpecError(f"no tenants in {spec!r}: expected name=key[:class],...")
+        raise TenantSpecError("no tenants: expected name=key[:class],...")
     return tuple(tenants)
 
 

@@ -20,6 +20,7 @@ from harness.replay.trace import Trace
 from harness.run_record import Phase, PoolInfo, RunMeta, Signals, TenantInfo
 from harness.sample_rows import Fields, pool_state
 from reference_engine import EngineCore
+from reference_engine.config import redacted
 
 
 def initial_state(core: EngineCore) -> dict[str, Any]:
@@ -48,7 +49,7 @@ def replay_meta(*, run_id: str, core: EngineCore, config_path: str, trace: Trace
     return RunMeta(
         run_id=run_id, mode="replay", started_unix=started_unix, duration_s=stats.last_sample_s,
         policy=core.policy.name, config_path=config_path, config_digest=core.digest,
-        config=config.model_dump(mode="json"), scenarios=[str(trace.source)],
+        config=redacted(config), scenarios=[str(trace.source)],
         target={"kind": "reference", "url": "", "metrics_url": "", "model": config.model.name,
                 "executor": config.engine.executor},
         pool=PoolInfo(num_blocks=plan.num_blocks, block_tokens=plan.block_tokens,

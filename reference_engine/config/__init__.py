@@ -1,6 +1,8 @@
 """Validated engine configuration (TOML in, pydantic models out) and its digest."""
 
 from reference_engine.config.engine_config import (
+    ADMIN_KEY_VAR,
+    DEV_ADMIN_KEY,
     EngineConfig,
     GuardConfig,
     PolicyName,
@@ -9,6 +11,8 @@ from reference_engine.config.engine_config import (
     TrafficClass,
 )
 from reference_engine.config.loader import config_digest, load_config, parse_config, save_config, with_overrides
+from reference_engine.config.redaction import redacted, secrets_of
 
-__all__ = ["EngineConfig", "GuardConfig", "PolicyName", "PreemptionMode", "TenantConfig", "TrafficClass",
-           "config_digest", "load_config", "parse_config", "save_config", "with_overrides"]
+__all__ = ["ADMIN_KEY_VAR", "DEV_ADMIN_KEY", "EngineConfig", "GuardConfig", "PolicyName", "PreemptionMode",
+           "TenantConfig", "TrafficClass", "config_digest", "load_config", "parse_config", "redacted", "save_config",
+           "secrets_of", "with_overrides"]

@@ -215,20 +215,43 @@ class PublicPrefix(_Table):
 
 
 class PrefixCacheConfig(_Table):
-    """Prefix caching: chained block hashes, tenant-scoped unless declared public."""
+    """Prefix caching: chained block hashes (keyed with a secret of the engine), tenant-scoped
+    unless declared public."""
 
     enabled: bool = Field(True, description="off: no block is ever shared")
-    hash: str = Field("builtin", pattern="^(builtin|sha256)$",
-                      description="builtin (fast) | sha256 (collision-resistant against crafted prompts)")
     public_prefixes: list[PublicPrefix] = Field([], description="see [[prefix_cache.public_prefixes]]")
+
+
+DEV_ADMIN_KEY = "sk-kvgate-admin"
+"""The admin key of a local dev run (`kvgate serve --dev`): public, so refused anywhere else."""
+ADMIN_KEY_VAR = "KVGATE_ADMIN_KEY"
+"""The environment variable that gives `kvgate serve` its admin key (wins over the config's)."""
 
 
 class ServerConfig(_Table):
     """The HTTP server (`kvgate serve`)."""
 
-    admin_key: str = Field("sk-kvgate-admin", description="Bearer key of the /admin API")
+    admin_key: str | None = Field(None, min_length=1, description="Bearer key of the /admin API (a secret: "
+                                  "redacted wherever the config is shown). `kvgate serve` refuses to start "
+                                  "without one (here or in KVGATE_ADMIN_KEY) unless --dev")
+    metrics_key: str | None = Field(None, min_length=1, description="Bearer key that opens the full /metrics, "
+                                    "per-tenant families included (a secret; the admin key opens it too). Unset: "
+                                    "/metrics is open and leaves out every family labelled by tenant; set: "
+                                    "/metrics without a key is 401")
     served_model_name: str = Field("", description="model id clients send (default: model.name)")
     max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024, description="larger bodies get 413")
+    header_timeout_s: float = Field(10.0, gt=0, description="a connection that has not sent a whole request line "
+                                    "and headers this long after it opened (or began a request) gets 408 and is "
+                                    "closed: slow-header clients cannot hold connections")
+    body_timeout_s: float = Field(30.0, gt=0, description="a request body not complete this long after its headers "
+                                  "gets 408 and the connection is closed")
+    max_connections: int = Field(2048, ge=1, description="open client connections at most; one more is answered 503 "
+                                 "too_many_connections and closed")
+    worker_hang_timeout_s: float = Field(5.0, gt=0, description="multi-worker mode: a worker that has not answered "
+                                         "the router's health probe (every worker_probe_interval_s) for this long is "
+                                         "hung: killed, its streams end with worker_lost, and it is replaced")
+    worker_probe_interval_s: float = Field(0.5, gt=0, description="multi-worker mode: seconds between the router's "
+                                           "health probes of each worker")
     orphan_check_interval_s: float = Field(5.0, gt=0, description="period of the orphan-block reconciliation")
     sample_interval_s: float = Field(0.5, gt=0, description="period of usage samples")
     cancel_propagation: bool = Field(True, description="abort on disconnect; off only to build a broken target")
@@ -292,8 +315,8 @@ class EngineConfig(_Table):
         seen: dict[str, str] = {}
         for name, tenant in self.tenants.items():
             for key in tenant.api_keys:
-                if key in seen:
-                    raise ValueError(f"api key {key!r} is given to both tenant {seen[key]!r} and {name!r}")
+                if key in seen:  # the message never shows a key: it may end up in a log
+                    raise ValueError(f"an api key of tenant {name!r} is also an api key of tenant {seen[key]!r}")
                 if key == self.server.admin_key:
                     raise ValueError(f"tenant {name!r} uses the admin key as an api key")
                 seen[key] = name

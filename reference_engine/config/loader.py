@@ -7,8 +7,8 @@ key by key, anything else (a value, an array, an array of tables) replaces the p
 policy config or a broken config says what it changes, and one tenant population serves them all. A `.json` file holds the same tables:
 it is what `save_config` writes, so a harness can start `kvgate serve` with a config it changed
 (`with_overrides`) and keep, beside the run, exactly what the engine ran. `config_digest` is a stable short hash
-of the *validated* config (defaults included), so two files that mean the same thing share a
-digest and a run can name exactly what it ran.
+of the *validated* config (defaults included, secrets left out), so two files that mean the same
+thing share a digest and a run can name exactly what it ran.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from reference_engine.config.engine_config import EngineConfig
+from reference_engine.config.redaction import digest_form, is_secret_field, redacted
 from reference_engine.errors import ConfigError
 
 
@@ -34,7 +35,9 @@ def _format_validation_error(source: str, data: Mapping[str, Any], err: Validati
         value: Any = data
         for part in e["loc"]:
             value = value.get(part, None) if isinstance(value, Mapping) else None
-        shown = f" = {value!r}" if value is not None and e["type"] != "extra_forbidden" else ""
+        # a value is shown when it is one value: never a whole table (which may hold keys), never a secret
+        shown = (f" = {value!r}" if value is not None and not isinstance(value, Mapping)
+                 and e["type"] != "extra_forbidden" and not is_secret_field(e["loc"]) else "")
         msg = e["msg"]
         if e["type"] == "extra_forbidden":
             msg = "unknown key (a typo?); remove it or check the name in docs/config.md"
@@ -92,12 +95,14 @@ def _merged(base: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, An
     return out
 
 
-def save_config(config: EngineConfig, path: str | Path) -> Path:
+def save_config(config: EngineConfig, path: str | Path, *, redact: bool = False) -> Path:
     """Write the validated config (defaults included) as JSON that `load_config` reads back
     to the same digest. JSON, not TOML: the standard library writes it, and it is a record of
-    what ran, not a file people edit."""
+    what ran, not a file people edit. `redact`: secrets replaced (redaction.py), for a file that
+    leaves the process, such as a run record's copy."""
     path = Path(path)
-    path.write_text(json.dumps(config.model_dump(mode="json"), indent=2, sort_keys=True) + "\n")
+    data = redacted(config) if redact else config.model_dump(mode="json")
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     return path
 
 
@@ -114,6 +119,7 @@ def with_overrides(config: EngineConfig, overrides: Mapping[str, Any]) -> Engine
 
 
 def config_digest(config: EngineConfig) -> str:
-    """sha256 of the canonical JSON of the validated config, first 16 hex digits."""
-    canonical = json.dumps(config.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    """sha256 of the canonical JSON of the validated config without its secrets
+    (`redaction.digest_form`), first 16 hex digits."""
+    canonical = json.dumps(digest_form(config), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]

@@ -74,7 +74,9 @@ class InFlightStep:
 
 
 class EngineCore:
-    def __init__(self, config: EngineConfig, clock: Clock | None = None, executor: Executor | None = None) -> None:
+    def __init__(self, config: EngineConfig, clock: Clock | None = None, executor: Executor | None = None,
+                 hash_key: bytes | None = None) -> None:
+        """`hash_key`: the secret of the prefix-cache hashes (core/prefix_hash.py); random if None."""
         self.config = config
         self.digest = config_digest(config)
         self.clock = clock or MonotonicClock()
@@ -88,11 +90,11 @@ class EngineCore:
             self.marks.check_headroom(-(-config.engine.max_num_batched_tokens // bt) + config.engine.max_num_seqs)
         self.events = EventLog()
         m = config.model
-        self.hasher = BlockHasher(bt, f"{m.name}|{m.tokenizer}|{m.adapter}|{m.chat_template}", config.prefix_cache.hash)
+        self.hasher = BlockHasher(bt, f"{m.name}|{m.tokenizer}|{m.adapter}|{m.chat_template}", hash_key)
         self.tenants = TenantRegistry(config, self.memory.num_blocks, self.hasher.tenant_scope)
         self.pool = BlockPool(self.memory.num_blocks, bt, self.policy.make_index(Tier.BLOCKS))
         prefix_cache = config.prefix_cache.enabled and self.policy.prefix_cache
-        self.kv = KVCacheManager(self.pool, self.hasher, {t.name: t.scope for t in self.tenants}, prefix_cache)
+        self.kv = KVCacheManager(self.pool, self.hasher, prefix_cache)
         self.sessions = SessionStore(self.pool, self.policy.make_index, config.kv_cache.max_session_idle_seconds,
                                      config.kv_cache.max_tokens_per_session)
         self.admission = AdmissionController(config, self.marks, bt, self.memory.model.max_context_tokens,
@@ -119,29 +121,40 @@ class EngineCore:
                     num_prompt_tokens: int | None = None, prompt_block_hashes: list[int] | None = None,
                     max_new_tokens: int | None = None, eos_after: int | None = None, session_id: str | None = None,
                     session_rebuildable: bool = True, streaming: bool = False,
-                    request_id: str | None = None, public_prefix_tokens: int | None = None) -> Request:
+                    request_id: str | None = None, public_prefix_tokens: int | None = None,
+                    cache_salt: str | None = None, client_request_id: str | None = None) -> Request:
         """Admit, queue or refuse a request. Refusals raise a `RequestError` (400/410/429).
 
-        `public_prefix_tokens` says how many leading tokens are a declared public prefix when the
-        caller gives `prompt_block_hashes` instead of tokens (replay); by default the engine finds
-        them by matching the config's public prefixes against `prompt_token_ids`."""
+        `request_id` names the request (trusted callers only: the server makes its own ids, the
+        router and replay pass theirs); `client_request_id` is the client's own label for it,
+        kept beside the id and never used as a key. `public_prefix_tokens` says how many leading
+        tokens are a declared public prefix when the caller gives `prompt_block_hashes` instead of
+        tokens (replay); by default the engine finds them by matching the config's public
+        prefixes against `prompt_token_ids`. A `cache_salt` puts every block of the request in a
+        scope of its own (the tenant's and the salt's): it shares only with the same salt."""
         now = self.clock.now()
         t = self.tenants[tenant]
         t.note_request(now)
         n_prompt = len(prompt_token_ids) if prompt_token_ids is not None else num_prompt_tokens
         if not n_prompt or n_prompt < 1:
-            raise RequestError("the prompt is empty: send at least one token", param="messages")
+            raise RequestError("the prompt is empty: send at least one token", param="prompt")
         rid = request_id or f"req-{next(self._ids)}"
         if rid in self.scheduler.requests:
             raise RequestError(f"request id {rid!r} is already in flight", param="request_id")
         live = self.pool.num_live
         granted, clamped = self.admission.resolve_max_new_tokens(max_new_tokens, live)
+        if cache_salt is not None:
+            scope, public_prefix_tokens = self.hasher.salted_scope(t.scope, cache_salt), 0
+        else:
+            scope = t.scope
+            if public_prefix_tokens is None:
+                public_prefix_tokens = self._public_prefix_len(prompt_token_ids)
         r = Request(request_id=rid, tenant=t.name, traffic_class=t.traffic_class, num_prompt_tokens=n_prompt,
                     max_new_tokens=granted, arrival_s=now, prompt_token_ids=prompt_token_ids,
                     prompt_block_hashes=prompt_block_hashes, eos_after=eos_after, session_id=session_id,
                     streaming=streaming, requested_max_new_tokens=max_new_tokens, max_tokens_clamped=clamped,
-                    public_prefix_tokens=(self._public_prefix_len(prompt_token_ids) if public_prefix_tokens is None
-                                          else public_prefix_tokens))
+                    public_prefix_tokens=public_prefix_tokens, hash_scope=scope,
+                    client_request_id=client_request_id)
         try:
             self.admission.check_context(n_prompt, granted, t)
             session = None
@@ -167,7 +180,7 @@ class EngineCore:
         kind = EventKind.ADMITTED if admitted else EventKind.QUEUED
         self.events.emit(now, kind, request_id=rid, tenant=t.name, traffic_class=t.traffic_class.value,
                          num_tokens=n_prompt, num_blocks=r.estimated_blocks,
-                         value=None if admitted else r.deadline_s)
+                         value=None if admitted else r.deadline_s, client_request_id=client_request_id)
         self.scheduler.add(r, admitted, session)
         return r
 
@@ -196,7 +209,8 @@ class EngineCore:
                          traffic_class=r.traffic_class.value, num_tokens=r.num_prompt_tokens,
                          num_blocks=r.estimated_blocks or None, reason=err.code,
                          value=self.pool.live_by_tenant.get(r.tenant, 0),
-                         mode=err.limit if isinstance(err, CapacityError) else None)
+                         mode=err.limit if isinstance(err, CapacityError) else None,
+                         client_request_id=r.client_request_id)
 
     def abort(self, request_id: str) -> bool:
         """Cancel a request (client cancel or disconnect). Its blocks are released now, or at the

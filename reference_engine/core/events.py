@@ -5,14 +5,16 @@ columns a kind does not use left as None. The catalogue below is the single plac
 which kinds exist and what each carries; `docs/run_record.md` repeats it for readers of a record.
 
     kind                  request_id tenant  other columns
-    admitted              yes        yes     num_tokens = prompt tokens, num_blocks = estimate
-    queued                yes        yes     num_blocks = estimate, value = deadline (engine s)
+    admitted              yes        yes     num_tokens = prompt tokens, num_blocks = estimate,
+                                             client_request_id = the client's X-Request-Id (a label)
+    queued                yes        yes     num_blocks = estimate, value = deadline (engine s),
+                                             client_request_id
     rejected              yes        yes     reason = kv_capacity | tenant_quota | queue_deadline |
                                              context_length_exceeded | context_expired; refused on
                                              arrival: num_tokens = prompt, num_blocks = estimate,
                                              value = the tenant's live blocks then, mode = the
                                              limit behind a tenant_quota (kv_share | active_seqs |
-                                             reserved_tokens)
+                                             reserved_tokens); client_request_id
     scheduled             yes        yes     num_tokens = prefix-cache hit tokens
     first_token           yes        yes     latency_s = TTFT measured by the engine
     preempted             yes        yes     mode = recompute | swap | kill, num_blocks freed,
@@ -84,6 +86,7 @@ class Event:
     value: float | None = None
     reason: str | None = None
     mode: str | None = None
+    client_request_id: str | None = None
 
     def to_row(self) -> dict:
         """The event as {column: value} in EVENT_COLUMNS order, `kind` as its string value. Written
@@ -91,7 +94,7 @@ class Event:
         return {"seq": self.seq, "t_s": self.t_s, "kind": self.kind.value, "request_id": self.request_id,
                 "tenant": self.tenant, "traffic_class": self.traffic_class, "num_blocks": self.num_blocks,
                 "num_tokens": self.num_tokens, "latency_s": self.latency_s, "value": self.value,
-                "reason": self.reason, "mode": self.mode}
+                "reason": self.reason, "mode": self.mode, "client_request_id": self.client_request_id}
 
 
 EVENT_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Event))

@@ -17,12 +17,10 @@ from reference_engine.policies.base import EntryMeta
 
 
 class KVCacheManager:
-    def __init__(self, pool: BlockPool, hasher: BlockHasher, tenant_scopes: dict[str, int],
-                 prefix_cache: bool) -> None:
+    def __init__(self, pool: BlockPool, hasher: BlockHasher, prefix_cache: bool) -> None:
         self.pool = pool
         self.hasher = hasher
         self.block_tokens = pool.block_tokens
-        self._scopes = tenant_scopes
         self.prefix_cache = prefix_cache
 
     def blocks_for(self, num_tokens: int) -> int:
@@ -44,7 +42,7 @@ class KVCacheManager:
 
     def update_hashes(self, r: Request) -> None:
         if self.prefix_cache and not r.approximate:
-            self.hasher.extend(r, self._scopes[r.tenant])
+            self.hasher.extend(r)
 
     def take_prefix_hits(self, r: Request, now_s: float) -> int:
         """Reference the longest cached prefix of a request that holds no KV yet.

@@ -1,24 +1,42 @@
-"""Chained block hashes for the prefix cache, scoped so that sharing is always safe.
+"""Chained block hashes for the prefix cache, from a secret root, scoped so that sharing is always safe.
 
 A full block's hash covers its parent's hash, a *scope* and its exact tokens:
 
-    h_i = H(h_{i-1}, scope_i, tokens[i·B : (i+1)·B])
+    h_-1 = BLAKE2b_key("model:" ‖ model scope)                                 the secret root
+    h_i  = BLAKE2b(h_{i-1} ‖ scope_i ‖ int64(tokens[i·B : (i+1)·B]))          128 bits each
 
-The root scope names model, tokenizer, adapter and chat template, so a cache never serves KV
-computed under another of them. Blocks inside a declared public prefix use the public scope;
-every later block uses the tenant's scope (tenant name + permission version), so two tenants
-never share a private block even for identical text, and bumping a tenant's permission version
-invalidates its cache. `H` is Python's tuple hash of ints (deterministic across processes, fast)
-or sha256 when the config asks for collision resistance against adversarial prompts.
+The root names model, tokenizer, adapter and chat template, so a cache never serves KV computed
+under another of them. Blocks inside a declared public prefix use the public scope; every other
+block uses its request's scope: the tenant's (tenant name + permission version), or, when the
+request sent a `cache_salt`, one derived from the tenant's scope and that salt with the key. So
+two tenants never share a private block even for identical text, two salts never share anything,
+and bumping a tenant's permission version invalidates its cache.
+
+Why: a client chooses its prompt tokens, so the hash must resist crafted collisions (a block
+planted under another prompt's key) and offline probing (a client that can compute keys can test
+guesses of another tenant's prompt). BLAKE2b is collision-resistant; every field has a fixed
+width (16 + 8 + 8·B bytes), so no two different inputs pack to the same bytes; a token id that
+does not fit int64 is refused (`OverflowError`) instead of wrapping. The key is a secret of this
+engine (random per process unless given) and enters every hash through the root, whose
+descendants every block hash is: nobody outside the process can compute one (BLAKE2 has no
+length extension, so a secret prefix is a MAC; keyed BLAKE2b would hash a whole extra key block
+per call, for nothing). One unkeyed BLAKE2b per block, with the Python around it kept to a loop
+over slices, costs less than vLLM's sha256 over a pickled tuple per block, and BLAKE2b stays
+cheap on a CPU without SHA-256 in hardware (`bench/bench_block_pool.py --hash-only` measures
+kvgate's and vLLM's in the same run).
 """
 
 from __future__ import annotations
 
 import hashlib
-import struct
-from collections.abc import Sequence
+import secrets
+from array import array
+from itertools import repeat
 
 from reference_engine.core.request import Request
+
+HASH_BYTES = 16
+KEY_BYTES = 32
 
 
 def stable_id(text: str) -> int:
@@ -26,37 +44,40 @@ def stable_id(text: str) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") >> 1
 
 
-def _builtin(parent: int, scope: int, tokens: Sequence[int]) -> int:
-    return hash((parent, scope, tuple(tokens)))
-
-
-def _sha256(parent: int, scope: int, tokens: Sequence[int]) -> int:
-    data = struct.pack(f"<qq{len(tokens)}Q", parent, scope, *(t & 0xFFFFFFFFFFFFFFFF for t in tokens))
-    return int.from_bytes(hashlib.sha256(data).digest()[:8], "little", signed=True)
-
-
 class BlockHasher:
-    """Computes `Request.block_hashes` incrementally as blocks fill up."""
+    """Computes `Request.block_hashes` incrementally as blocks fill up. Scopes are 63-bit ints
+    (replay chains its trace ids under the same scopes); block hashes are 128-bit ints. O(B) per
+    block hashed."""
 
-    def __init__(self, block_tokens: int, model_scope: str, algorithm: str = "builtin") -> None:
+    def __init__(self, block_tokens: int, model_scope: str, key: bytes | None = None) -> None:
         self.block_tokens = block_tokens
-        self._root = stable_id(f"model:{model_scope}")
+        self._key = key or secrets.token_bytes(KEY_BYTES)
+        self._model_scope = model_scope
+        self._root = self._keyed(f"model:{model_scope}".encode())
         self._public = stable_id(f"public:{model_scope}")
         self._tenant_scopes: dict[tuple[str, int], int] = {}
-        self._hash = _builtin if algorithm == "builtin" else _sha256
+
+    def _keyed(self, data: bytes) -> bytes:
+        return hashlib.blake2b(data, key=self._key, digest_size=HASH_BYTES).digest()
 
     def tenant_scope(self, tenant: str, permission_version: int = 0) -> int:
         key = (tenant, permission_version)
         scope = self._tenant_scopes.get(key)
         if scope is None:
-            scope = self._tenant_scopes[key] = stable_id(f"tenant:{tenant}:v{permission_version}:{self._root}")
+            scope = self._tenant_scopes[key] = stable_id(f"tenant:{tenant}:v{permission_version}:{self._model_scope}")
         return scope
+
+    def salted_scope(self, tenant_scope: int, salt: str) -> int:
+        """The scope of a tenant's requests that sent `cache_salt = salt`. Keyed: a client cannot
+        search for two salts whose scopes meet, since it cannot compute a scope."""
+        digest = self._keyed(b"salt:" + tenant_scope.to_bytes(8, "little") + salt.encode())
+        return int.from_bytes(digest[:8], "little") >> 1
 
     @property
     def public_scope(self) -> int:
         return self._public
 
-    def extend(self, request: Request, tenant_scope: int) -> None:
+    def extend(self, request: Request) -> None:
         """Append hashes for every block of `request` that is full and not hashed yet."""
         bt = self.block_tokens
         hashes = request.block_hashes
@@ -66,15 +87,20 @@ class BlockHasher:
                 hashes.extend(request.prompt_block_hashes)
             return
         num_full = request.num_tokens // bt
-        if len(hashes) >= num_full:
+        first = len(hashes)
+        if first >= num_full:
             return
+        lo, hi = first * bt, num_full * bt
         prompt, output = request.prompt_token_ids, request.output_token_ids
         n_prompt = len(prompt)
-        num_public = request.public_prefix_tokens // bt
-        parent = hashes[-1] if hashes else self._root
-        for i in range(len(hashes), num_full):
-            lo, hi = i * bt, (i + 1) * bt
-            tokens = prompt[lo:hi] if hi <= n_prompt else (prompt[lo:] + output[: hi - n_prompt] if lo < n_prompt
-                                                            else output[lo - n_prompt: hi - n_prompt])
-            parent = self._hash(parent, self._public if i < num_public else tenant_scope, tokens)
-            hashes.append(parent)
+        tokens = prompt[lo:hi] if hi <= n_prompt else prompt[lo:] + output[max(0, lo - n_prompt): hi - n_prompt]
+        packed = array("q", tokens).tobytes()
+        num_new, num_public = num_full - first, max(0, request.public_prefix_tokens // bt - first)
+        scopes = [self._public.to_bytes(8, "little")] * min(num_public, num_new)
+        scopes += [request.hash_scope.to_bytes(8, "little")] * (num_new - len(scopes))
+        parent = hashes[-1].to_bytes(HASH_BYTES, "little") if hashes else self._root
+        blake2b, width, digests = hashlib.blake2b, 8 * bt, []
+        for scope, at in zip(scopes, range(0, len(packed), width)):
+            parent = blake2b(parent + scope + packed[at:at + width], digest_size=HASH_BYTES).digest()
+            digests.append(parent)
+        hashes.extend(map(int.from_bytes, digests, repeat("little", num_new)))

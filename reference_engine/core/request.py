@@ -60,6 +60,8 @@ class Request:
     streaming: bool = False
     requested_max_new_tokens: int | None = None  # as the client sent it (None: not set)
     public_prefix_tokens: int = 0  # leading tokens hashed in the public scope
+    hash_scope: int = 0  # prefix-hash scope of every other block: the tenant's, or its salted one
+    client_request_id: str | None = None  # the client's X-Request-Id: a label, never a key
 
     # --- set by the engine
     seq_no: int = 0  # arrival order

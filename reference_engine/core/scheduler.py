@@ -294,7 +294,8 @@ class Scheduler:
     def _housekeeping(self, now_s: float) -> None:
         for r in self.waiting.expired(now_s):
             self.events.emit(now_s, EventKind.REJECTED, request_id=r.request_id, tenant=r.tenant,
-                             traffic_class=r.traffic_class.value, reason="queue_deadline")
+                             traffic_class=r.traffic_class.value, reason="queue_deadline",
+                             client_request_id=r.client_request_id)
             self.finish(r, FinishReason.REJECTED, now_s, detail="queue_deadline")
         for s in self.sessions.expire_idle(now_s):
             self.events.emit(now_s, EventKind.EXPIRED, tenant=s.tenant.name, num_blocks=None, reason="idle_timeout",

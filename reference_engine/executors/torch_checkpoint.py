@@ -93,6 +93,7 @@ class HfTokenizer:
             raise ConfigError(f"{path} not found: the checkpoint has no tokenizer.json")
         self._tok = Tokenizer.from_file(str(path))
         self.name = f"hf:{Path(directory).name}"
+        self.max_token_id = self._tok.get_vocab_size() - 1
 
     def encode(self, text: str) -> list[int]:
         return self._tok.encode(text, add_special_tokens=False).ids

@@ -4,7 +4,7 @@
     GET /admin/events?since=&limit= events after a cursor, as columns + rows, with next_cursor
                                    and how many a slow reader `missed` (the log is a ring)
     GET /admin/snapshot            usage now (the harness's sampler reads this)
-    GET /admin/config              the validated config and its digest
+    GET /admin/config              the validated config (secrets redacted) and its digest
     GET /admin/workers             this process as the only worker: pid, state
 
 Engine times (`t_s`, event times) are engine-clock seconds; every answer also carries
@@ -20,6 +20,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 
+from reference_engine.config import redacted
 from reference_engine.core.events import WORKER_EVENT_COLUMNS
 from reference_engine.core.ledger import ledger
 from reference_engine.server.state import ServerState
@@ -71,7 +72,7 @@ async def get_snapshot(state: Admin) -> dict:
 
 @router.get("/config")
 async def get_config(state: Admin) -> dict:
-    return {"config": state.config.model_dump(mode="json"), "digest": state.core.digest}
+    return {"config": redacted(state.config), "digest": state.core.digest}
 
 
 @router.get("/workers")

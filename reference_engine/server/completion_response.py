@@ -9,14 +9,15 @@ its deadline, or fails for memory before any token, still answers with a real HT
 step's tokens in one write, built from prepared templates (the per-token budget is tens of µs).
 
 After the first byte, an engine-side failure ends the stream with an SSE error event and
-`[DONE]`. A disconnect watcher task waits on `receive()` for `http.disconnect`; it only sets a
-flag, aborts the request and wakes the writer, which then stops without writing.
+`[DONE]`. A disconnect watcher task waits on `receive()` for `http.disconnect`; it logs one line,
+sets a flag, aborts the request and wakes the writer, which then stops without writing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
@@ -28,12 +29,15 @@ from reference_engine.server.openai_format import DONE, ResponseFormat, error_ev
 from reference_engine.tokenizer import Tokenizer
 
 _COMPLETED = (FinishReason.STOP, FinishReason.LENGTH)
+log = logging.getLogger("kvgate.server")
 
 
 def request_headers(stream: RequestStream, worker: int | None) -> dict[str, str]:
     """The kvgate response headers of a request, as far as they are known now."""
     r = stream.request
     h = {"x-request-id": r.request_id}
+    if r.client_request_id is not None:
+        h["x-client-request-id"] = r.client_request_id
     if r.session_rebuilt:
         h["x-kvgate-session-rebuilt"] = "true"
     if r.max_tokens_clamped:
@@ -77,6 +81,10 @@ class CompletionResponse(Response):
             message: Message = await receive()
             if message["type"] == "http.disconnect":
                 self.disconnected = True
+                r = self.stream.request
+                if not self.stream.finished:
+                    log.info("request %s (tenant %s): the client disconnected after %d output tokens; aborted",
+                             r.request_id, r.tenant, len(r.output_token_ids))
                 self.loop.abort(self.stream)
                 self.stream.notify()
                 return

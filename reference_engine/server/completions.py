@@ -5,11 +5,15 @@ API key (401) -> body shape (400, via the pydantic models) -> model name (404) -
 admission (400 context_length_exceeded, 410 context_expired, 429 kv_capacity / tenant_quota).
 Priority is the tenant's configured class alone: headers such as `X-Priority` are never read.
 
-`X-Request-Id`, when sent, becomes the engine request id (the router uses this to name a request
-before a worker answers); otherwise the server makes one. Session headers: `X-Session-Id` keeps a
-conversation's KV between turns (scoped to the tenant); `X-Session-Rebuildable: false` declares
-that the client cannot resend the context, so an evicted session answers 410 instead of being
-re-prefilled.
+The server names every request itself (`ServerState.new_request_id`): a client can never pick,
+guess or occupy an engine request id. A client's `X-Request-Id` is kept as a label of its own
+request (`client_request_id`: in the engine's events and the ledger, echoed in
+`x-client-request-id`), never used as a key, so two tenants, or two requests of one tenant, may
+send the same label. Only a router holding the admin key names a request for the worker it
+forwards to (`X-Kvgate-Request-Id`, `state.forwarded_request_id`), so that its reservation and
+the worker's events carry one id. Session headers: `X-Session-Id` keeps a conversation's KV
+between turns (scoped to the tenant); `X-Session-Rebuildable: false` declares that the client
+cannot resend the context, so an evicted session answers 410 instead of being re-prefilled.
 """
 
 from __future__ import annotations
@@ -58,17 +62,19 @@ _HEADER_DOCS = [
      "description": "'false': answer 410 rather than re-prefill an evicted session"},
     {"name": "X-Request-Id", "in": "header", "required": False,
      "schema": {"type": "string", "pattern": _REQUEST_ID.pattern},
-     "description": "use this as the engine request id (must be unique)"},
+     "description": "the client's label for this request (kept in the engine's events, echoed back); the "
+                    "engine's own id is the response's x-request-id"},
 ]
 
 
 def _session_and_request_ids(headers: Headers) -> tuple[str | None, str | None]:
-    session_id, request_id = headers.get("x-session-id") or None, headers.get("x-request-id")
+    """(X-Session-Id, the client's X-Request-Id label), each checked."""
+    session_id, label = headers.get("x-session-id") or None, headers.get("x-request-id")
     if session_id is not None and len(session_id) > 256:
         raise InvalidRequestError("X-Session-Id is longer than 256 characters", param="X-Session-Id")
-    if request_id is not None and not _REQUEST_ID.fullmatch(request_id):
+    if label is not None and not _REQUEST_ID.fullmatch(label):
         raise InvalidRequestError(f"X-Request-Id must match {_REQUEST_ID.pattern}", param="X-Request-Id")
-    return session_id, request_id
+    return session_id, label
 
 
 def _inline_schema(model: type[BaseModel]) -> dict:
@@ -110,13 +116,14 @@ async def _start(request: Request, kind: Kind, model: type[Body]) -> CompletionR
     tenant = state.authenticate(request.headers.get("authorization"))
     body = _parse(model, await request.body())
     state.check_model(body.model)
-    session_id, request_id = _session_and_request_ids(request.headers)
+    session_id, label = _session_and_request_ids(request.headers)
     rebuild_ok = session_rebuildable(request.headers.get("x-session-rebuildable"), tenant.config)
     prompt_ids = body.prompt_token_ids(state.core.tokenizer)
-    request_id = request.state.request_id = request_id or state.new_request_id(kind)
+    request_id = state.forwarded_request_id(request.headers) or state.new_request_id(kind)
+    request.state.request_id = request_id
     stream = state.loop.submit(tenant=tenant.name, prompt_token_ids=prompt_ids, max_new_tokens=body.max_new_tokens(),
-                               session_id=session_id, session_rebuildable=rebuild_ok,
-                               streaming=body.stream, request_id=request_id)
+                               session_id=session_id, session_rebuildable=rebuild_ok, streaming=body.stream,
+                               request_id=request_id, client_request_id=label, cache_salt=body.cache_salt)
     fmt = ResponseFormat(kind, request_id, body.model, int(time.time()), body.include_usage)
     return CompletionResponse(state.loop, stream, fmt, state.core.tokenizer, state.worker)
 

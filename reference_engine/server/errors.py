@@ -3,6 +3,7 @@
     RequestError (the engine's typed errors)      -> its status, {"error": {message, type, param, code}}
     RequestValidationError (pydantic, bad JSON)   -> 400 invalid_request, naming the field and the fix
     HTTPException (unknown route, wrong method)   -> 404 not_found / 405 method_not_allowed
+    ClientDisconnect (gone mid-upload)            -> one log line; nothing to answer
     anything else                                 -> 500 internal_error (logged with its traceback;
                                                      the client sees a message and the request id)
 
@@ -19,7 +20,8 @@ import math
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
-from starlette.responses import JSONResponse
+from starlette.requests import ClientDisconnect
+from starlette.responses import JSONResponse, Response
 
 from reference_engine.core.request import FinishReason
 from reference_engine.core.request import Request as EngineRequest
@@ -98,6 +100,13 @@ def install_error_handlers(app: FastAPI) -> None:
         e = RequestError(str(err.detail), code="method_not_allowed" if err.status_code == 405 else "http_error")
         e.status = err.status_code
         return error_response(e, headers=dict(err.headers or {}))
+
+    @app.exception_handler(ClientDisconnect)
+    async def _client_gone(request: Request, err: ClientDisconnect) -> Response:
+        # nobody is left to answer: one line, never a traceback (a stream of these would flood the log)
+        log.info("%s %s: the client disconnected before its request body was complete", request.method,
+                 request.url.path)
+        return Response(status_code=400)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, err: Exception) -> JSONResponse:

@@ -60,13 +60,13 @@ class WorkerEventPuller:
         self._headers = {"authorization": f"Bearer {admin_key}"}
         self._cursors = [_Cursor() for _ in range(num_workers)]
 
-    async def pull(self, client: httpx.AsyncClient, worker: int, incarnation: int) -> None:
+    async def pull(self, client: httpx.AsyncClient, worker: int, incarnation: int, timeout: httpx.Timeout) -> None:
         c = self._cursors[worker]
         if c.incarnation != incarnation:
             c.incarnation, c.cursor = incarnation, 0
         while True:
             resp = await client.get("/admin/events", params={"since": c.cursor, "limit": _PAGE},
-                                    headers=self._headers)
+                                    headers=self._headers, timeout=timeout)
             resp.raise_for_status()
             page = resp.json()
             if c.incarnation != incarnation:  # the worker was replaced while we waited

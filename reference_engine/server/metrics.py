@@ -11,7 +11,9 @@ Where a metric means what vLLM's does it is also exported under vLLM's name and 
 `vllm:kv_cache_usage_perc` (a fraction, 0..1, of *live* blocks), `vllm:num_requests_running`,
 `vllm:num_requests_waiting`, `vllm:num_preemptions_total`, `vllm:prefix_cache_queries_total`
 and `vllm:prefix_cache_hits_total` (in tokens), `vllm:time_to_first_token_seconds`.
-docs/server.md lists every metric.
+docs/server.md lists every metric. Families labelled by tenant are served only to a caller
+with the admin key or `server.metrics_key` (`render(with_tenants=...)`): tenant names are not
+for anonymous readers.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from reference_engine.core.events import Event, EventKind
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
                 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
 RELEASE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0)
+TENANT_LABEL = "tenant"
 LAG_BUCKETS = (0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0)
 
 
@@ -112,8 +115,33 @@ class EngineMetrics:
     def on_step(self, lag_s: float) -> None:
         self.step_lag.observe(lag_s)
 
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
+    def render(self, *, with_tenants: bool) -> bytes:
+        """The exposition text; without `with_tenants` no family labelled by tenant (an open
+        /metrics must not list who the tenants are)."""
+        families = list(self.registry.collect())
+        return render_families(families if with_tenants else without_tenants(families))
+
+
+def without_tenants(families: list[Metric]) -> list[Metric]:
+    """The families that name no tenant (a family none of whose samples has a `tenant` label)."""
+    return [f for f in families if not any(TENANT_LABEL in s.labels for s in f.samples)]
+
+
+class _Collected(Collector):
+    """A collector over families gathered beforehand."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> list[Metric]:
+        return self.families
+
+
+def render_families(families: list[Metric]) -> bytes:
+    """Prometheus text of `families` (one engine's, or the router's merged view)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Collected(families))
+    return generate_latest(registry)
 
 
 class _StateCollector(Collector):

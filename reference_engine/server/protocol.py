@@ -2,8 +2,10 @@
 schema that the fuzz tests generate requests from).
 
 Only what the engine uses is validated strictly (`model`, `messages`/`prompt`, `max_tokens`,
-`max_completion_tokens`, `stream`, `stream_options`, `n`); sampling parameters are accepted
-with their OpenAI types and ignored, because the sim executor's tokens are deterministic.
+`max_completion_tokens`, `stream`, `stream_options`, `n`, vLLM's `cache_salt`); sampling
+parameters are accepted with their OpenAI types and ignored, because the sim executor's tokens
+are deterministic. Token ids must be ids the engine's tokenizer can give (`max_token_id`), as
+vLLM checks them against its vocabulary.
 Unknown fields are ignored, as OpenAI-compatible servers do, so a newer client still works.
 Types are strict (`"5"` is not a number): a wrong type is a 400 that names the field.
 """
@@ -57,6 +59,9 @@ class _CompletionParams(BaseModel):
     stop: str | list[str] | None = None
     seed: int | None = None
     user: str | None = None
+    cache_salt: str | None = Field(None, min_length=1, max_length=256,
+                                   description="prefix-cache salt: requests share cached prefixes only with "
+                                               "requests of the same tenant and the same salt")
 
     @property
     def include_usage(self) -> bool:
@@ -92,4 +97,8 @@ class CompletionRequest(_CompletionParams):
                 raise InvalidRequestError(f"'prompt' holds {len(p)} prompts; batched prompts are not supported, "
                                           f"send one prompt per request", param="prompt")
             return tokenizer.encode(p[0])
+        too_large = max(p, default=0)
+        if too_large > tokenizer.max_token_id:
+            raise InvalidRequestError(f"token id {too_large} is out of the vocabulary: ids run from 0 to "
+                                      f"{tokenizer.max_token_id}", param="prompt")
         return list(p)

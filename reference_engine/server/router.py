@@ -16,6 +16,15 @@ re-prefilled elsewhere and says so (`x-kvgate-session-rebuilt: true`), or answer
 `context_expired` when it is not rebuildable (the client's `X-Session-Rebuildable: false` or its
 tenant's `rebuildable_sessions = false`: `state.session_rebuildable`, as a worker decides).
 
+A worker can also hang without dying (SIGSTOP, a deadlock): the router probes every ready
+worker's `/health` every `server.worker_probe_interval_s`, and a worker whose probe gets no
+answer within `server.worker_hang_timeout_s` is killed by the supervisor and then handled as any
+death. So a hung worker is found within interval + timeout; its streams, tracked per worker,
+end with `worker_lost` at its death (even those it never accepted, which would otherwise wait in
+the slot's listening socket for its next incarnation). The router's own calls to workers (admin
+fan-out, event pulls) are bounded by the same timeout and skip workers that are not ready, so
+its endpoints never wait on a worker longer than that, and never on one known hung.
+
 `ProxyResponse` relays one request: bytes pass through untouched, so the worker's SSE chunks,
 ids and headers reach the client as they are; a client disconnect closes the upstream
 connection, which makes the worker abort the request (its own cancel-on-disconnect).
@@ -47,13 +56,13 @@ from reference_engine.server.merged_events import MergedEventLog, WorkerEventPul
 from reference_engine.server.openai_format import DONE, error_event
 from reference_engine.server.protocol import ChatCompletionRequest, CompletionRequest
 from reference_engine.server.reservations import ReservationLedger
-from reference_engine.server.state import bearer_key, session_rebuildable
+from reference_engine.server.state import FORWARDED_ID_HEADER, ROUTER_KEY_HEADER, bearer_key, session_rebuildable
 from reference_engine.server.supervisor import Supervisor, WorkerSlot, WorkerState
 from reference_engine.tokenizer import WordTokenizer
 
 log = logging.getLogger("kvgate.router")
 
-_FORWARDED = ("authorization", "content-type", "x-session-id", "x-session-rebuildable")
+_FORWARDED = ("authorization", "content-type", "x-session-id", "x-session-rebuildable", "x-request-id")
 _HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"transfer-encoding", b"date", b"server"})
 _PULL_INTERVAL_S = 0.2
 _MAX_SESSIONS = 100_000
@@ -61,6 +70,7 @@ _MAX_SESSIONS = 100_000
 
 class Router:
     def __init__(self, config: EngineConfig, num_workers: int, log_level: str = "info") -> None:
+        assert config.server.admin_key is not None, "serve() gives the router its admin key (it names worker requests)"
         self.config = config
         self.clock = MonotonicClock()
         self.engine_clock_offset_unix = time.time() - self.clock.now()
@@ -79,11 +89,13 @@ class Router:
         self.num_retries = 0
         self._tenants = TenantKeys(config, lambda name, tc: (name, tc))  # the workers' key check
         self._clients: list[httpx.AsyncClient | None] = [None] * num_workers
+        self._relays: list[set[ProxyResponse]] = [set() for _ in range(num_workers)]  # in flight, per worker
+        self.call_timeout = httpx.Timeout(config.server.worker_hang_timeout_s)
         self._sessions: OrderedDict[str, tuple[int, int]] = OrderedDict()  # session -> (worker, incarnation)
         self._nonce = secrets.token_hex(3)
         self._ids = itertools.count()
         self._turns = itertools.count()
-        self._puller_task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
 
     @property
     def slots(self) -> list[WorkerSlot]:
@@ -96,11 +108,13 @@ class Router:
     # -------------------------------------------------------------- lifecycle
     async def start(self) -> None:
         await self.supervisor.start()
-        self._puller_task = asyncio.create_task(self._pull_events_forever(), name="kvgate-router-events")
+        self._tasks = [asyncio.create_task(self._pull_events_forever(), name="kvgate-router-events"),
+                       *(asyncio.create_task(self._probe_forever(slot), name=f"kvgate-probe-{slot.worker}")
+                         for slot in self.slots)]
 
     async def stop(self) -> None:
-        if self._puller_task is not None:
-            self._puller_task.cancel()
+        for task in self._tasks:
+            task.cancel()
         await self.supervisor.stop()
         for client in self._clients:
             if client is not None:
@@ -116,6 +130,9 @@ class Router:
 
     def _on_death(self, slot: WorkerSlot, cause: str) -> None:
         released = self.ledger.release_worker(slot.worker, cause)
+        for relay in self._relays[slot.worker]:
+            relay.lose()
+        self._relays[slot.worker] = set()
         client, self._clients[slot.worker] = self._clients[slot.worker], None
         if client is not None:
             asyncio.ensure_future(client.aclose())
@@ -124,18 +141,45 @@ class Router:
                     sum(r.num_blocks for r in released))
 
     def client(self, worker: int) -> httpx.AsyncClient | None:
-        return self._clients[worker]
+        """The client of a ready worker (None while it starts, after it died)."""
+        return self._clients[worker] if self.slots[worker].state is WorkerState.READY else None
+
+    def track(self, relay: ProxyResponse, worker: int) -> None:
+        """`relay` is in flight on `worker`: it ends with worker_lost if that worker dies."""
+        self._relays[worker].add(relay)
+
+    def untrack(self, relay: ProxyResponse, worker: int) -> None:
+        self._relays[worker].discard(relay)
 
     async def pull_events(self) -> None:
-        """Bring every ready worker's new events into the merged log."""
-        for slot in self.slots:
-            client = self._clients[slot.worker]
-            if client is None or slot.state is not WorkerState.READY:
+        """Bring every ready worker's new events into the merged log (concurrently: a slow
+        worker delays no other)."""
+        await asyncio.gather(*(self._pull(slot) for slot in self.slots))
+
+    async def _pull(self, slot: WorkerSlot) -> None:
+        client = self.client(slot.worker)
+        if client is None:
+            return
+        try:
+            await self.puller.pull(client, slot.worker, slot.incarnation, self.call_timeout)
+        except (httpx.HTTPError, ValueError) as err:
+            log.debug("could not pull events from worker %d: %s", slot.worker, err)
+
+    async def _probe_forever(self, slot: WorkerSlot) -> None:
+        """Health-probe one worker slot for as long as the router runs (module docstring)."""
+        interval_s, timeout_s = self.config.server.worker_probe_interval_s, self.config.server.worker_hang_timeout_s
+        while True:
+            await asyncio.sleep(interval_s)
+            client, incarnation = self.client(slot.worker), slot.incarnation
+            if client is None:
                 continue
             try:
-                await self.puller.pull(client, slot.worker, slot.incarnation)
-            except (httpx.HTTPError, ValueError) as err:
-                log.debug("could not pull events from worker %d: %s", slot.worker, err)
+                await client.get("/health", timeout=self.call_timeout)
+            except httpx.TimeoutException:
+                if slot.incarnation == incarnation:
+                    self.supervisor.kill(slot, f"hung: no answer to a health probe within {timeout_s:g} s")
+            except httpx.TransportError:
+                pass  # exiting or restarting: the supervisor sees the exit
 
     async def _pull_events_forever(self) -> None:
         while True:
@@ -194,7 +238,8 @@ class Router:
         except ValueError:
             payload = None
         headers = {k: v for k in _FORWARDED if (v := request.headers.get(k)) is not None}
-        headers["x-request-id"] = request_id
+        headers[FORWARDED_ID_HEADER] = request_id  # the worker names the request as the ledger does
+        headers[ROUTER_KEY_HEADER] = self.config.server.admin_key
         session_id = request.headers.get("x-session-id")
         # As the worker decides for an evicted session: the header and the tenant's rebuildable_sessions.
         rebuildable = session_rebuildable(request.headers.get("x-session-rebuildable"), tenant_config)
@@ -230,17 +275,27 @@ class ProxyResponse(Response):
         self.session_key = session_key
         self.rebuildable = rebuildable
         self.worker: int | None = None
+        self.started = False  # the status line went out
+        self._lost = asyncio.Event()
+
+    def lose(self) -> None:
+        """Its worker died: end the relay with worker_lost (called by the router)."""
+        self._lost.set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         relay = asyncio.ensure_future(self._relay(scope, receive, send))
         watcher = asyncio.ensure_future(self._watch_disconnect(receive))
+        lost = asyncio.ensure_future(self._lost.wait())
         try:
-            await asyncio.wait({relay, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({relay, watcher, lost}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             watcher.cancel()
-            if not relay.done():  # the client left: closing upstream makes the worker abort
+            lost.cancel()
+            if not relay.done():  # the client left, or the worker died: closing upstream ends it there
                 relay.cancel()
             await asyncio.gather(relay, return_exceptions=True)
+        if relay.cancelled() and self._lost.is_set():
+            await self._end_worker_lost(scope, receive, send, "it stopped answering")
 
     async def _watch_disconnect(self, receive: Receive) -> None:
         while (await receive())["type"] != "http.disconnect":
@@ -263,10 +318,12 @@ class ProxyResponse(Response):
                 continue
             router.ledger.reserve(self.request_id, slot.worker, self.num_blocks, self.tenant)
             self.worker = slot.worker
+            router.track(self, slot.worker)
             try:
                 request = client.build_request("POST", self.path, content=self.body, headers=self.forward_headers)
                 response = await client.send(request, stream=True)
             except (httpx.ConnectError, httpx.ConnectTimeout) as err:
+                router.untrack(self, slot.worker)
                 router.ledger.release(self.request_id, "worker_lost")
                 router.num_retries += 1
                 log.warning("request %s: worker %d unreachable (%s); retrying on another worker",
@@ -277,14 +334,14 @@ class ProxyResponse(Response):
             return response, rebuilt
 
     async def _relay(self, scope: Scope, receive: Receive, send: Send) -> None:
-        started, upstream, reason = False, None, "finished"
+        upstream, reason = None, "finished"
         try:
             upstream, rebuilt = await self._connect()
             headers = [(k, v) for k, v in upstream.headers.raw if k.lower() not in _HOP_BY_HOP]
             if rebuilt:
                 headers.append((b"x-kvgate-session-rebuilt", b"true"))
             await send({"type": "http.response.start", "status": upstream.status_code, "headers": headers})
-            started = True
+            self.started = True
             async for chunk in upstream.aiter_raw():
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -292,15 +349,22 @@ class ProxyResponse(Response):
             await error_response(err, self.request_id)(scope, receive, send)
         except httpx.TransportError as err:
             reason = "worker_lost"
-            self.router.num_worker_lost_requests += 1
-            lost = WorkerLostError(f"engine worker {self.worker} was lost while serving this request "
-                                   f"({type(err).__name__}); retry it", retry_after_s=1.0)
-            if not started:
-                await error_response(lost, self.request_id)(scope, receive, send)
-            else:
-                tail = error_event(lost) + DONE if self.streaming else b""
-                await send({"type": "http.response.body", "body": tail, "more_body": False})
+            await self._end_worker_lost(scope, receive, send, type(err).__name__)
         finally:
             if upstream is not None:
                 await upstream.aclose()
+            if self.worker is not None:
+                self.router.untrack(self, self.worker)
             self.router.ledger.release(self.request_id, reason)
+
+    async def _end_worker_lost(self, scope: Scope, receive: Receive, send: Send, cause: str) -> None:
+        """503 worker_lost, or after the first byte an SSE error event (non-streaming: the body
+        just ends)."""
+        self.router.num_worker_lost_requests += 1
+        lost = WorkerLostError(f"engine worker {self.worker} was lost while serving this request ({cause}); "
+                               f"retry it", retry_after_s=1.0)
+        if not self.started:
+            await error_response(lost, self.request_id)(scope, receive, send)
+        else:
+            tail = error_event(lost) + DONE if self.streaming else b""
+            await send({"type": "http.response.body", "body": tail, "more_body": False})

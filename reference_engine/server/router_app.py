@@ -5,14 +5,16 @@
     GET  /health                                  200 while the router serves
     GET  /ready                                   200 once every worker is ready, else 503 + states
     GET  /metrics                                 the router's own metrics + every worker's, with a
-                                                  `worker` label added to theirs
+                                                  `worker` label added to theirs (per-tenant
+                                                  families only with a key, as one engine)
     GET  /admin/events                            router events + all workers' (merged_events.py)
     GET  /admin/snapshot                          totals over the workers + each worker's snapshot
     GET  /admin/ledger                            the reservation ledger + each worker's ledger
     GET  /admin/config, /admin/workers            the config; pids, ports, states, restarts
 
-A worker that does not answer an admin or metrics call (it is dead or restarting) is listed
-under `unavailable` instead of failing the whole answer.
+A worker that does not answer an admin or metrics call (it is dead, restarting, or hung: no
+answer within `server.worker_hang_timeout_s`) is listed under `unavailable` instead of failing
+or holding the whole answer.
 """
 
 from __future__ import annotations
@@ -24,19 +26,20 @@ from typing import Annotated
 
 import httpx
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
-from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.responses import JSONResponse, Response
 
-from reference_engine.config import config_digest
+from reference_engine.config import config_digest, redacted
 from reference_engine.core.watermarks import PressureLevel
-from reference_engine.server.app import PROMETHEUS_TEXT, BodyLimit
+from reference_engine.server import http_edge
+from reference_engine.server.app import PROMETHEUS_TEXT
 from reference_engine.server.errors import install_error_handlers
 from reference_engine.server.merged_events import MERGED_COLUMNS
 from reference_engine.server.openai_format import models_list
 from reference_engine.server.router import Router
-from reference_engine.server.state import check_admin_key
+from reference_engine.server.metrics import render_families, without_tenants
+from reference_engine.server.state import check_admin_key, metrics_with_tenants
 from reference_engine.server.supervisor import WorkerState
 
 _SUMMED = ("num_blocks", "live_blocks", "retained_blocks", "pinned_blocks", "cached_blocks", "free_blocks",
@@ -44,15 +47,16 @@ _SUMMED = ("num_blocks", "live_blocks", "retained_blocks", "pinned_blocks", "cac
            "host_used_bytes", "active_blocks", "num_open_streams")
 
 
-async def _from_workers(router: Router, path: str, *, admin: bool = True) -> tuple[dict[int, object], list[int]]:
-    """GET `path` from every ready worker: ({worker: JSON or text}, [workers that did not answer])."""
-    headers = {"authorization": f"Bearer {router.config.server.admin_key}"} if admin else {}
+async def _from_workers(router: Router, path: str) -> tuple[dict[int, object], list[int]]:
+    """GET `path` from every ready worker, as admin: ({worker: JSON or text}, [workers that did
+    not answer])."""
+    headers = {"authorization": f"Bearer {router.config.server.admin_key}"}
     slots = [(s.worker, router.client(s.worker)) for s in router.slots]
 
     async def one(client: httpx.AsyncClient | None) -> object:
         if client is None:
             return None
-        resp = await client.get(path, headers=headers)
+        resp = await client.get(path, headers=headers, timeout=router.call_timeout)  # a hung worker: unavailable
         resp.raise_for_status()
         return resp.text if path == "/metrics" else resp.json()
 
@@ -96,16 +100,6 @@ def merge_worker_metrics(texts: dict[int, str]) -> list[Metric]:
             for sample in family.samples:
                 m.add_sample(sample.name, {**sample.labels, "worker": str(worker)}, sample.value, sample.timestamp)
     return list(families.values())
-
-
-class _Collected:
-    """A collector over families gathered beforehand (the scrape fetches worker metrics async)."""
-
-    def __init__(self, families: list[Metric]) -> None:
-        self.families = families
-
-    def collect(self) -> list[Metric]:
-        return self.families
 
 
 def _router_families(router: Router) -> list[Metric]:
@@ -156,7 +150,7 @@ def _admin_api(router: Router) -> APIRouter:
 
     @api.get("/config")
     async def config() -> dict:
-        return {"config": router.config.model_dump(mode="json"), "digest": config_digest(router.config)}
+        return {"config": redacted(router.config), "digest": config_digest(router.config)}
 
     @api.get("/workers")
     async def workers() -> dict:
@@ -206,13 +200,13 @@ def create_router_app(config, *, num_workers: int, log_level: str = "info") -> F
                             status_code=200 if router.ready else 503)
 
     @app.get("/metrics", tags=["ops"])
-    async def metrics() -> Response:
-        texts, _ = await _from_workers(router, "/metrics", admin=False)
+    async def metrics(request: Request) -> Response:
+        with_tenants = metrics_with_tenants(request.headers.get("authorization"), config.server)
+        texts, _ = await _from_workers(router, "/metrics")
         families = _router_families(router) + merge_worker_metrics(texts)
-        registry = CollectorRegistry(auto_describe=False)
-        registry.register(_Collected(families))
-        return Response(generate_latest(registry), media_type=PROMETHEUS_TEXT)
+        return Response(render_families(families if with_tenants else without_tenants(families)),
+                        media_type=PROMETHEUS_TEXT)
 
     app.include_router(_admin_api(router))
-    app.add_middleware(BodyLimit, max_bytes=config.server.max_body_bytes)
+    http_edge.install(app, config.server)
     return app

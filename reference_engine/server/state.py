@@ -3,7 +3,9 @@ the identity checks (tenant keys, the admin key, the served model name).
 
 Request ids are unique across processes and restarts (`<kind>-[w<worker>-]<nonce>-<n>`), so a
 harness that merges several workers' records, or a worker's records before and after a kill,
-never sees one id twice. The id is also the OpenAI `id` of the response.
+never sees one id twice. The id is also the OpenAI `id` of the response. Only the server makes
+ids: a client's `X-Request-Id` is a label (completions.py), and the one caller that may name a
+request is a router that proves it holds the admin key (`forwarded_request_id`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,10 @@ import secrets
 import time
 from dataclasses import dataclass, field
 
+from starlette.datastructures import Headers
+
 from reference_engine.config import EngineConfig, TenantConfig
+from reference_engine.config.engine_config import ServerConfig
 from reference_engine.core.engine import EngineCore
 from reference_engine.core.tenants import TenantState
 from reference_engine.errors import AuthError, InvalidRequestError, NotFoundError
@@ -33,11 +38,33 @@ def bearer_key(authorization: str | None) -> str | None:
     return key.strip() or None
 
 
-def check_admin_key(authorization: str | None, admin_key: str) -> None:
-    """401 unless the header carries the admin key (compared in constant time). One engine's
-    admin API and the router's both check with this."""
-    if not secrets.compare_digest(bearer_key(authorization) or "", admin_key):
-        raise AuthError("the admin API needs 'Authorization: Bearer <server.admin_key>' from the engine config")
+FORWARDED_ID_HEADER = "x-kvgate-request-id"
+ROUTER_KEY_HEADER = "x-kvgate-router-key"
+
+
+def is_key(key: str | None, expected: str | None) -> bool:
+    """Whether `key` is the `expected` secret (constant time); nothing matches an unset one."""
+    return expected is not None and secrets.compare_digest((key or "").encode(), expected.encode())
+
+
+def check_admin_key(authorization: str | None, admin_key: str | None) -> None:
+    """401 unless the header carries the admin key. One engine's admin API and the router's
+    both check with this."""
+    if not is_key(bearer_key(authorization), admin_key):
+        raise AuthError("the admin API needs 'Authorization: Bearer <admin key>': the key `kvgate serve` was "
+                        "started with ([server] admin_key or KVGATE_ADMIN_KEY)")
+
+
+def metrics_with_tenants(authorization: str | None, server: ServerConfig) -> bool:
+    """Whether a /metrics caller sees the per-tenant families: with the admin key or
+    `server.metrics_key`. Without either it sees the rest, unless a metrics key is configured:
+    then /metrics is closed (401)."""
+    key = bearer_key(authorization)
+    if is_key(key, server.admin_key) or is_key(key, server.metrics_key):
+        return True
+    if server.metrics_key is not None:
+        raise AuthError("/metrics needs 'Authorization: Bearer <server.metrics_key>'")
+    return False
 
 
 def session_rebuildable(header: str | None, tenant: TenantConfig) -> bool:
@@ -83,3 +110,15 @@ class ServerState:
 
     def check_admin(self, authorization: str | None) -> None:
         check_admin_key(authorization, self.config.server.admin_key)
+
+    def forwarded_request_id(self, headers: Headers) -> str | None:
+        """The id a router named this request with (`X-Kvgate-Request-Id`), or None. It is taken
+        only with the admin key beside it (`X-Kvgate-Router-Key`): a client that sends the header
+        without it is refused (401), so no client can name, and so occupy, an engine request id."""
+        request_id = headers.get(FORWARDED_ID_HEADER)
+        if request_id is None:
+            return None
+        if not is_key(headers.get(ROUTER_KEY_HEADER), self.config.server.admin_key):
+            raise AuthError("X-Kvgate-Request-Id is for the kvgate router (with its X-Kvgate-Router-Key); "
+                            "a client's own id goes in X-Request-Id")
+        return request_id

@@ -5,12 +5,15 @@ port) and hands to every incarnation of that worker (`pass_fds`), so a slot keep
 across restarts and there is no race for a free port. A slot's life:
 
     starting --(GET /ready answers 200)--> ready --(process exits, e.g. kill -9)--> dead
-       ^                                                                            |
+       ^                                        |                                   |
+       |                                        +--(kill: hung, says the router)----+
        +---------------------- restart (backoff if it died young) -----------------+
 
 The router learns about deaths and readiness through two callbacks; every transition is
-logged with the pid, so a kill -9 in a chaos run reads plainly in the logs. Workers get
-PR_SET_PDEATHSIG (Linux), so they do not outlive a supervisor that is itself killed.
+logged with the pid, so a kill -9 in a chaos run reads plainly in the logs. A worker that is
+alive but no longer answers (SIGSTOP, a deadlock) exits only when someone ends it: the router's
+health probes find it and call `kill`, and its death is then reported with that cause. Workers
+get PR_SET_PDEATHSIG (Linux), so they do not outlive a supervisor that is itself killed.
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ class WorkerSlot:
     restarts: int = 0
     started_unix: float = 0.0
     last_exit: str | None = None
+    kill_cause: str | None = None  # why the supervisor killed this incarnation (None: it was not)
     process: asyncio.subprocess.Process | None = field(default=None, repr=False)
 
     @property
@@ -140,7 +144,7 @@ class Supervisor:
             returncode = await slot.process.wait()
             if self._stopping:
                 return
-            cause = exit_cause(returncode)
+            cause = slot.kill_cause or exit_cause(returncode)
             lived_s = time.time() - slot.started_unix
             slot.state, slot.last_exit = WorkerState.DEAD, cause
             log.warning("worker %d (pid %s) died after %.1f s: %s", slot.worker, slot.pid, lived_s, cause)
@@ -150,13 +154,22 @@ class Supervisor:
             slot.restarts += 1
             log.warning("restarting worker %d (restart %d)", slot.worker, slot.restarts)
 
+    def kill(self, slot: WorkerSlot, cause: str) -> None:
+        """End a worker that lives but does not serve (the router found it hung). SIGKILL works
+        on a stopped process too; its death is then reported, and it restarts, like any other."""
+        if slot.process is None or slot.process.returncode is not None or slot.kill_cause is not None:
+            return
+        slot.kill_cause = cause
+        log.warning("worker %d (pid %s): %s; killing it", slot.worker, slot.pid, cause)
+        slot.process.kill()
+
     async def _spawn(self, slot: WorkerSlot) -> None:
         fd = slot.sock.fileno()
         slot.process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "reference_engine.server.worker", "--config-json", self._config_path,
             "--fd", str(fd), "--worker", str(slot.worker), "--log-level", self.log_level, pass_fds=(fd,))
         slot.pid, slot.incarnation = slot.process.pid, slot.incarnation + 1
-        slot.state, slot.started_unix = WorkerState.STARTING, time.time()
+        slot.state, slot.started_unix, slot.kill_cause = WorkerState.STARTING, time.time(), None
         log.info("worker %d started: pid %d on port %d", slot.worker, slot.pid, slot.port)
         task = asyncio.create_task(self._await_ready(slot, slot.incarnation))
         self._ready_tasks.add(task)

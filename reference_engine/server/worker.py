@@ -2,8 +2,9 @@
 
     python -m reference_engine.server.worker --config-json F --fd N --worker I
 
-It serves `create_app(config, worker=I)` with uvicorn on the listening socket inherited as
-file descriptor N, and asks Linux to SIGTERM it when its parent (the supervisor) dies.
+It serves `create_app(config, worker=I)` on the listening socket inherited as file descriptor N
+(with the HTTP edge of every kvgate server, `http_edge.run`), and asks Linux to SIGTERM it when
+its parent (the supervisor) dies.
 """
 
 from __future__ import annotations
@@ -12,12 +13,12 @@ import argparse
 import ctypes
 import logging
 import signal
+import socket
 import sys
 from pathlib import Path
 
-import uvicorn
-
 from reference_engine.config import load_config
+from reference_engine.server import http_edge
 from reference_engine.server.app import create_app
 
 _PR_SET_PDEATHSIG = 1
@@ -41,7 +42,7 @@ def main(argv: list[str] | None = None) -> None:
                         format=f"%(asctime)s worker-{args.worker} %(name)s %(levelname)s %(message)s")
     config = load_config(args.config_json)
     app = create_app(config, worker=args.worker)
-    uvicorn.run(app, fd=args.fd, log_level=args.log_level, access_log=False, timeout_graceful_shutdown=5)
+    http_edge.run(app, config.server, socket.socket(fileno=args.fd), log_level=args.log_level, access_log=False)
 
 
 if __name__ == "__main__":

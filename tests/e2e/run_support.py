@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -37,11 +39,21 @@ def load_record(result: subprocess.CompletedProcess[str], run_dir: Path) -> RunR
     return RunRecord.load(run_dir)
 
 
-def ttft_gaps_ms(record: RunRecord) -> pd.Series:
-    """|client TTFT − engine TTFT| per answered request, joined on the engine's request id (both
-    measured from the request's own start: the client's send, the engine's arrival)."""
-    first = record.events[record.events["kind"] == "first_token"][["request_id", "latency_s"]]
-    first = first.groupby("request_id", as_index=False)["latency_s"].min()
-    answered = record.requests.dropna(subset=["ttft_s"])
-    joined = answered.merge(first, left_on="engine_request_id", right_on="request_id", how="inner")
-    return (joined["ttft_s"] - joined["latency_s"]).abs() * 1000.0
+@contextmanager
+def cpu_hogs(num: int = 2) -> Iterator[None]:
+    """`num` busy-loop processes for the length of the block: the CPU of a busy CI runner. A test
+    that runs its load in here asserts counts and states, never timings."""
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(num)]
+    try:
+        yield
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+
+
+def engine_arrivals(events: pd.DataFrame) -> dict[str, str]:
+    """{client label (X-Request-Id, the harness's request_id): engine request id} of every request
+    the engine received (admitted, queued or refused at once)."""
+    arrived = events[events["kind"].isin(["admitted", "queued", "rejected"]) & events["client_request_id"].notna()]
+    return dict(zip(arrived["client_request_id"], arrived["request_id"]))

@@ -1,5 +1,6 @@
 """A run stopped from outside (SIGTERM as CI sends it; Ctrl-C alike) stops locust and the engine
-it started, keeps what it measured (meta.json says how the run ended) and exits 2."""
+it started, keeps what it measured (meta.json says how the run ended) and exits 2; `kvgate gate`
+then refuses to judge the partial record."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from harness.cli import main
 from tests.e2e.run_support import DEFAULT_CONFIG, REPO, clean_env
 
 pytestmark = pytest.mark.slow
@@ -37,3 +39,4 @@ def test_sigterm_during_the_load_cleans_up_and_keeps_the_record(tmp_path: Path) 
     assert [p["name"] for p in meta["phases"]] == ["baseline"]
     with pytest.raises(httpx.ConnectError):  # the engine this run started is gone
         httpx.get(meta["target"]["url"] + "/health", timeout=5)
+    assert main(["gate", str(run_dir)]) == 2 and not (run_dir / "verdict.json").exists()  # never judged, never PASS

@@ -10,7 +10,7 @@ import pytest
 
 from harness.run_record import RunRecord
 from tests.e2e.run_support import SCENARIOS, locust
-from tests.integration.server_process import SYSTEM_PROMPT, running_server
+from tests.integration.server_process import ADMIN_KEY, SYSTEM_PROMPT, running_server
 
 pytestmark = pytest.mark.slow
 
@@ -19,7 +19,7 @@ def plain_run(base: str, tenants: str, record_dir: Path):
     return locust("-f", str(SCENARIOS / "short_qa.py"), "--headless", "-u", "4", "-r", "4", "-t", "4s",
                   "--host", base, "--stop-timeout", "5", "--only-summary", "--kvgate-model", "kvgate-tiny",
                   "--kvgate-system-prompt", SYSTEM_PROMPT, "--kvgate-tenants", tenants,
-                  "--kvgate-record-dir", str(record_dir))
+                  "--kvgate-admin-key", ADMIN_KEY, "--kvgate-record-dir", str(record_dir))
 
 
 def test_a_plain_locust_run_is_recorded_judged_and_exits_with_the_gates_code(tmp_path: Path) -> None:

@@ -1,25 +1,29 @@
 """Plain locust runs the scenarios against a started engine: headless, mixed default, and with
---processes (workers forward every row to the master, each recorded once)."""
+--processes (workers forward every row to the master, each recorded once, also beside busy
+loops: counts, never timings)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
 import pandas as pd
 import pytest
 
 from harness.run_record import REQUEST_COLUMNS
-from tests.e2e.run_support import SCENARIOS, STATUSES, locust
-from tests.integration.server_process import SYSTEM_PROMPT, running_server
+from tests.e2e.run_support import SCENARIOS, STATUSES, cpu_hogs, engine_arrivals, locust
+from tests.integration.server_process import ADMIN, ADMIN_KEY, SYSTEM_PROMPT, running_server
 
 pytestmark = pytest.mark.slow
 
-TINY = ["--kvgate-model", "kvgate-tiny", "--kvgate-system-prompt", SYSTEM_PROMPT,
+TINY = ["--kvgate-model", "kvgate-tiny", "--kvgate-system-prompt", SYSTEM_PROMPT, "--kvgate-admin-key", ADMIN_KEY,
         "--kvgate-tenants", "acme=sk-acme:interactive,globex=sk-globex:interactive",
         "--kvgate-long-prompt-tokens", "2048", "--kvgate-long-output-tokens", "128",
         "--kvgate-batch-prompt-tokens", "512", "--kvgate-cancel-prompt-tokens", "1024",
         "--kvgate-document-tokens", "128", "--kvgate-idle-gap-min-s", "0.2", "--kvgate-idle-gap-max-s", "0.5",
-        "--kvgate-burst-size", "4", "--kvgate-kill-interval-s", "1"]
+        "--kvgate-burst-size", "4", "--kvgate-kill-interval-s", "1",
+        # within kvgate-tiny's 4,096-token context: a long multi-turn session's document is 4,096 by default
+        "--kvgate-session-context-tokens", "256", "--kvgate-long-session-context-tokens", "1024"]
 
 
 def test_the_mixed_default_runs_headless_and_records_every_request(tmp_path: Path) -> None:
@@ -44,18 +48,26 @@ def test_the_mixed_default_runs_headless_and_records_every_request(tmp_path: Pat
         assert name in result.stderr  # locust's own table (on stderr): the request and its TTFT
 
 
-def test_with_processes_every_workers_rows_reach_the_master_once(tmp_path: Path) -> None:
+def test_with_processes_every_workers_rows_reach_the_master_once_even_on_a_busy_machine(tmp_path: Path) -> None:
     rows_path, stats = tmp_path / "requests.csv", tmp_path / "stats"
-    with running_server(tmp_path) as base:
+    with running_server(tmp_path) as base, cpu_hogs():
         result = locust("-f", str(SCENARIOS / "short_qa.py"), "--headless", "--processes", "2", "-u", "4", "-r", "4",
                         "-t", "5s", "--host", base, "--stop-timeout", "5", "--csv", str(stats),
                         "--kvgate-requests-csv", str(rows_path), *TINY)
+        page = httpx.get(f"{base}/admin/events", headers=ADMIN, timeout=30).json()
     assert result.returncode == 0, result.stderr[-3000:]
     rows = pd.read_csv(rows_path)
-    counted = pd.read_csv(f"{stats}_stats.csv")
-    sent = counted[counted["Type"].isin(["POST", "CANCEL"])]["Request Count"].sum()
-    assert len(rows) == sent > 0 and rows["request_id"].is_unique
+    assert len(rows) and rows["request_id"].is_unique
     assert rows["request_id"].str.split("-").str[0].nunique() == 2  # both worker processes contributed
+    # every request the engine received has its row (joined by the client's X-Request-Id label) ...
+    arrived = engine_arrivals(pd.DataFrame(page["rows"], columns=page["columns"]))
+    assert set(arrived) <= set(rows["request_id"])
+    # ... and the rest never left the client: users stopped before their request went out
+    unsent = rows[~rows["request_id"].isin(arrived)]
+    assert (unsent["error_code"] == "run_stopped").all()
+    # locust's own count agrees: its last stats report reached the master too
+    counted = pd.read_csv(f"{stats}_stats.csv")
+    assert counted[counted["Type"].isin(["POST", "CANCEL"])]["Request Count"].sum() == len(rows)
 
 
 def test_the_step_shape_stops_the_test_once_rejections_begin(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
 """`kvgate run` against a target that fails the preflight exits 2 and says plainly what is wrong,
-before any load (no run record is written)."""
+before any load (no run record is written, and no --out directory is left behind)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def fails_preflight(tmp_path: Path, *args: str) -> str:
     run_dir = tmp_path / "run"
     result = kvgate_run(*args, "--profile", "quick", "--out", str(run_dir), timeout_s=60)
     assert result.returncode == 2, result.stdout + result.stderr
-    assert not (run_dir / "meta.json").exists()
+    assert not run_dir.exists()  # nothing was recorded, so nothing is left behind
     return " ".join(result.stderr.split())
 
 

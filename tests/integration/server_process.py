@@ -11,7 +11,8 @@ import httpx
 
 from harness.target import ReferenceEngine
 
-ADMIN = {"Authorization": "Bearer sk-kvgate-admin"}
+ADMIN_KEY = "sk-test-admin-0123456789"
+ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 
 # A test-sized model on a 65,536-block pool: steps cost `step_overhead_ms`, so streams are paced
 # like a real engine's but short. Tenants may run many sequences at once; `tiny` may hold nothing.
@@ -49,21 +50,20 @@ max_kv_share = 0.5
 [tenants.tiny]
 api_keys = ["sk-tiny"]
 max_kv_share = 0.00001
-
-[server]
-admin_key = "sk-kvgate-admin"
 """
 
 
 @contextmanager
-def running_server(tmp_dir: Path, *, workers: int = 0, step_ms: float = 2.0,
-                   ready_timeout_s: float = 60.0) -> Iterator[str]:
+def running_server(tmp_dir: Path, *, workers: int = 0, step_ms: float = 2.0, server_toml: str = "",
+                   log_level: str = "warning", ready_timeout_s: float = 60.0) -> Iterator[str]:
     """Yields the base URL of a ready server; the server (and its workers) stop afterwards. The
-    same launcher `kvgate run` uses; its log (tail shown if it never gets ready) is serve.log."""
+    same launcher `kvgate run` uses; its log (tail shown if it never gets ready) is serve.log.
+    `server_toml`: lines of a `[server]` table to add."""
     config = tmp_dir / "engine.toml"
-    config.write_text(CONFIG_TOML.format(step_ms=step_ms, system=SYSTEM_PROMPT))
-    with ReferenceEngine(config, workers=workers, log_path=tmp_dir / "serve.log",
-                         ready_timeout_s=ready_timeout_s) as target:
+    config.write_text(CONFIG_TOML.format(step_ms=step_ms, system=SYSTEM_PROMPT)
+                      + (f"\n[server]\n{server_toml}\n" if server_toml else ""))
+    with ReferenceEngine(config, admin_key=ADMIN_KEY, workers=workers, log_path=tmp_dir / "serve.log",
+                         log_level=log_level, ready_timeout_s=ready_timeout_s) as target:
         yield target.url
 
 

@@ -1,8 +1,12 @@
 """Multi-worker mode: kill -9 of a worker mid-stream ends its streams with worker_lost, releases its
-reservations, restarts it, and the service keeps answering on the other worker meanwhile."""
+reservations, restarts it, and the service keeps answering on the other worker meanwhile; a worker
+that hangs (SIGSTOP) is found by the router's health probes and handled the same way. The
+assertions are counts and states: how soon the hang is found is a figure of bench/bench_worker_hang.py."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import signal
 import time
@@ -63,8 +67,69 @@ def test_kill_9_of_a_worker_mid_stream(tmp_path):
 
         snap = wait_until_drained(base)
         assert snap["num_reservations"] == 0 and snap["active_blocks"] == 0 and snap["unavailable"] == []
-        families = {f.name: f for f in text_string_to_metric_families(httpx.get(f"{base}/metrics").text)}
+        open_metrics = httpx.get(f"{base}/metrics").text
+        assert 'tenant="' not in open_metrics and 'tenant="acme"' in httpx.get(f"{base}/metrics", headers=ADMIN).text
+        families = {f.name: f for f in text_string_to_metric_families(open_metrics)}
         restarts = {s.labels["worker"]: s.value for s in families["kvgate_worker_restarts"].samples}
         assert restarts == {str(victim): 1.0, str(1 - victim): 0.0}
         usage = families["vllm:kv_cache_usage_perc"].samples
         assert sorted(s.labels["worker"] for s in usage) == ["0", "1"]
+
+
+HANG = "worker_hang_timeout_s = 1.0\nworker_probe_interval_s = 0.25"
+
+
+async def stream_to_end(http: httpx.AsyncClient, base: str, opened: asyncio.Event) -> tuple[str, str, str]:
+    """(request id, worker, how it ended: 'done' or the error code of its last event)."""
+    body = {"model": "kvgate-tiny", "messages": MESSAGES, "max_tokens": 400, "stream": True}
+    async with http.stream("POST", f"{base}/v1/chat/completions", json=body,
+                           headers={"Authorization": "Bearer sk-acme"}) as r:
+        assert r.status_code == 200
+        opened.set()
+        ending = "done"
+        async for line in r.aiter_lines():
+            if line.startswith('data: {"error"'):
+                ending = json.loads(line[len("data: "):])["error"]["code"]
+        return r.headers["x-request-id"], r.headers["x-kvgate-worker"], ending
+
+
+@pytest.mark.slow
+def test_a_hung_worker_is_killed_its_streams_end_worker_lost_and_every_other_request_succeeds(tmp_path):
+    with running_server(tmp_path, workers=2, step_ms=5.0, server_toml=HANG, ready_timeout_s=120) as base:
+        async def scenario() -> tuple[list, list, int]:
+            async with httpx.AsyncClient(timeout=60) as http:
+                opened = [asyncio.Event() for _ in range(6)]
+                streams = [asyncio.create_task(stream_to_end(http, base, e)) for e in opened]
+                for e in opened:
+                    await e.wait()
+                workers = (await http.get(f"{base}/admin/workers", headers=ADMIN)).json()["workers"]
+                os.kill(workers[0]["pid"], signal.SIGSTOP)  # alive, holding its port, answering nothing
+                snapshot = await http.get(f"{base}/admin/snapshot", headers=ADMIN)  # the router still answers
+                short = {"model": "kvgate-tiny", "messages": MESSAGES, "max_tokens": 3}
+                others = await asyncio.gather(*(http.post(f"{base}/v1/chat/completions", json=short,
+                                                          headers={"Authorization": "Bearer sk-globex"})
+                                                for _ in range(10)))
+                return await asyncio.gather(*streams), others, snapshot.status_code
+
+        streams, others, snapshot_status = asyncio.run(scenario())
+        assert snapshot_status == 200
+        assert {ending for _, worker, ending in streams if worker == "0"} == {"worker_lost"}
+        assert {ending for _, worker, ending in streams if worker == "1"} <= {"done"}
+        rows = admin(base, "/admin/events")["rows"]
+        [died] = [r for r in rows if r[2] == "worker_died"]
+        assert died[-1] == 0 and died[10].startswith("hung: no answer to a health probe")
+        lost = {r[3] for r in rows if r[2] == "reservation_released" and r[10] == "worker_lost"}
+        # every request on the hung worker ended worker_lost; every other one succeeded
+        assert {rid for rid, worker, _ in streams if worker == "0"} <= lost
+        for answer in others:
+            assert (answer.status_code, answer.json().get("error", {}).get("code")) in (
+                (200, None), (503, "worker_lost")), answer.text
+            assert (answer.status_code == 503) == (answer.headers["x-request-id"] in lost)
+
+        deadline = time.monotonic() + 60
+        while httpx.get(f"{base}/ready").status_code != 200:
+            assert time.monotonic() < deadline, "the hung worker was not replaced"
+            time.sleep(0.1)
+        replaced = admin(base, "/admin/workers")["workers"][0]
+        assert replaced["restarts"] == 1 and replaced["last_exit"].startswith("hung:")
+        assert wait_until_drained(base)["num_reservations"] == 0

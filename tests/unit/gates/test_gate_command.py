@@ -57,3 +57,11 @@ def test_record_with_no_measurable_signal_exits_2(tmp_path, capsys):
                                       tenant_samples=False, gpu_memory=False)
     assert main(["gate", str(builder.write(tmp_path / "run"))]) == 2
     assert "no gate could be measured" in capsys.readouterr().err
+
+
+def test_a_run_that_ended_early_is_never_judged_so_never_passed(tmp_path, capsys):
+    # the healthy record would pass: only the note that the run was interrupted stops it
+    run = RecordBuilder().healthy().meta(notes=["run ended early: KeyboardInterrupt: signal 2"]).write(tmp_path / "run")
+    assert main(["gate", str(run)]) == 2 and not (run / "verdict.json").exists()
+    [line] = capsys.readouterr().err.splitlines()
+    assert "not judged, the record is partial (run ended early: KeyboardInterrupt" in line

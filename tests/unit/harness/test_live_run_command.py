@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from harness.cli import build_parser
+from harness.cli import build_parser, main
 from harness.commands.run import build_plan, print_pressure
 from harness.loadgen.tenants import DEFAULT_SPEC, parse_tenants
 from harness.pressure import measure_pressure
@@ -46,11 +46,11 @@ traffic_class = "batch"
     return path
 
 
-def test_a_policy_run_takes_tenants_admin_key_public_prefix_and_model_from_the_config(config: Path) -> None:
+def test_a_policy_run_takes_tenants_public_prefix_and_model_from_the_config(config: Path) -> None:
     p = plan("--policy", str(config), "--profile", "quick")
     s = p.settings
     assert parse_tenants(s.tenants) == parse_tenants("acme=sk-a1:interactive,bulk=sk-bulk:batch")
-    assert (s.admin_key, s.system_prompt, s.model) == ("sk-admin-test", SERVER_PROMPT, "served-name")
+    assert (s.system_prompt, s.model) == (SERVER_PROMPT, "served-name")
     quick = get_profile("quick")
     assert (p.duration_s, p.users, p.profile, p.target_url) == (quick.duration_s, quick.users, "quick", None)
     assert s.long_output_tokens == quick.settings["long_output_tokens"]  # the quick profile's size
@@ -101,6 +101,50 @@ def test_a_bad_setting_from_the_environment_is_a_usage_error(monkeypatch: pytest
     monkeypatch.setenv("KVGATE_TURNS", "0")
     with pytest.raises(KvgateError, match="--kvgate-turns must be at least 1"):
         plan("--target", "http://127.0.0.1:9000")
+
+
+def test_an_engine_the_run_starts_gets_a_fresh_admin_key_and_a_target_keeps_its_configs(config: Path) -> None:
+    first, second = plan("--policy", str(config)).settings.admin_key, plan("--policy", str(config)).settings.admin_key
+    assert first != second and len(first) >= 32 and "sk-admin-test" not in (first, second)
+    target = plan("--policy", str(config), "--target", "http://127.0.0.1:9000")
+    assert target.settings.admin_key == "sk-admin-test"
+
+
+def refused(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, *argv: str) -> str:
+    """Run `kvgate run ARGV` (against a target nothing listens at); the one line it refused with."""
+    monkeypatch.setattr("signal.signal", lambda *_: None)  # `run` installs a SIGTERM handler
+    try:
+        code = main(["run", "--target", "http://127.0.0.1:9", *argv])
+    except SystemExit as usage_error:
+        code = usage_error.code
+    [line] = capsys.readouterr().err.splitlines()
+    assert code == 2, line
+    return line
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--tenants", "garbage"], "tenant entry 1 is not name=key[:class]"),
+    (["--tenants", "me=sk-acme:vip"], "tenant 'me': what follows the last ':' is not a traffic class"),
+    (["--users", "0"], "--users: must be above 0"),
+    (["--duration", "-5"], "--duration: must be above 0"),
+    (["--spawn-rate", "nan"], "--spawn-rate: must be above 0"),
+    (["--sample-interval", "0"], "--sample-interval: must be above 0"),
+    (["--workers", "-1"], "--workers: must be a whole number, 0 or more"),
+    (["--processes", "two"], "--processes: must be a whole number, 0 or more"),
+])
+def test_bad_input_is_refused_in_one_line_with_exit_2(argv: list[str], says: str, capsys: pytest.CaptureFixture[str],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    assert says in refused(capsys, monkeypatch, *argv)
+
+
+def test_bad_tenants_from_the_environment_and_a_thresholds_typo_are_refused_before_the_load(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KVGATE_TENANTS", "garbage")
+    assert "tenant entry 1" in refused(capsys, monkeypatch)
+    monkeypatch.delenv("KVGATE_TENANTS")
+    typo = tmp_path / "gates.toml"
+    typo.write_text("[no_oom]\nmax_ooms = 1\n")
+    assert "valid: max_gpu_mem_fraction, max_oom" in refused(capsys, monkeypatch, "--gates", str(typo))
 
 
 def test_the_console_says_how_far_up_the_ladder_the_run_went(tmp_path: Path) -> None:

@@ -33,6 +33,13 @@ async def test_malformed_input_is_a_400_that_names_the_problem(raw, hint):
         assert r.status_code == 400 and err["code"] == "invalid_request" and hint in err["message"]
 
 
+@pytest.mark.parametrize("prompt", ["", [], [""], [4096 + 2**32]])
+async def test_an_empty_or_out_of_vocabulary_text_prompt_names_prompt(prompt):
+    async with serving(server_config()) as (client, _):
+        r = await client.post("/v1/completions", json={"model": MODEL, "prompt": prompt}, headers=ACME)
+        assert r.status_code == 400 and error_of(r)["param"] == "prompt", r.text
+
+
 async def test_huge_max_tokens_and_long_prompts_are_context_length_exceeded():
     async with serving(server_config(tenants__acme__max_context_tokens=50)) as (client, _):
         huge = await client.post("/v1/chat/completions", json=chat(max_tokens=10**12), headers=ACME)

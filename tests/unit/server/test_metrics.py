@@ -4,7 +4,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from reference_engine.core.events import EventKind
-from tests.unit.server.server_support import ACME, chat, server_config, serving
+from tests.unit.server.server_support import ACME, ADMIN, chat, server_config, serving
 
 pytestmark = pytest.mark.anyio
 
@@ -27,7 +27,7 @@ async def test_metrics_match_the_engine_state_and_events():
                                       headers=headers)).status_code == 200
         refused = await client.post("/v1/chat/completions", json=chat(max_tokens=10**9), headers=ACME)
         assert refused.status_code == 400
-        m = samples((await client.get("/metrics")).text)
+        m = samples((await client.get("/metrics", headers=ADMIN)).text)
         snap = core.snapshot()
         events = list(core.events)
 
@@ -64,6 +64,6 @@ async def test_cancellations_land_in_the_release_latency_histogram():
         loop.abort(stream)
         while not stream.finished:
             await stream.wait(10**9)
-        m = samples((await client.get("/metrics")).text)
+        m = samples((await client.get("/metrics", headers=ADMIN)).text)
         assert value(m, "kvgate_cancel_release_latency_seconds_count") == 1
         assert value(m, "kvgate_requests_finished_total", tenant="acme", reason="cancelled") == 1

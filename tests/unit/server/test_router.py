@@ -91,14 +91,14 @@ async def test_worker_events_are_pulled_by_cursor_retimed_and_tagged():
         offset = app.state.kvgate.loop.engine_clock_offset_unix
         merged = MergedEventLog()
         puller = WorkerEventPuller(merged, offset - 10.0, "sk-kvgate-admin", num_workers=2)
-        await puller.pull(client, 1, incarnation=1)
-        await puller.pull(client, 1, incarnation=1)  # nothing new: nothing twice
+        await puller.pull(client, 1, incarnation=1, timeout=httpx.Timeout(5))
+        await puller.pull(client, 1, incarnation=1, timeout=httpx.Timeout(5))  # nothing new: nothing twice
         rows, _, _ = merged.page(0, 1000)
         engine = list(app.state.kvgate.core.events)
         assert len(rows) == len(engine) and {r[-1] for r in rows} == {1}
         assert rows[0][1] == pytest.approx(engine[0].t_s + 10.0)
         assert [r[2] for r in rows] == [e.kind.value for e in engine]
-        await puller.pull(client, 1, incarnation=2)  # a restarted worker: its log starts again
+        await puller.pull(client, 1, incarnation=2, timeout=httpx.Timeout(5))  # a restarted worker: its log starts again
         assert len(merged.page(0, 1000)[0]) == 2 * len(engine)
         assert EventKind(rows[-1][2]) is EventKind.FINISHED
 

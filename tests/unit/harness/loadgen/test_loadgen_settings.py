@@ -8,6 +8,7 @@ import pytest
 from harness.loadgen.settings import (OPTIONS, LoadSettings, SettingsError, add_arguments, apply_mix, dest, env_var,
                                       parse_mix)
 from harness.loadgen.tenants import TenantSpecError
+from reference_engine.config import ADMIN_KEY_VAR, DEV_ADMIN_KEY
 
 
 class RecordingParser:
@@ -81,3 +82,8 @@ def test_the_mix_weighs_scenarios_by_name() -> None:
     for bad in ("multi_turn", "multi_turn=x", "=3", "short_qa=-1"):
         with pytest.raises(SettingsError, match="scenario=weight"):
             LoadSettings(mix=bad)
+
+
+def test_the_default_admin_key_is_the_engines_dev_key_read_from_where_serve_reads_it() -> None:
+    # only an engine started with `kvgate serve --dev` takes it; KVGATE_ADMIN_KEY names the real one
+    assert LoadSettings().admin_key == DEV_ADMIN_KEY and env_var("admin_key") == ADMIN_KEY_VAR

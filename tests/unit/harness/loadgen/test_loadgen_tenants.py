@@ -20,8 +20,14 @@ def test_a_spec_names_key_and_class_and_the_class_defaults_to_interactive() -> N
         Tenant("me", "sk-123", "interactive"))
 
 
-def test_a_key_may_contain_colons_when_no_class_follows() -> None:
-    assert parse_tenants("me=tok:en:x") == (Tenant("me", "tok:en:x"),)
+def test_a_key_may_contain_colons_when_its_class_follows() -> None:
+    assert parse_tenants("me=tok:en:x:batch") == (Tenant("me", "tok:en:x", "batch"),)
+
+
+def test_an_unknown_class_is_refused_not_taken_for_part_of_the_key() -> None:
+    with pytest.raises(TenantSpecError, match="not a traffic class") as err:
+        parse_tenants("me=sk-acme:vip")
+    assert "sk-acme" not in str(err.value)  # a message never shows a key
 
 
 @pytest.mark.parametrize("spec", ["", "acme", "=sk", "acme="])

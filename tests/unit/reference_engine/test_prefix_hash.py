@@ -1,0 +1,47 @@
+"""Block hashes: a chain from a secret root over fixed-width fields, scoped by tenant and salt."""
+
+import pytest
+
+from reference_engine.config import TrafficClass
+from reference_engine.core.prefix_hash import BlockHasher
+from reference_engine.core.request import Request
+
+KEY = b"k" * 32
+
+
+def hashes(hasher: BlockHasher, tokens: list[int], scope: int, public_tokens: int = 0) -> list[int]:
+    r = Request(request_id="r", tenant="t", traffic_class=TrafficClass.INTERACTIVE, num_prompt_tokens=len(tokens),
+                max_new_tokens=1, arrival_s=0.0, prompt_token_ids=tokens, hash_scope=scope,
+                public_prefix_tokens=public_tokens)
+    hasher.extend(r)
+    return r.block_hashes
+
+
+def test_the_chain_depends_on_the_engines_secret_and_on_every_earlier_block():
+    tokens = list(range(48))
+    a, b = BlockHasher(16, "m", KEY), BlockHasher(16, "m", KEY)
+    scope = a.tenant_scope("acme")
+    assert hashes(a, tokens, scope) == hashes(b, tokens, scope) and len(hashes(a, tokens, scope)) == 3
+    assert set(hashes(BlockHasher(16, "m", b"x" * 32), tokens, scope)).isdisjoint(hashes(a, tokens, scope))
+    changed = hashes(a, [99, *tokens[1:]], scope)
+    assert set(changed).isdisjoint(hashes(a, tokens, scope))  # a change in block 0 changes every later hash
+
+
+def test_ids_pack_at_a_fixed_width_so_nothing_wraps_into_a_collision():
+    hasher = BlockHasher(16, "m", KEY)
+    scope, tokens = hasher.tenant_scope("acme"), list(range(16))
+    for shift in ((1 << 61) - 1, 1 << 32):
+        assert hashes(hasher, [t + shift for t in tokens], scope) != hashes(hasher, tokens, scope)
+    with pytest.raises(OverflowError):  # not silently masked into 64 bits
+        hashes(hasher, [t + (1 << 64) for t in tokens], scope)
+
+
+def test_tenants_and_salts_never_share_and_a_salt_shares_with_itself():
+    hasher = BlockHasher(16, "m", KEY)
+    acme, globex, tokens = hasher.tenant_scope("acme"), hasher.tenant_scope("globex"), list(range(32))
+    salted = hasher.salted_scope(acme, "alice")
+    assert salted == hasher.salted_scope(acme, "alice")
+    scopes = [acme, globex, salted, hasher.salted_scope(acme, "bob"), hasher.salted_scope(globex, "alice")]
+    assert len({h for s in scopes for h in hashes(hasher, tokens, s)}) == 2 * len(scopes)
+    # a public prefix is shared across tenants: its blocks ignore the tenant's scope
+    assert hashes(hasher, tokens, acme, public_tokens=16)[0] == hashes(hasher, tokens, globex, public_tokens=16)[0]
