@@ -6,7 +6,8 @@
     num_blocks      = floor(pool_bytes / (block_tokens × bytes_per_token))
 
 The default (Llama-3.1-8B bf16 on an H100-SXM, 0.90 utilisation, 4 GiB workspace) leaves
-52.7 GiB, i.e. 26,982 blocks of 16 tokens: the `kvPoolGiB: 52` of seed 003.
+52.7 GiB, i.e. 26,982 blocks of 16 tokens: the ≈ 52 GiB pool operators plan with for this model
+and GPU (docs/background.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The binding check: a config is tuned for one model, runtime and GPU (seed 003).
+"""The binding check: a config is tuned for one model, runtime and GPU.
 
 Watermarks and block estimates calibrated on one (model digest, runtime version, GPU SKU) give
 false headroom on another. A config that names what it was bound to refuses to start elsewhere.

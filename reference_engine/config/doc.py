@@ -20,7 +20,8 @@ _INTRO = """\
 
 Engine configs are TOML files validated by `reference_engine/config/` (pydantic). Unknown keys
 are errors, so a typo never silently becomes a default; a bad value fails with the key, the value
-and the allowed range. Key names follow the seed articles where they have one. Every run names
+and the allowed range. Key names follow common usage where there is one
+([background.md](background.md) says where each default comes from). Every run names
 the config digest it ran (a stable hash of the validated config, defaults included) so that a
 failed gate can name what to roll back to. `configs/default.toml` is the default; one file per
 policy lives beside it.

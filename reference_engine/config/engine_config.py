@@ -1,9 +1,10 @@
 """The engine's configuration: validated pydantic models, one per TOML table.
 
-Key names follow the seed articles where they have one (`[kv_cache] policy,
-max_session_idle_seconds, max_tokens_per_session, evict_low_priority_first`, `[kv_cache.guard]
-warn_at_percent / evict_at_percent / reject_at_percent`, `kv_pool_gib`, `block_tokens`,
-`queue_deadline_ms`, `max_new_tokens_default`, `interactive_reserve`, `tenant max_kv_share`).
+Key names follow common usage where there is one (`[kv_cache] policy, max_session_idle_seconds,
+max_tokens_per_session, evict_low_priority_first`, `[kv_cache.guard] warn_at_percent /
+evict_at_percent / reject_at_percent`, `kv_pool_gib`, `block_tokens`, `queue_deadline_ms`,
+`max_new_tokens_default`, `interactive_reserve`, `tenant max_kv_share`), so an operator can read a
+config against their own notes; docs/background.md says which keys are kvgate's own, and why.
 Unknown keys are errors (`extra="forbid"`), so a typo never silently means "default".
 """
 
@@ -120,7 +121,7 @@ class EngineSection(_Table):
 
 
 class GuardConfig(_Table):
-    """The watermark ladder on live usage, in percent of the pool (seed 000, 003)."""
+    """The watermark ladder on live usage, in percent of the pool, cheapest measure first (docs/background.md)."""
 
     warn_at_percent: float = Field(75, gt=0, le=100, description="shorten max output of new requests")
     admission_at_percent: float = Field(82, gt=0, le=100, description="stop admitting low-priority long requests")
@@ -145,7 +146,7 @@ class GuardConfig(_Table):
 
 
 class AccountingConfig(_Table):
-    """The ledger (seed 000 kv_cache_accounting); expose_admin_query serves it on /admin/ledger."""
+    """What the KV ledger tracks, for quotas and cost attribution; expose_admin_query serves it on /admin/ledger."""
 
     track_tenant: bool = Field(True, description="ledger lines per tenant")
     track_page_count: bool = Field(True, description="pages per request and session")
@@ -154,19 +155,20 @@ class AccountingConfig(_Table):
 
 
 class KvCacheConfig(_Table):
-    """The seed articles' [kv_cache] table: policy, session limits, guard ladder, accounting."""
+    """The [kv_cache] table: policy, session limits, guard ladder, accounting."""
 
     policy: PolicyName = Field(PolicyName.LRU, description="lru | multi_queue | value_density | streamingllm | h2o | none | vllm_like")
     max_session_idle_seconds: float = Field(120, gt=0, description="idle sessions past this expire (410 or rebuild)")
     max_tokens_per_session: int = Field(8192, ge=1, description="longer sessions are not retained between turns")
     evict_low_priority_first: bool = Field(True, description="evict batch sessions before interactive, system last")
-    pinned_max_percent: float = Field(20, ge=0, le=50, description="hard cap on pinned prefixes (seed 002: 20-25 %)")
+    pinned_max_percent: float = Field(20, ge=0, le=50, description="hard cap on pinned prefixes: past 20-25 % of the "
+                                      "pool, pinning costs more concurrency than its hits save")
     guard: GuardConfig = GuardConfig()
     accounting: AccountingConfig = AccountingConfig()
 
 
 class AdmissionConfig(_Table):
-    """Admission before the run queue (seed 003): estimate, then admit / queue / reject."""
+    """Admission before the run queue: estimate the worst case, then admit / queue / reject."""
 
     enabled: bool = Field(True, description="off: everything is admitted (a broken-target setting)")
     max_new_tokens_default: int = Field(1024, ge=1, description="assumed when a request sets no max_tokens")

@@ -1,4 +1,5 @@
-"""Per-policy tables, with the key names of the seed articles (`[lru]`, `[multi_queue]`, ...).
+"""Per-policy tables, under the key names commonly used for these policies (`[lru]`,
+`[multi_queue]`, ...); docs/background.md lists the keys kvgate adds.
 
 Every table is present in every config with its defaults, so switching `kv_cache.policy` is a
 one-line change and the digest still names every knob that could have mattered.
