@@ -1,4 +1,5 @@
-"""Admission control: decide before a request enters the run queue (seed 003).
+"""Admission control: decide before a request enters the run queue, while refusing or queueing
+it is still cheaper than preempting it halfway.
 
 The estimate is the worst-case commitment: `ceil((prompt + max_new_tokens) · safety / block)`
 blocks (a missing max_tokens means `max_new_tokens_default`, never "the client will stop soon").

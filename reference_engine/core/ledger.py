@@ -1,4 +1,4 @@
-"""The KV ledger (seed 000 "accounting"): who holds which pages, and the orphan check.
+"""The KV ledger (`[kv_cache.accounting]`): who holds which pages, and the orphan check.
 
 Per request: pages, tenant, state, last access, rebuild cost. Per session: pages, tenant, last
 access, rebuildable, rebuild cost. Per tenant: live blocks, share, reservations, retained blocks,

@@ -1,4 +1,4 @@
-"""Choosing what to preempt, and how (seed 004: victim score with aging; swap vs recompute).
+"""Choosing what to preempt, and how (a victim score with aging; swap or recompute, by cost).
 
 Victim choice keeps the request with the highest *keep score*:
 

@@ -1,4 +1,5 @@
-"""The baselines every policy is compared against (DESIGN §3.1).
+"""The baselines every policy is compared against, so each shows what it adds over an engine
+with no KV management at all and over vLLM's own.
 
 - `none`: what a bare `generate` loop does. No admission, no tenant caps, no watermark ladder,
   no prefix cache (so no retained sessions either: there is nothing to evict), no preemption.

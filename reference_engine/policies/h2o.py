@@ -1,4 +1,4 @@
-"""`h2o` (seed 001 `[h2o] heavy_hitter_ratio, recent_window_tokens, score_decay`): keep the
+"""`h2o` (`[h2o] heavy_hitter_ratio, recent_window_tokens, score_decay`): keep the
 heavy hitters by accumulated attention and the recent window, drop the rest.
 
 Token-level and approximate. Per running request the policy accumulates, after every step it

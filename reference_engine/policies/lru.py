@@ -1,4 +1,4 @@
-"""`lru`: page/entry LRU over reusable state (seed 001 `[lru] max_entries, evict_batch_size,
+"""`lru`: page/entry LRU over reusable state (`[lru] max_entries, evict_batch_size,
 touch_on_decode`).
 
 - blocks tier: refcount-0 prefix blocks, least recently used first (a chain tail first).

@@ -1,4 +1,4 @@
-"""`multi_queue` (seed 000): two FIFOs and an LRU, drained at different speeds on a tick.
+"""`multi_queue`: two FIFOs and an LRU, drained at different speeds on a tick.
 
     new entry ──> FIFO 1 ──(second access within promotion_window_ms)──> LRU
     long (> long_session_tokens) and active entry ──> FIFO 2

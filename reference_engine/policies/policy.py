@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 
 class VictimOrder(str, Enum):
-    SCORE = "score"  # priority, waiting, blocks held, recompute cost, aging (seed 004)
+    SCORE = "score"  # priority, waiting, blocks held, recompute cost, aging (core/preemption.py)
     NEWEST = "newest"  # the most recently admitted request (vLLM)
 
 

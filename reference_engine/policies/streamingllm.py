@@ -1,4 +1,4 @@
-"""`streamingllm` (seed 001 `[streamingllm] sink_tokens, sliding_window_tokens,
+"""`streamingllm` (`[streamingllm] sink_tokens, sliding_window_tokens,
 evict_outside_window`): keep the attention sinks and a sliding window, drop the middle.
 
 Token-level and approximate: a long sequence keeps its first `sink_tokens` KV tokens and its

@@ -1,4 +1,4 @@
-"""`value_density` (seed 004): evict the entry whose reuse is worth least per byte, with aging.
+"""`value_density`: evict the entry whose reuse is worth least per byte, with aging.
 
     value    = expected_reuse × saved_prefill_ms / MiB held
     priority = L + value                          (GDSF: greedy-dual-size-frequency)
