@@ -1,4 +1,4 @@
-"""Gate thresholds: the packaged defaults (`thresholds.toml`, DESIGN §6) overlaid by a user file.
+"""Gate thresholds: the packaged defaults (`thresholds.toml`) overlaid by a user file.
 
 Every table must name a registered gate, or be `[slo]` (the objective several gates share,
 gates/slo.py), and every key one of that table's metrics; anything else is an error that lists

@@ -1,4 +1,5 @@
-"""no_oom: nothing ran out of memory — DESIGN §6 "zero OOM in the pressure window".
+"""no_oom: nothing ran out of memory — zero OOM in the pressure window, because an OOM fails the
+whole running batch, not the one request that asked for more (docs/background.md).
 
 Three independent witnesses, each used when the record has it: engine `oom` events (an
 allocation failed), client responses 5xx with code `out_of_memory` (or `oom`), and GPU memory samples over

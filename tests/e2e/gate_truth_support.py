@@ -1,5 +1,6 @@
-"""Gate truth (DESIGN §6: "every gate must be shown to fail on a configuration built to break
-it"): the scenarios that drive default.toml and the broken configs, and the runs that judge them.
+"""Gate truth (every gate must be shown to fail on a configuration built to break it, or it
+proves nothing): the scenarios that drive default.toml and the broken configs, and the runs that
+judge them.
 
 Two mechanisms, each with its scenarios:
 

@@ -1,4 +1,4 @@
-"""Gate truth (DESIGN §6): every gate FAILS on a configuration built to break it and PASSES on
+"""Gate truth: every gate FAILS on a configuration built to break it and PASSES on
 default.toml under the same scenario, so no gate is one that cannot fail.
 
 The broken configs are `configs/broken/<gate>.toml`, each default.toml with one change; the
