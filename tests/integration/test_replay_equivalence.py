@@ -93,7 +93,7 @@ def test_streamingllm_fuses_its_decodes_compactions_and_all(tmp_path, monkeypatc
         return out
 
     monkeypatch.setattr(fast_forward, "_fuse_compacting", spy)
-    # the seed's 2,048-token window: compactions on most of the trace's requests
+    # the engine's default 2,048-token window: compactions on most of the trace's requests
     config = with_overrides(load_config(DEFAULT_CONFIG.with_name("streamingllm.toml")),
                             {"streamingllm.sliding_window_tokens": 2048})
     (fast, slow), (fast_calls, slow_calls) = replay_both(tmp_path, load_trace(MOONCAKE), config)
@@ -137,7 +137,7 @@ def test_h2o_fuses_with_its_scores_kept_up_float_for_float(tmp_path, monkeypatch
     monkeypatch.setattr(H2oCompressor, "plan_keep", spy_plan)
     monkeypatch.setattr(H2oCompressor, "forget", spy_forget)
     monkeypatch.setattr(fast_forward, "_fuse_compacting", spy_fuse)
-    # the seed's 2,048 tokens before compressing: compactions on most of the trace's requests
+    # the engine's default 2,048 tokens before compressing: compactions on most of the trace's requests
     config = with_overrides(load_config(DEFAULT_CONFIG.with_name("h2o.toml")), {"h2o.min_tokens_to_compress": 2048})
     (fast, slow), (fast_calls, slow_calls) = replay_both(tmp_path, load_trace(MOONCAKE), config)
     assert_same_record(fast, slow)
