@@ -1,4 +1,4 @@
-"""Replay benchmark: the full shared Mooncake trace through every policy config (DESIGN.md §7).
+"""Replay benchmark: the full shared Mooncake trace through every policy config (docs/benchmarks.md).
 
     .venv/bin/python bench/bench_replay.py                        # every config under configs/
     .venv/bin/python bench/bench_replay.py --config configs/default.toml --profile 25

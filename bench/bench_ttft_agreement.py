@@ -1,4 +1,4 @@
-"""How closely the harness's client TTFT agrees with the engine's own (DESIGN §7: within 10 ms at P95).
+"""How closely the harness's client TTFT agrees with the engine's own (target: within 10 ms at P95).
 
     .venv/bin/python bench/bench_ttft_agreement.py [--users 4] [--duration 8]
 

@@ -1,6 +1,6 @@
-"""Preflight: one minimal request before any run, and a plain answer when it fails (DESIGN §4).
+"""Preflight: one minimal request before any run, and a plain answer when it fails.
 
-It is the check people otherwise do by hand with curl (seed 001): a non-streamed chat
+It is the check people otherwise do by hand with curl before a load test: a non-streamed chat
 completion of one token. What a failure means, said plainly:
 
     connection refused / no route   the address (scheme, host, port): is the server up there?
