@@ -5,7 +5,7 @@ same config is a flip.
     .venv/bin/python bench/bench_verdicts.py --repeat 3 --configs configs/default.toml
     .venv/bin/python bench/bench_verdicts.py --read runs/verdicts     # summarise a finished one again
 
-Targets (issue 15): 0 flips on default and every candidate under `--profile quick`; the
+Targets: 0 flips on default and every candidate under `--profile quick`; the
 baselines fail the same gates in every run; every run crosses the evict and preempt rungs and
 measures preempted_complete. The matrix is `kvgate matrix --repeat N` (one engine per run, the
 runs one after the other), so what is measured is exactly what CI and users run. Ten runs of

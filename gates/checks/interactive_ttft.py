@@ -3,7 +3,7 @@
 Two checks, on the tail and on the typical request:
 - P95 TTFT of *critical* interactive requests (gates/slo.py: interactive class, prompt of at most
   `slo.critical_max_prompt_tokens`) in the `load` phase stays within the shared objective
-  `slo.ttft_ms` (the source article's release gate). A 32K-token prompt needs over a second of
+  `slo.ttft_ms` (a release gate: docs/background.md). A 32K-token prompt needs over a second of
   prefill on its own, so it is judged by its explicit outcome (explicit_overflow), not by a chat
   user's TTFT budget.
 - No order-of-magnitude degradation against the same traffic unloaded: the *median* TTFT of the
