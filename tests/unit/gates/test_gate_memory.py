@@ -30,7 +30,8 @@ def test_recovery_not_measurable_without_samples_or_phases(judge, healthy):
 def test_level_off_passes_below_the_reject_rung(judge, healthy):
     result = judge(healthy, "memory_level_off")
     assert result.outcome is Outcome.PASS
-    assert result.headline.value == 0.8 and result.headline.limit == pytest.approx(0.95)  # up to the reject rung
+    # the samples peak at 80 %; the engine entered pause_batch at 88 % between two of them
+    assert result.headline.value == 0.88 and result.headline.limit == pytest.approx(0.95)  # up to the reject rung
 
 
 def test_level_off_fails_when_usage_climbs_to_the_full_pool(judge, healthy):
@@ -39,6 +40,18 @@ def test_level_off_fails_when_usage_climbs_to_the_full_pool(judge, healthy):
     result = judge(healthy, "memory_level_off")
     assert result.outcome is Outcome.FAIL and result.evidence["peak"]["usage"] == 1.0
     assert result.evidence["late_growth"] > 0
+
+
+def test_level_off_sees_a_peak_between_samples_in_the_engines_level_changes(judge, healthy):
+    healthy.event("watermark", 55.2, reason="reject", value=0.97)  # the pool filled between two samples
+    result = judge(healthy, "memory_level_off")
+    assert result.outcome is Outcome.FAIL
+    assert result.evidence["peak"] == {"t_s": 55.2, "usage": 0.97, "seen_by": "event"}
+
+
+def test_level_off_reads_level_changes_only_from_an_engine_that_reports_events(judge, healthy):
+    healthy.event("watermark", 55.2, reason="reject", value=0.97).signals(engine_events=False)
+    assert judge(healthy, "memory_level_off").outcome is Outcome.PASS
 
 
 def test_level_off_not_measurable_without_an_evict_watermark(judge, healthy):
