@@ -9,9 +9,11 @@ command line). Each listener is small and says what it does:
                               ScenarioContext; the master (or the only process) listens for
                               forwarded outcomes; every other process starts its forwarding
                               loop and answers flush requests; decide whether the step shape
-                              drives; weigh the user classes by --kvgate-mix
+                              drives; weigh the user classes by --kvgate-mix; a headless run
+                              with --kvgate-record-dir starts its watcher (watcher.py)
     test_start                re-read the settings (the web UI may have changed them), resolve
-                              the model name, open the request log (master / only process)
+                              the model name, open the request log (master / only process), and
+                              start the watcher if init did not (a run from the web UI)
     test_stop                 a worker forwards whatever is still buffered; the master flushes
                               every worker (below) before the test may end
     quitting                  forward what is left, close the request log; with
@@ -30,6 +32,11 @@ test_stop asks each worker to stop its users and send everything now (`kvgate_fl
 waits until each has answered `kvgate_flushed`, sent after its last outcomes and its last stats
 report on the same ordered connection (at most --stop-timeout + FLUSH_MARGIN_S; a worker that
 never answers is named in the log).
+
+The watcher: a headless run starts `kvgate watch` in `init`, before locust starts its users and
+its --run-time clock, which begin together. Started at test_start, as a run from the web UI
+still does, a watcher slowed by a busy machine took longer to start than a 4 s run lasted: the
+run sent nothing and exited 0.
 
 The clock: gevent's loop caches its time and refreshes it once per loop turn. Before locust
 sets its --run-time timer the loop has not turned since the hub was created, so on a busy
@@ -177,6 +184,8 @@ def _on_init(environment: Environment, runner: Runner | None, **_: Any) -> None:
         # the watcher follows the request log: it must exist, and its times count from now
         options.kvgate_requests_csv = options.kvgate_requests_csv or default_rows(ctx.settings.record_dir)
         options.kvgate_t0_unix = options.kvgate_t0_unix or time.time()
+        if options.headless:  # ready before locust starts the --run-time clock (see "The watcher")
+            ctx.watcher = Watcher.start(_settings(environment), environment.host or "")
     if not isinstance(runner, WorkerRunner):
         runner.register_message(OUTCOMES_MESSAGE, _on_outcomes)
     if isinstance(runner, MasterRunner):
