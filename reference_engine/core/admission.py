@@ -32,7 +32,9 @@ from reference_engine.core.watermarks import Watermarks
 from reference_engine.errors import CapacityError, ContextLengthError
 
 
-class Verdict(str, Enum):
+class AdmissionAction(str, Enum):
+    """What admission does with a request (module docstring): admit it, queue it or reject it."""
+
     ADMIT = "admit"
     QUEUE = "queue"
     REJECT = "reject"
@@ -48,7 +50,7 @@ class TenantLimit(str, Enum):
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    verdict: Verdict
+    action: AdmissionAction
     estimated_blocks: int
     reason: str | None = None  # for rejects: kv_capacity | tenant_quota
     message: str = ""
@@ -137,7 +139,7 @@ class AdmissionController:
         if refused is None:
             return None
         limit, why = refused
-        return Decision(Verdict.REJECT, need_blocks, "tenant_quota", why + "; retry later or lower max_tokens",
+        return Decision(AdmissionAction.REJECT, need_blocks, "tenant_quota", why + "; retry later or lower max_tokens",
                         retry_after_s=1.0, limit=limit)
 
     def tenant_slot_limit(self, r: Request, tenant: TenantState) -> tuple[TenantLimit, str] | None:
@@ -161,21 +163,21 @@ class AdmissionController:
         `projected_live_blocks`: live usage that cannot be reclaimed + blocks promised to requests
         admitted but not yet running; `live_blocks`: current live usage (for the reject rung)."""
         if not self.enabled:
-            return Decision(Verdict.ADMIT, need_blocks)
+            return Decision(AdmissionAction.ADMIT, need_blocks)
         limit = self.class_limit(r)
         if projected_live_blocks + need_blocks <= limit:
-            return Decision(Verdict.ADMIT, need_blocks)
+            return Decision(AdmissionAction.ADMIT, need_blocks)
         if r.traffic_class is not TrafficClass.SYSTEM and live_blocks >= self.marks.reject:
-            return Decision(Verdict.REJECT, need_blocks, "kv_capacity",
+            return Decision(AdmissionAction.REJECT, need_blocks, "kv_capacity",
                             f"KV cache is {100 * live_blocks / self.marks.num_blocks:.0f}% full (reject watermark "
                             f"{self.guard.reject_at_percent:.0f}%); retry after the Retry-After delay",
                             retry_after_s=2.0)
         if need_blocks > limit:
-            return Decision(Verdict.REJECT, need_blocks, "kv_capacity",
+            return Decision(AdmissionAction.REJECT, need_blocks, "kv_capacity",
                             f"the request needs {need_blocks} KV blocks (prompt + max_tokens, worst case) but a "
                             f"{r.traffic_class.value} request may use at most {limit} of {self.marks.num_blocks}; "
                             f"lower max_tokens or shorten the prompt")
         if queue_len >= self.cfg.max_queue_len:
-            return Decision(Verdict.REJECT, need_blocks, "kv_capacity",
+            return Decision(AdmissionAction.REJECT, need_blocks, "kv_capacity",
                             f"the admission queue is full ({queue_len} requests); retry later", retry_after_s=2.0)
-        return Decision(Verdict.QUEUE, need_blocks)
+        return Decision(AdmissionAction.QUEUE, need_blocks)
