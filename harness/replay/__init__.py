@@ -18,10 +18,10 @@ from harness.replay.driver import MaxTokens, ReplayStalled
 from harness.replay.loaders import LOADERS, load_trace
 from harness.replay.run import ReplayResult, ReplaySettings, run_replay
 from harness.replay.summary import ReplaySummary
-from harness.replay.tenants import ASSIGNERS, TenantSpecError, make_assigner
+from harness.replay.tenants import ASSIGNERS, AssignmentSpecError, make_assigner
 from harness.replay.trace import Trace, TraceError, TraceRequest
 
 __all__ = [
-    "ASSIGNERS", "LOADERS", "MaxTokens", "ReplayResult", "ReplaySettings", "ReplayStalled", "ReplaySummary",
-    "TenantSpecError", "Trace", "TraceError", "TraceRequest", "load_trace", "make_assigner", "run_replay",
+    "ASSIGNERS", "AssignmentSpecError", "LOADERS", "MaxTokens", "ReplayResult", "ReplaySettings", "ReplayStalled",
+    "ReplaySummary", "Trace", "TraceError", "TraceRequest", "load_trace", "make_assigner", "run_replay",
 ]
