@@ -29,7 +29,7 @@ def ok_stream(*words: str) -> list[bytes]:
     return lines
 
 
-class Clock:
+class FakeClock:
     def __init__(self) -> None:
         self.now = 0.0
 
@@ -62,7 +62,7 @@ class ScriptedTransport:
                  lines: list[bytes] | None = None, body: bytes = b"", headers_after_s: float = 0.010,
                  step_s: float = 0.005, raise_on_open: BaseException | None = None,
                  raise_on_line: tuple[int, BaseException] | None = None) -> None:
-        self.clock = Clock()
+        self.clock = FakeClock()
         self.status, self.headers = status, {"x-request-id": "chatcmpl-1", **(headers or {})}
         self.lines, self.body = lines if lines is not None else ok_stream("kaloan", "mipe"), body
         self.headers_after_s, self.step_s = headers_after_s, step_s
