@@ -13,7 +13,7 @@ from __future__ import annotations
 import httpx
 
 from harness.loadgen.exchange import Call, run_exchange
-from harness.loadgen.outcome import Outcome
+from harness.loadgen.outcome import RequestOutcome
 from harness.loadgen.prompts import chat_prompt
 from harness.loadgen.httpx_transport import HttpxTransport
 from harness.loadgen.settings import LoadSettings
@@ -24,9 +24,9 @@ BASELINE_MAX_TOKENS = 8
 
 
 def run_baseline(base_url: str, *, settings: LoadSettings, tenant: Tenant, model: str, num_requests: int,
-                 transport: httpx.BaseTransport | None = None) -> list[Outcome]:
+                 transport: httpx.BaseTransport | None = None) -> list[RequestOutcome]:
     """`transport`: a test seam (httpx.MockTransport)."""
-    outcomes: list[Outcome] = []
+    outcomes: list[RequestOutcome] = []
     with httpx.Client(timeout=settings.request_timeout_s, transport=transport) as client:
         transport = HttpxTransport(client, base_url)
         for i in range(num_requests):

@@ -30,7 +30,7 @@ from harness.judge import compare, judge
 from harness.replay.capacity import prefill_demand
 from harness.replay.loaders import AUTO, LOADERS, load_trace
 from harness.replay.run import ReplayResult, ReplaySettings, run_replay
-from harness.replay.summary import RunSummary
+from harness.replay.summary import ReplaySummary
 from harness.replay.tenants import DEFAULT_SPEC, make_assigner
 from harness.replay.trace import Trace
 from harness.run_record import RunRecord
@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     results = (_replay_side_by_side(console, trace, paths, configs, settings, run_dirs, jobs) if jobs > 1 else
                [_replay(console, trace, path, config, settings, run_dir)
                 for path, config, run_dir in zip(paths, configs, run_dirs)])
-    summaries = [RunSummary.from_record(RunRecord.load(r.run_dir), _slo_s(args)) for r in results]
+    summaries = [ReplaySummary.from_record(RunRecord.load(r.run_dir), _slo_s(args)) for r in results]
     _print_comparison(console, results, summaries)
     judgements = [judge(r.run_dir, library_dir=out) for r in results]  # one chart library under out
     report = compare(judgements, out)
@@ -233,7 +233,7 @@ def _pct(value: float | None) -> str:
 
 
 def _print_run(console: Console, result: ReplayResult, slo_s: float | None) -> None:
-    s = RunSummary.from_record(RunRecord.load(result.run_dir), slo_s)
+    s = ReplaySummary.from_record(RunRecord.load(result.run_dir), slo_s)
     meta = result.meta
     table = Table(title=f"replay — policy {s.policy}, config {s.config_digest}", show_header=False)
     table.add_column(style="bold")
@@ -260,10 +260,10 @@ def _print_run(console: Console, result: ReplayResult, slo_s: float | None) -> N
     console.print(f"run record: [bold]{result.run_dir}[/]")
 
 
-def _print_comparison(console: Console, results: Sequence[ReplayResult], summaries: Sequence[RunSummary]) -> None:
+def _print_comparison(console: Console, results: Sequence[ReplayResult], summaries: Sequence[ReplaySummary]) -> None:
     slo_ms = summaries[0].ttft_slo_s * 1000  # one --goodput-ttft-ms for every config
     table = Table(title="replay comparison — same trace, one record per config")
-    columns: list[tuple[str, Callable[[ReplayResult, RunSummary], str]]] = [
+    columns: list[tuple[str, Callable[[ReplayResult, ReplaySummary], str]]] = [
         ("config", lambda r, s: Path(r.meta.config_path).name),
         ("policy", lambda r, s: s.policy),
         ("hit rate", lambda r, s: _pct(s.hit_rate)),

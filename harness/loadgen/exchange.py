@@ -5,7 +5,7 @@
 `run_exchange` sends `call` (a streaming chat completion), reads the SSE stream line by line,
 takes TTFT at the first non-empty content delta, hangs up when the call's `Cancel` says so
 (after a time: mid-prefill when it is shorter than the prefill; after some content words:
-mid-decode), and turns whatever happened into one `Outcome`. `on_done(outcome)` is called
+mid-decode), and turns whatever happened into one `RequestOutcome`. `on_done(outcome)` is called
 exactly once per call, also when the exchange is interrupted from outside (locust killing a
 user at the end of a run: the outcome says `cancelled` / `run_stopped`, and the interrupt
 propagates); only a bug (an unexpected ordinary exception) propagates without a row. The same code measures the locust users (gevent transport) and the harness's
@@ -25,7 +25,7 @@ from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
 from typing import Protocol
 
-from harness.loadgen.outcome import ClientCode, Outcome, Status, error_of_body
+from harness.loadgen.outcome import ClientCode, RequestOutcome, Status, error_of_body
 from harness.loadgen.prompts import Prompt
 from harness.loadgen.sse import StreamState
 from harness.loadgen.tenants import Tenant
@@ -101,7 +101,7 @@ class Call:
 
 @dataclass(frozen=True)
 class Result:
-    outcome: Outcome
+    outcome: RequestOutcome
     text: str
     """The assistant's answer (a multi-turn session sends it back)."""
 
@@ -110,14 +110,14 @@ class _Hangup(Exception):
     """Raised by a deadline: the request timeout or a timed cancel."""
 
 
-def run_exchange(transport: Transport, call: Call, *, timeout_s: float, on_done: Callable[[Outcome], None],
+def run_exchange(transport: Transport, call: Call, *, timeout_s: float, on_done: Callable[[RequestOutcome], None],
                  clock: Callable[[], float] = time.perf_counter,
                  wall: Callable[[], float] = time.time) -> Result:
     """Send `call`, read its answer, report the outcome (module docstring)."""
-    outcome = Outcome(request_id=call.request_id, scenario=call.scenario, phase=call.phase, tenant=call.tenant.name,
-                      traffic_class=call.tenant.traffic_class, session_id=call.session_id,
-                      prompt_tokens=call.prompt.num_tokens, max_tokens=call.max_tokens,
-                      cancel_intended=call.cancel is not None, sent_unix=wall())
+    outcome = RequestOutcome(request_id=call.request_id, scenario=call.scenario, phase=call.phase,
+                             tenant=call.tenant.name, traffic_class=call.tenant.traffic_class,
+                             session_id=call.session_id, prompt_tokens=call.prompt.num_tokens,
+                             max_tokens=call.max_tokens, cancel_intended=call.cancel is not None, sent_unix=wall())
     state = StreamState()
     timed_out, cancel_due = _Hangup("timeout"), _Hangup("cancel")
     response: RawResponse | None = None
@@ -160,7 +160,7 @@ def run_exchange(transport: Transport, call: Call, *, timeout_s: float, on_done:
     return Result(outcome, state.text)
 
 
-def _apply_headers(outcome: Outcome, headers: Mapping[str, str]) -> None:
+def _apply_headers(outcome: RequestOutcome, headers: Mapping[str, str]) -> None:
     outcome.engine_request_id = headers.get("x-request-id", "")
     outcome.session_rebuilt = headers.get("x-kvgate-session-rebuilt", "") == "true"
     outcome.max_tokens_clamped = "x-kvgate-max-tokens-clamped" in headers
@@ -177,7 +177,7 @@ def _seconds(value: str) -> float | None:
         return None
 
 
-def _read_stream(outcome: Outcome, state: StreamState, response: RawResponse, cancel: Cancel | None,
+def _read_stream(outcome: RequestOutcome, state: StreamState, response: RawResponse, cancel: Cancel | None,
                  clock: Callable[[], float]) -> None:
     """Read SSE lines until [DONE], the end of the body, or a cancel by content words."""
     after_words = cancel.after_words if cancel is not None else None
@@ -196,14 +196,14 @@ def _read_stream(outcome: Outcome, state: StreamState, response: RawResponse, ca
         outcome.error_code = (ClientCode.BAD_RESPONSE if state.is_malformed else ClientCode.CONNECTION_ERROR).value
 
 
-def _read_whole(outcome: Outcome, state: StreamState, body: bytes, now_s: float) -> None:
+def _read_whole(outcome: RequestOutcome, state: StreamState, body: bytes, now_s: float) -> None:
     """A server that ignored `stream: true` and sent one JSON body: TTFT is the whole answer."""
     outcome.streaming = False
     if not state.feed_body(body, now_s):
         outcome.status, outcome.error_code = Status.ERROR.value, ClientCode.BAD_RESPONSE.value
 
 
-def _finish(outcome: Outcome, state: StreamState, t0: float, now_s: float) -> None:
+def _finish(outcome: RequestOutcome, state: StreamState, t0: float, now_s: float) -> None:
     """Fill the parts of the outcome the stream decided."""
     outcome.engine_request_id = outcome.engine_request_id or state.chunk_id
     outcome.e2e_s = now_s - t0

@@ -1,4 +1,4 @@
-"""One request as the client saw it: the `Outcome` that becomes a requests.csv row.
+"""One request as the client saw it: the `RequestOutcome` that becomes a requests.csv row.
 
 An outcome keeps its send time in wall-clock unix seconds (`sent_unix`) and its durations from a
 monotonic clock (`ttft_s`, `e2e_s`), so it can cross processes (a locust worker forwards it to
@@ -38,7 +38,7 @@ class ClientCode(str, Enum):
 
 
 @dataclass(kw_only=True)
-class Outcome:
+class RequestOutcome:
     request_id: str
     scenario: str
     phase: str
@@ -83,7 +83,7 @@ class Outcome:
         return asdict(self)
 
     @classmethod
-    def from_message(cls, data: dict[str, Any]) -> "Outcome":
+    def from_message(cls, data: dict[str, Any]) -> "RequestOutcome":
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
 

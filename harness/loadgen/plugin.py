@@ -60,7 +60,7 @@ from locust import events
 from locust.env import Environment
 from locust.runners import MasterRunner, Runner, WorkerRunner
 
-from harness.loadgen.outcome import Outcome
+from harness.loadgen.outcome import RequestOutcome
 from harness.loadgen.request_log import RequestLog
 from harness.loadgen.settings import LoadSettings, add_arguments, apply_mix, parse_mix
 from harness.loadgen.tenants import Tenant, TenantSet, parse_tenants
@@ -89,7 +89,7 @@ class ScenarioContext:
     watcher: Watcher | None = None
     nonce: str = field(default_factory=lambda: secrets.token_hex(3))
     flushed: set[str] = field(default_factory=set)  # (master) workers that answered the flush
-    _buffer: list[Outcome] = field(default_factory=list)
+    _buffer: list[RequestOutcome] = field(default_factory=list)
     _ids: itertools.count = field(default_factory=itertools.count)
 
     def __post_init__(self) -> None:
@@ -110,7 +110,7 @@ class ScenarioContext:
     def next_seed(self) -> str:
         return f"seed-{self.next_request_id()}"
 
-    def record(self, outcome: Outcome) -> None:
+    def record(self, outcome: RequestOutcome) -> None:
         self._buffer.append(outcome)
 
     def forward(self, runner: Runner) -> None:
@@ -197,7 +197,7 @@ def _on_init(environment: Environment, runner: Runner | None, **_: Any) -> None:
 
 
 def _on_outcomes(environment: Environment, msg: Any, **_: Any) -> None:
-    context_of(environment).open_log().add(Outcome.from_message(d) for d in msg.data)
+    context_of(environment).open_log().add(RequestOutcome.from_message(d) for d in msg.data)
 
 
 def _on_flush(environment: Environment, **_: Any) -> None:

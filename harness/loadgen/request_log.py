@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO
 
-from harness.loadgen.outcome import Outcome
+from harness.loadgen.outcome import RequestOutcome
 from harness.run_record import REQUEST_COLUMNS
 
 REJECTED_STATUS = 429
@@ -36,7 +36,7 @@ class RequestLog:
             self._writer.writeheader()
             self._file.flush()
 
-    def add(self, outcomes: Iterable[Outcome]) -> None:
+    def add(self, outcomes: Iterable[RequestOutcome]) -> None:
         rows = []
         for o in outcomes:
             if o.http_status == REJECTED_STATUS and self.first_rejection_unix is None:

@@ -31,7 +31,7 @@ from locust import FastHttpUser
 
 from harness.loadgen.exchange import Call, Cancel, Result, run_exchange
 from harness.loadgen.gevent_transport import GeventTransport
-from harness.loadgen.outcome import Outcome, Status
+from harness.loadgen.outcome import RequestOutcome, Status
 from harness.loadgen.plugin import ScenarioContext, context_of
 from harness.loadgen.prompts import Prompt
 from harness.loadgen.settings import LoadSettings
@@ -93,7 +93,7 @@ class KvgateUser(FastHttpUser):
             group.spawn(send)
         group.join()
 
-    def _report(self, outcome: Outcome) -> None:
+    def _report(self, outcome: RequestOutcome) -> None:
         name = f"{outcome.scenario}/{outcome.traffic_class}"
         context = {"tenant": outcome.tenant, "request_id": outcome.request_id,
                    "engine_request_id": outcome.engine_request_id}

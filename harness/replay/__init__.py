@@ -6,7 +6,7 @@ The public face:
     trace = load_trace("conversation_trace.jsonl")               # format sniffed: mooncake/azure/burstgpt
     result = run_replay(trace, load_config("configs/default.toml"), ReplaySettings(tenants="hash"),
                         Path("runs/r1"))                           # a run record, as a live run writes
-    RunSummary.from_record(RunRecord.load(result.run_dir))
+    ReplaySummary.from_record(RunRecord.load(result.run_dir))
 
 Modules: `trace` (the common record, the loader protocol), `loaders/` (one per format),
 `tenants` (the `--tenants` registry), `prefix_blocks` (trace ids -> engine block hashes),
@@ -17,11 +17,11 @@ end to end), `summary` (printed figures).
 from harness.replay.driver import MaxTokens, ReplayStalled
 from harness.replay.loaders import LOADERS, load_trace
 from harness.replay.run import ReplayResult, ReplaySettings, run_replay
-from harness.replay.summary import RunSummary
-from harness.replay.tenants import ASSIGNERS, TenantSpecError, make_assigner
+from harness.replay.summary import ReplaySummary
+from harness.replay.tenants import ASSIGNERS, AssignmentSpecError, make_assigner
 from harness.replay.trace import Trace, TraceError, TraceRequest
 
 __all__ = [
-    "ASSIGNERS", "LOADERS", "MaxTokens", "ReplayResult", "ReplaySettings", "ReplayStalled", "RunSummary",
-    "TenantSpecError", "Trace", "TraceError", "TraceRequest", "load_trace", "make_assigner", "run_replay",
+    "ASSIGNERS", "AssignmentSpecError", "LOADERS", "MaxTokens", "ReplayResult", "ReplaySettings", "ReplayStalled",
+    "ReplaySummary", "Trace", "TraceError", "TraceRequest", "load_trace", "make_assigner", "run_replay",
 ]

@@ -29,7 +29,7 @@ from harness.run_record import RunRecord
 
 
 @dataclass(frozen=True)
-class RunSummary:
+class ReplaySummary:
     run_id: str
     policy: str
     config_digest: str
@@ -50,7 +50,7 @@ class RunSummary:
     errors_by_code: dict[str, int] = field(default_factory=dict)
 
     @classmethod
-    def from_record(cls, record: RunRecord, ttft_slo_s: float | None = None) -> "RunSummary":
+    def from_record(cls, record: RunRecord, ttft_slo_s: float | None = None) -> "ReplaySummary":
         """The figures of `record`; goodput counts TTFTs within `ttft_slo_s` (None: the gates' objective)."""
         if ttft_slo_s is None:
             ttft_slo_s = load_thresholds().objective["ttft_ms"] / 1000

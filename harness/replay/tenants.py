@@ -36,8 +36,9 @@ DEFAULT_SPEC = "hash"
 _UNIT = float(1 << 63)  # stable_id is a 63-bit integer
 
 
-class TenantSpecError(KvgateError):
-    """A `--tenants` spec that does not parse; the message shows the grammar."""
+class AssignmentSpecError(KvgateError):
+    """A tenant assignment spec (`kvgate replay --tenants`) that does not parse; the message
+    shows the grammar."""
 
 
 class TenantAssigner(Protocol):
@@ -90,15 +91,15 @@ def _int_option(options: Mapping[str, str], name: str, default: int, minimum: in
     try:
         value = int(raw)
     except ValueError:
-        raise TenantSpecError(f"tenant spec option {name}={raw!r} must be an integer") from None
+        raise AssignmentSpecError(f"tenant spec option {name}={raw!r} must be an integer") from None
     if value < minimum:
-        raise TenantSpecError(f"tenant spec option {name} must be ≥ {minimum}, got {value}")
+        raise AssignmentSpecError(f"tenant spec option {name} must be ≥ {minimum}, got {value}")
     return value
 
 
 def _round_robin(tenants: list[str], weights: list[float] | None, options: Mapping[str, str]) -> TenantAssigner:
     if weights is not None:
-        raise TenantSpecError("round_robin takes tenant names without weights")
+        raise AssignmentSpecError("round_robin takes tenant names without weights")
     return RoundRobin(tenants)
 
 
@@ -107,7 +108,7 @@ def _fractions(tenants: list[str], weights: list[float] | None) -> list[float]:
     if weights is None:
         return [1 / len(tenants)] * len(tenants)
     if abs(sum(weights) - 1.0) > 1e-6:
-        raise TenantSpecError(f"fractions must add up to 1, these add up to {sum(weights):g}")
+        raise AssignmentSpecError(f"fractions must add up to 1, these add up to {sum(weights):g}")
     return weights
 
 
@@ -154,7 +155,7 @@ def _parse_options(parts: list[str], kind: str, allowed: frozenset[str]) -> dict
         name, eq, value = part.partition("=")
         if not eq or name.strip() not in allowed:
             valid = ", ".join(sorted(allowed)) or "none"
-            raise TenantSpecError(f"unknown option {part!r} for tenant spec {kind!r} (options: {valid})")
+            raise AssignmentSpecError(f"unknown option {part!r} for tenant spec {kind!r} (options: {valid})")
         options[name.strip()] = value.strip()
     return options
 
@@ -167,19 +168,19 @@ def _parse_tenants(part: str, config: EngineConfig) -> tuple[list[str], list[flo
         name, eq, raw = item.partition("=")
         name = name.strip()
         if not name:
-            raise TenantSpecError(f"empty tenant name in {part!r}; expected name[=weight],...")
+            raise AssignmentSpecError(f"empty tenant name in {part!r}; expected name[=weight],...")
         if name not in valid:
             raise UnknownNameError("tenant", name, valid)
         if name in names:
-            raise TenantSpecError(f"tenant {name!r} is listed twice in {part!r}")
+            raise AssignmentSpecError(f"tenant {name!r} is listed twice in {part!r}")
         names.append(name)
         if eq:
             try:
                 weights.append(float(raw))
             except ValueError:
-                raise TenantSpecError(f"weight of tenant {name!r} must be a number, got {raw!r}") from None
+                raise AssignmentSpecError(f"weight of tenant {name!r} must be a number, got {raw!r}") from None
             if not weights[-1] > 0:
-                raise TenantSpecError(f"weight of tenant {name!r} must be positive, got {raw!r}")
+                raise AssignmentSpecError(f"weight of tenant {name!r} must be positive, got {raw!r}")
     if weights and len(weights) != len(names):
-        raise TenantSpecError(f"give a weight to every tenant or to none: {part!r}")
+        raise AssignmentSpecError(f"give a weight to every tenant or to none: {part!r}")
     return names, weights or None

@@ -12,20 +12,17 @@ from __future__ import annotations
 
 from enum import Enum
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from reference_engine.catalog import GPUS, MODELS, DType
 from reference_engine.config.policies import (
+    ConfigTable,
     H2oConfig,
     LruConfig,
     MultiQueueConfig,
     StreamingLlmConfig,
     ValueDensityConfig,
 )
-
-
-class _Table(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class TrafficClass(str, Enum):
@@ -58,7 +55,7 @@ class PreemptionMode(str, Enum):
     KILL = "kill"  # abort the victim with 503 `preempted`: what an engine without swap or recompute does
 
 
-class ModelConfig(_Table):
+class ModelConfig(ConfigTable):
     """The served model: a catalog entry (reference_engine/catalog/models.py) and its dtypes."""
 
     name: str = Field("llama-3.1-8b", description="catalog model name; decides KV bytes, context limit, time model")
@@ -75,7 +72,7 @@ class ModelConfig(_Table):
         return self
 
 
-class HardwareConfig(_Table):
+class HardwareConfig(ConfigTable):
     """The GPU the memory plan and the time model assume."""
 
     gpu: str = Field("h100-sxm", description="catalog GPU name (a100-80g, h100-sxm, h200)")
@@ -90,7 +87,7 @@ class HardwareConfig(_Table):
         return self
 
 
-class BindingConfig(_Table):
+class BindingConfig(ConfigTable):
     """What the config was calibrated for; a non-empty field that does not match is an error."""
 
     model_digest: str = Field("", description="digest of the model spec + dtypes (shown by `kvgate serve`)")
@@ -98,7 +95,7 @@ class BindingConfig(_Table):
     gpu_sku: str = Field("", description="GPU the thresholds were tuned on (must equal hardware.gpu)")
 
 
-class EngineSection(_Table):
+class EngineSection(ConfigTable):
     """Paging and batching limits, and which executor runs the steps."""
 
     block_tokens: int = Field(16, ge=1, le=1024, description="tokens per KV block (page)")
@@ -120,7 +117,7 @@ class EngineSection(_Table):
         return self
 
 
-class GuardConfig(_Table):
+class GuardConfig(ConfigTable):
     """The watermark ladder on live usage, in percent of the pool, cheapest measure first (docs/background.md)."""
 
     warn_at_percent: float = Field(75, gt=0, le=100, description="shorten max output of new requests")
@@ -145,7 +142,7 @@ class GuardConfig(_Table):
         return self
 
 
-class AccountingConfig(_Table):
+class AccountingConfig(ConfigTable):
     """What the KV ledger tracks, for quotas and cost attribution; expose_admin_query serves it on /admin/ledger."""
 
     track_tenant: bool = Field(True, description="ledger lines per tenant")
@@ -154,7 +151,7 @@ class AccountingConfig(_Table):
     expose_admin_query: bool = Field(True, description="serve the ledger on the admin API")
 
 
-class KvCacheConfig(_Table):
+class KvCacheConfig(ConfigTable):
     """The [kv_cache] table: policy, session limits, guard ladder, accounting."""
 
     policy: PolicyName = Field(PolicyName.LRU, description="lru | multi_queue | value_density | streamingllm | h2o | none | vllm_like")
@@ -167,7 +164,7 @@ class KvCacheConfig(_Table):
     accounting: AccountingConfig = AccountingConfig()
 
 
-class AdmissionConfig(_Table):
+class AdmissionConfig(ConfigTable):
     """Admission before the run queue: estimate the worst case, then admit / queue / reject."""
 
     enabled: bool = Field(True, description="off: everything is admitted (a broken-target setting)")
@@ -186,7 +183,7 @@ class AdmissionConfig(_Table):
         return self.queue_deadline_ms
 
 
-class PreemptionConfig(_Table):
+class PreemptionConfig(ConfigTable):
     """Preemption of running work and the starvation guards shared by every policy."""
 
     enabled: bool = Field(True, description="off: an allocation that does not fit is an OOM")
@@ -197,7 +194,7 @@ class PreemptionConfig(_Table):
     min_batch_token_share: float = Field(0.05, ge=0, le=1, description="step budget batch keeps while it waits")
 
 
-class TenantConfig(_Table):
+class TenantConfig(ConfigTable):
     api_keys: list[str] = Field(min_length=1, description="Bearer keys that identify the tenant")
     traffic_class: TrafficClass = Field(TrafficClass.INTERACTIVE, description="system | interactive | batch: the only source of priority")
     max_kv_share: float = Field(0.15, gt=0, le=1, description="hard cap on live KV share of the pool")
@@ -208,7 +205,7 @@ class TenantConfig(_Table):
     permission_version: int = Field(0, ge=0, description="bump to invalidate this tenant's cached prefixes")
 
 
-class PublicPrefix(_Table):
+class PublicPrefix(ConfigTable):
     """A prompt prefix that may be shared across tenants (e.g. a common system prompt)."""
 
     name: str = Field(description="label in logs and the ledger")
@@ -216,7 +213,7 @@ class PublicPrefix(_Table):
     pinned: bool = Field(False, description="load at warm-up and never evict (capped by pinned_max_percent)")
 
 
-class PrefixCacheConfig(_Table):
+class PrefixCacheConfig(ConfigTable):
     """Prefix caching: chained block hashes (keyed with a secret of the engine), tenant-scoped
     unless declared public."""
 
@@ -230,7 +227,7 @@ ADMIN_KEY_VAR = "KVGATE_ADMIN_KEY"
 """The environment variable that gives `kvgate serve` its admin key (wins over the config's)."""
 
 
-class ServerConfig(_Table):
+class ServerConfig(ConfigTable):
     """The HTTP server (`kvgate serve`)."""
 
     admin_key: str | None = Field(None, min_length=1, description="Bearer key of the /admin API (a secret: "
@@ -261,7 +258,7 @@ class ServerConfig(_Table):
         True, description="the router drops a dead worker's reservations; off only to build a broken target")
 
 
-class SimConfig(_Table):
+class SimConfig(ConfigTable):
     """Roofline efficiency constants; `profile` points at a file written by `kvgate calibrate`."""
 
     mfu: float = Field(0.65, gt=0, le=1, description="model FLOPs utilisation of prefill")
@@ -275,7 +272,7 @@ class TorchTiming(str, Enum):
     MODELED = "modeled"  # a step lasts what the sim time model says (deterministic tests, replay)
 
 
-class TorchConfig(_Table):
+class TorchConfig(ConfigTable):
     """The torch executor: where the model runs and where its weights come from.
 
     The architecture (layers, heads, kv_heads, head_dim, hidden, intermediate, vocab) is the
@@ -293,7 +290,7 @@ class TorchConfig(_Table):
     record_attention: bool = Field(False, description="return per-token attention mass (always on for h2o)")
 
 
-class EngineConfig(_Table):
+class EngineConfig(ConfigTable):
     model: ModelConfig = ModelConfig()
     hardware: HardwareConfig = HardwareConfig()
     binding: BindingConfig = BindingConfig()

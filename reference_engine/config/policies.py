@@ -10,11 +10,14 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 
-class _Table(BaseModel):
+class ConfigTable(BaseModel):
+    """One TOML table of the config: an unknown key is an error (a typo must not pass silently),
+    and a loaded config never changes."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class LruConfig(_Table):
+class LruConfig(ConfigTable):
     """Page/entry LRU over reusable state."""
 
     max_entries: int = Field(512, ge=1, description="idle sessions kept per tenant at most; older ones are evicted")
@@ -22,7 +25,7 @@ class LruConfig(_Table):
     touch_on_decode: bool = Field(True, description="decode steps refresh the recency of a sequence's blocks")
 
 
-class MultiQueueConfig(_Table):
+class MultiQueueConfig(ConfigTable):
     """FIFO 1 (new) -> LRU (re-accessed within the promotion window) ; FIFO 2 (long, active).
 
     Capacities count sessions per tenant on the sessions tier and are proportions of the
@@ -42,14 +45,14 @@ class MultiQueueConfig(_Table):
                                               description="share of the pool one tick may evict at most")
 
 
-class ValueDensityConfig(_Table):
+class ValueDensityConfig(ConfigTable):
     """GDSF-like: expected_reuse × saved_prefill_ms / bytes, aged by an inflation value."""
 
     reuse_half_life_s: float = Field(60, gt=0, description="half-life of the observed-hit estimate")
     prior_reuse: float = Field(1.0, ge=0, description="reuse credited to an entry never hit yet")
 
 
-class StreamingLlmConfig(_Table):
+class StreamingLlmConfig(ConfigTable):
     """Attention sinks + sliding window, token-level and approximate. On a model with its own
     sliding window, `sliding_window_tokens` must equal it."""
 
@@ -58,7 +61,7 @@ class StreamingLlmConfig(_Table):
     evict_outside_window: bool = Field(True, description="false: keep everything (the policy is then exact)")
 
 
-class H2oConfig(_Table):
+class H2oConfig(ConfigTable):
     """Heavy hitters by decayed accumulated attention + a recent window, approximate."""
 
     heavy_hitter_ratio: float = Field(0.2, gt=0, le=1, description="share of the tokens seen kept as heavy hitters")

@@ -32,7 +32,9 @@ from reference_engine.core.watermarks import Watermarks
 from reference_engine.errors import CapacityError, ContextLengthError
 
 
-class Verdict(str, Enum):
+class AdmissionAction(str, Enum):
+    """What admission does with a request (module docstring): admit it, queue it or reject it."""
+
     ADMIT = "admit"
     QUEUE = "queue"
     REJECT = "reject"
@@ -47,8 +49,8 @@ class TenantLimit(str, Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class Decision:
-    verdict: Verdict
+class AdmissionDecision:
+    action: AdmissionAction
     estimated_blocks: int
     reason: str | None = None  # for rejects: kv_capacity | tenant_quota
     message: str = ""
@@ -123,7 +125,8 @@ class AdmissionController:
         held = tenant.reserved_blocks + tenant.retained_blocks - session_blocks
         return max(0, held + need_blocks - tenant.max_blocks)
 
-    def check_tenant(self, r: Request, tenant: TenantState, need_blocks: int, session_blocks: int) -> Decision | None:
+    def check_tenant(self, r: Request, tenant: TenantState, need_blocks: int,
+                     session_blocks: int) -> AdmissionDecision | None:
         """A tenant_quota rejection, or None if the tenant may take this request."""
         if not self.tenant_caps:
             return None
@@ -137,8 +140,8 @@ class AdmissionController:
         if refused is None:
             return None
         limit, why = refused
-        return Decision(Verdict.REJECT, need_blocks, "tenant_quota", why + "; retry later or lower max_tokens",
-                        retry_after_s=1.0, limit=limit)
+        return AdmissionDecision(AdmissionAction.REJECT, need_blocks, "tenant_quota",
+                                 why + "; retry later or lower max_tokens", retry_after_s=1.0, limit=limit)
 
     def tenant_slot_limit(self, r: Request, tenant: TenantState) -> tuple[TenantLimit, str] | None:
         """The limit that stops the tenant from starting this request whatever KV it frees
@@ -155,27 +158,28 @@ class AdmissionController:
         return None
 
     def decide(self, r: Request, need_blocks: int, projected_live_blocks: int, live_blocks: int,
-               queue_len: int) -> Decision:
+               queue_len: int) -> AdmissionDecision:
         """Pool-level decision for a request whose tenant check passed.
 
         `projected_live_blocks`: live usage that cannot be reclaimed + blocks promised to requests
         admitted but not yet running; `live_blocks`: current live usage (for the reject rung)."""
         if not self.enabled:
-            return Decision(Verdict.ADMIT, need_blocks)
+            return AdmissionDecision(AdmissionAction.ADMIT, need_blocks)
         limit = self.class_limit(r)
         if projected_live_blocks + need_blocks <= limit:
-            return Decision(Verdict.ADMIT, need_blocks)
+            return AdmissionDecision(AdmissionAction.ADMIT, need_blocks)
         if r.traffic_class is not TrafficClass.SYSTEM and live_blocks >= self.marks.reject:
-            return Decision(Verdict.REJECT, need_blocks, "kv_capacity",
-                            f"KV cache is {100 * live_blocks / self.marks.num_blocks:.0f}% full (reject watermark "
-                            f"{self.guard.reject_at_percent:.0f}%); retry after the Retry-After delay",
-                            retry_after_s=2.0)
+            return AdmissionDecision(AdmissionAction.REJECT, need_blocks, "kv_capacity",
+                                     f"KV cache is {100 * live_blocks / self.marks.num_blocks:.0f}% full "
+                                     f"(reject watermark {self.guard.reject_at_percent:.0f}%); retry after the "
+                                     f"Retry-After delay", retry_after_s=2.0)
         if need_blocks > limit:
-            return Decision(Verdict.REJECT, need_blocks, "kv_capacity",
-                            f"the request needs {need_blocks} KV blocks (prompt + max_tokens, worst case) but a "
-                            f"{r.traffic_class.value} request may use at most {limit} of {self.marks.num_blocks}; "
-                            f"lower max_tokens or shorten the prompt")
+            return AdmissionDecision(AdmissionAction.REJECT, need_blocks, "kv_capacity",
+                                     f"the request needs {need_blocks} KV blocks (prompt + max_tokens, worst "
+                                     f"case) but a {r.traffic_class.value} request may use at most {limit} of "
+                                     f"{self.marks.num_blocks}; lower max_tokens or shorten the prompt")
         if queue_len >= self.cfg.max_queue_len:
-            return Decision(Verdict.REJECT, need_blocks, "kv_capacity",
-                            f"the admission queue is full ({queue_len} requests); retry later", retry_after_s=2.0)
-        return Decision(Verdict.QUEUE, need_blocks)
+            return AdmissionDecision(AdmissionAction.REJECT, need_blocks, "kv_capacity",
+                                     f"the admission queue is full ({queue_len} requests); retry later",
+                                     retry_after_s=2.0)
+        return AdmissionDecision(AdmissionAction.QUEUE, need_blocks)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from reference_engine.clock import Clock, MonotonicClock
 from reference_engine.config import EngineConfig, config_digest
 from reference_engine.config.binding import check_binding
-from reference_engine.core.admission import AdmissionController, Verdict
+from reference_engine.core.admission import AdmissionAction, AdmissionController
 from reference_engine.core.block_pool import BlockPool
 from reference_engine.core.events import EventKind, EventLog
 from reference_engine.core.host_tier import HostTier
@@ -166,7 +166,7 @@ class EngineCore:
             session_blocks = (self.kv.leading_blocks_in(r, session.blocks)
                               if session is not None and session.is_retained else 0)
             decision = self._decide(r, t, session_blocks, session_id)
-            if decision.verdict is Verdict.REJECT:
+            if decision.action is AdmissionAction.REJECT:
                 raise decision.to_error()
         except RequestError as err:
             self._record_rejection(r, err, now)
@@ -176,7 +176,7 @@ class EngineCore:
             session, r.session_rebuilt = self.sessions.begin_turn(session_id, t, session_rebuildable, now)
         r.seq_no = next(self._ids)
         r.deadline_s = now + self.config.admission.queue_deadline_for(t.traffic_class) / 1000
-        admitted = decision.verdict is Verdict.ADMIT
+        admitted = decision.action is AdmissionAction.ADMIT
         kind = EventKind.ADMITTED if admitted else EventKind.QUEUED
         self.events.emit(now, kind, request_id=rid, tenant=t.name, traffic_class=t.traffic_class.value,
                          num_tokens=n_prompt, num_blocks=r.estimated_blocks,

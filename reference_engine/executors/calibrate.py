@@ -68,7 +68,10 @@ class Point:
 
 
 @dataclass(frozen=True, slots=True)
-class Profile:
+class SimProfile:
+    """What `kvgate calibrate` fits and writes as a sim profile: the three constants `SimExecutor`
+    reads ([sim] profile), with every measured step and the sim's prediction for it."""
+
     mfu: float
     mbu: float
     step_overhead_ms: float
@@ -145,7 +148,7 @@ def predict_s(cost: StepCost, gpu: GpuSpec, mfu: float, mbu: float, overhead_s: 
     return max(cost.flops / (gpu.bf16_tflops * 1e12 * mfu), cost.bytes / (gpu.hbm_gbps * 1e9 * mbu)) + overhead_s
 
 
-def fit_profile(points: Sequence[Point], gpu: GpuSpec) -> Profile:
+def fit_profile(points: Sequence[Point], gpu: GpuSpec) -> SimProfile:
     """MFU, MBU and the per-step overhead that make the sim (on `gpu`) reproduce `points`."""
     notes = []
     decode = [p for p in points if p.kind == "decode"]
@@ -169,11 +172,11 @@ def fit_profile(points: Sequence[Point], gpu: GpuSpec) -> Profile:
                          f"(calibrate against the GPU this device is, with --gpu)")
     mfu, mbu = min(mfu, 1.0), min(mbu, 1.0)
     predicted = [predict_s(p.cost, gpu, mfu, mbu, overhead_s) for p in points]
-    return Profile(mfu=mfu, mbu=mbu, step_overhead_ms=overhead_s * 1000, gpu=gpu, points=list(points),
-                   predicted_s=predicted, notes=notes)
+    return SimProfile(mfu=mfu, mbu=mbu, step_overhead_ms=overhead_s * 1000, gpu=gpu, points=list(points),
+                      predicted_s=predicted, notes=notes)
 
 
-def profile_toml(profile: Profile, meta: dict[str, str | int | float]) -> str:
+def profile_toml(profile: SimProfile, meta: dict[str, str | int | float]) -> str:
     """The profile as TOML: the three constants `SimExecutor` reads, then every measurement."""
     lines = ["# Sim profile written by `kvgate calibrate`; load it with [sim] profile = \"<this file>\".",
              f"# MFU and MBU are fractions of the peaks of the catalog GPU {profile.gpu.name!r}: run the",

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from reference_engine import ContextLengthError, EngineConfig, EngineCore, VirtualClock, with_overrides
-from reference_engine.core.admission import Verdict
+from reference_engine.core.admission import AdmissionAction
 from reference_engine.core.request import Request
 from reference_engine.config import TrafficClass
 
@@ -55,14 +55,14 @@ def test_32k_prompt_is_queued_or_rejected_exactly_at_the_watermarks():
     assert need == 2_324
     # long interactive request (≥ 4,096 tokens): limit = admission watermark floor(0.82 × 26,995) = 22,135
     assert adm.class_limit(r) == math.floor(0.82 * n) == 22_135
-    assert adm.decide(r, need, projected_live_blocks=22_135 - 2_324, live_blocks=0, queue_len=0).verdict is Verdict.ADMIT
-    assert adm.decide(r, need, projected_live_blocks=22_135 - 2_323, live_blocks=0, queue_len=0).verdict is Verdict.QUEUE
+    assert adm.decide(r, need, projected_live_blocks=22_135 - 2_324, live_blocks=0, queue_len=0).action is AdmissionAction.ADMIT
+    assert adm.decide(r, need, projected_live_blocks=22_135 - 2_323, live_blocks=0, queue_len=0).action is AdmissionAction.QUEUE
     # above the reject watermark floor(0.95 × 26,995) = 25,645 live blocks: 429 kv_capacity
     d = adm.decide(r, need, projected_live_blocks=25_645, live_blocks=25_645, queue_len=0)
-    assert (d.verdict, d.reason) == (Verdict.REJECT, "kv_capacity")
+    assert (d.action, d.reason) == (AdmissionAction.REJECT, "kv_capacity")
     # a full queue rejects instead of queueing without bound
     d = adm.decide(r, need, projected_live_blocks=22_000, live_blocks=22_000, queue_len=512)
-    assert (d.verdict, d.reason) == (Verdict.REJECT, "kv_capacity")
+    assert (d.action, d.reason) == (AdmissionAction.REJECT, "kv_capacity")
 
 
 def test_batch_never_takes_the_interactive_reserve():
@@ -79,7 +79,7 @@ def test_request_larger_than_its_class_may_ever_hold_is_rejected():
     # 1,024 blocks; a long request may use the admission watermark: floor(0.82 × 1,024) = 839 blocks
     r = request(core, 12_000, 1000)  # ceil(13,000 × 1.1 / 16) = 894 blocks > 839
     d = core.admission.decide(r, core.admission.estimate_blocks(r), 0, 0, 0)
-    assert (d.verdict, d.reason) == (Verdict.REJECT, "kv_capacity") and "at most 839" in d.message
+    assert (d.action, d.reason) == (AdmissionAction.REJECT, "kv_capacity") and "at most 839" in d.message
 
 
 def test_missing_max_tokens_means_the_conservative_default():

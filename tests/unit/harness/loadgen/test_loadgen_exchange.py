@@ -9,7 +9,7 @@ from contextlib import contextmanager
 import pytest
 
 from harness.loadgen.exchange import Call, Cancel, TransportError, run_exchange
-from harness.loadgen.outcome import ClientCode, Outcome
+from harness.loadgen.outcome import ClientCode, RequestOutcome
 from harness.loadgen.prompts import chat_prompt
 from harness.loadgen.tenants import Tenant
 
@@ -29,7 +29,7 @@ def ok_stream(*words: str) -> list[bytes]:
     return lines
 
 
-class Clock:
+class FakeClock:
     def __init__(self) -> None:
         self.now = 0.0
 
@@ -62,7 +62,7 @@ class ScriptedTransport:
                  lines: list[bytes] | None = None, body: bytes = b"", headers_after_s: float = 0.010,
                  step_s: float = 0.005, raise_on_open: BaseException | None = None,
                  raise_on_line: tuple[int, BaseException] | None = None) -> None:
-        self.clock = Clock()
+        self.clock = FakeClock()
         self.status, self.headers = status, {"x-request-id": "chatcmpl-1", **(headers or {})}
         self.lines, self.body = lines if lines is not None else ok_stream("kaloan", "mipe"), body
         self.headers_after_s, self.step_s = headers_after_s, step_s
@@ -100,10 +100,10 @@ class ScriptedTransport:
             self.deadlines.remove(entry)
 
 
-def exchange(transport: ScriptedTransport, **call_fields) -> tuple[Outcome, str, list[Outcome]]:
+def exchange(transport: ScriptedTransport, **call_fields) -> tuple[RequestOutcome, str, list[RequestOutcome]]:
     fields = {"request_id": "r-1", "scenario": "short_qa", "phase": "load", "tenant": TENANT, "model": "m",
               "prompt": chat_prompt(64, seed=1), "max_tokens": 32, **call_fields}
-    done: list[Outcome] = []
+    done: list[RequestOutcome] = []
     result = run_exchange(transport, Call(**fields), timeout_s=60, on_done=done.append, clock=transport.clock,
                           wall=lambda: 1000.0)
     assert done == [result.outcome]
@@ -203,7 +203,7 @@ class Interrupt(BaseException):
 
 def test_an_interrupt_still_records_one_row_then_propagates() -> None:
     t = ScriptedTransport(raise_on_line=(2, Interrupt()))
-    done: list[Outcome] = []
+    done: list[RequestOutcome] = []
     call = Call(request_id="r", scenario="s", phase="load", tenant=TENANT, model="m", prompt=chat_prompt(64, seed=1),
                 max_tokens=8)
     with pytest.raises(Interrupt):
@@ -214,7 +214,7 @@ def test_an_interrupt_still_records_one_row_then_propagates() -> None:
 
 def test_a_bug_propagates_without_a_row() -> None:
     t = ScriptedTransport(raise_on_open=KeyError("bug"))
-    done: list[Outcome] = []
+    done: list[RequestOutcome] = []
     call = Call(request_id="r", scenario="s", phase="load", tenant=TENANT, model="m", prompt=chat_prompt(64, seed=1),
                 max_tokens=8)
     with pytest.raises(KeyError):

@@ -2,13 +2,13 @@ from __future__ import annotations
 
 import pytest
 
-from harness.loadgen.outcome import Outcome, error_of_body
+from harness.loadgen.outcome import RequestOutcome, error_of_body
 from harness.run_record import REQUEST_COLUMNS
 
 
-def outcome(**fields) -> Outcome:
-    return Outcome(**{"request_id": "r", "scenario": "short_qa", "phase": "load", "tenant": "acme",
-                      "traffic_class": "interactive", "sent_unix": 1010.0, **fields})
+def outcome(**fields) -> RequestOutcome:
+    return RequestOutcome(**{"request_id": "r", "scenario": "short_qa", "phase": "load", "tenant": "acme",
+                             "traffic_class": "interactive", "sent_unix": 1010.0, **fields})
 
 
 def test_a_row_has_every_request_column_with_times_since_the_run_started() -> None:
@@ -24,7 +24,7 @@ def test_a_row_without_an_answer_has_no_first_token() -> None:
 
 def test_an_outcome_crosses_processes_as_plain_data() -> None:
     o = outcome(ttft_s=0.1, e2e_s=0.2, worker="1")
-    assert Outcome.from_message(o.to_message()) == o
+    assert RequestOutcome.from_message(o.to_message()) == o
 
 
 def test_cancels_are_not_failures_but_errors_and_timeouts_are() -> None:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from harness.replay.summary import RunSummary
+from harness.replay.summary import ReplaySummary
 from harness.run_record import Phase, PoolInfo, RunMeta, RunRecord, RunRecordWriter
 
 
@@ -40,7 +40,7 @@ def record(tmp_path):
 
 
 def test_summary_figures(record):
-    s = RunSummary.from_record(record, ttft_slo_s=0.5)
+    s = ReplaySummary.from_record(record, ttft_slo_s=0.5)
     assert (s.num_requests, s.num_ok) == (6, 3)
     assert s.hit_rate == pytest.approx(240 / 500)
     assert s.num_evicted_blocks == 57

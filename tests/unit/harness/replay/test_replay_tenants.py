@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.replay.tenants import TenantSpecError, default_tenants, make_assigner
+from harness.replay.tenants import AssignmentSpecError, default_tenants, make_assigner
 from harness.replay.trace import TraceRequest
 from reference_engine import EngineConfig, load_config
 from reference_engine.errors import UnknownNameError
@@ -63,16 +63,16 @@ def test_hash_without_prefix_ids_falls_back_to_the_row():
 @pytest.mark.parametrize("spec, error, message", [
     ("random", UnknownNameError, "unknown tenant assignment 'random'; valid: fraction, hash, round_robin"),
     ("round_robin:acme,nobody", UnknownNameError, "unknown tenant 'nobody'; valid: acme, batchco"),
-    ("fraction:acme=0.5,globex=0.4", TenantSpecError, "add up to 1, these add up to 0.9"),
-    ("fraction:acme=0.5,globex", TenantSpecError, "a weight to every tenant or to none"),
-    ("fraction:acme=half,globex=0.5", TenantSpecError, "weight of tenant 'acme' must be a number"),
-    ("fraction:acme=-1,globex=2", TenantSpecError, "must be positive"),
-    ("round_robin:acme=0.5,globex=0.5", TenantSpecError, "without weights"),
-    ("round_robin:acme,acme", TenantSpecError, "listed twice"),
-    ("hash;depth=0", TenantSpecError, "depth must be ≥ 1"),
-    ("hash;depth=two", TenantSpecError, "must be an integer"),
-    ("hash;seed=3", TenantSpecError, "unknown option 'seed=3' for tenant spec 'hash' \\(options: depth\\)"),
-    ("round_robin:acme,", TenantSpecError, "empty tenant name"),
+    ("fraction:acme=0.5,globex=0.4", AssignmentSpecError, "add up to 1, these add up to 0.9"),
+    ("fraction:acme=0.5,globex", AssignmentSpecError, "a weight to every tenant or to none"),
+    ("fraction:acme=half,globex=0.5", AssignmentSpecError, "weight of tenant 'acme' must be a number"),
+    ("fraction:acme=-1,globex=2", AssignmentSpecError, "must be positive"),
+    ("round_robin:acme=0.5,globex=0.5", AssignmentSpecError, "without weights"),
+    ("round_robin:acme,acme", AssignmentSpecError, "listed twice"),
+    ("hash;depth=0", AssignmentSpecError, "depth must be ≥ 1"),
+    ("hash;depth=two", AssignmentSpecError, "must be an integer"),
+    ("hash;seed=3", AssignmentSpecError, "unknown option 'seed=3' for tenant spec 'hash' \\(options: depth\\)"),
+    ("round_robin:acme,", AssignmentSpecError, "empty tenant name"),
 ])
 def test_bad_specs_say_what_is_wrong(spec, error, message):
     with pytest.raises(error, match=message):
