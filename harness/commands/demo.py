@@ -86,7 +86,7 @@ def _print_summary(console: Console, core: EngineCore, label_of: dict, rejected:
         elif ev.kind.value == "queued" and kind:
             queued[kind] += 1
         elif ev.kind.value == "watermark":
-            peak = max(peak, ev.value or 0.0)
+            peak = max(peak, ev.usage or 0.0)
     table = Table(title=f"kvgate demo — policy {core.policy.name}, config {core.digest}")
     for col in ("traffic", "finished", "queued", "rejected", "preempted", "TTFT p50 ms", "TTFT p95 ms"):
         table.add_column(col, justify="right" if col != "traffic" else "left")
