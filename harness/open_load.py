@@ -14,7 +14,6 @@ note starting with `HARNESS_ERROR`: it is kept, and never judged (harness/judge.
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -57,7 +56,7 @@ class OpenLoadResult:
 
 
 def run_open_load(load: OpenLoad, *, base_url: str, settings: LoadSettings, tenants: TenantSet, duration_s: float,
-                  writer: RunRecordWriter, progress: "RunProgress", clock: Callable[[], float], started_unix: float,
+                  writer: RunRecordWriter, progress: RunProgress, clock: Callable[[], float], started_unix: float,
                   usage: Callable[[], float | None]) -> OpenLoadResult:
     """Send the workload, record every answer; the load window is [first intended send, last answer]."""
     counts, rows = Counter[str](), list[dict[str, Any]]()
@@ -86,8 +85,8 @@ def run_open_load(load: OpenLoad, *, base_url: str, settings: LoadSettings, tena
         while (num_open := client.drain(PROGRESS_INTERVAL_S)) and clock() < deadline:
             show()
         if num_open:
-            notes.append(f"{num_open} open-loop request(s) still open {settings.request_timeout_s + DRAIN_MARGIN_S:.0f} s "
-                         f"after the last was sent were cut")
+            waited_s = settings.request_timeout_s + DRAIN_MARGIN_S
+            notes.append(f"{num_open} open-loop request(s) still open {waited_s:.0f} s after the last was sent were cut")
     finally:
         client.close()
     end_s = clock()

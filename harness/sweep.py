@@ -59,10 +59,11 @@ def judge_step(rate_per_s: float, record: RunRecord, thresholds: Thresholds) -> 
     load = record.meta.phase("load")
     answered = record.requests[(record.requests["phase"] == "load") & (record.requests["status"] == "ok")]
     span_s = (load.end_s - load.start_s) if load is not None else 0.0
-    figures = dict(rate_per_s=rate_per_s, run_dir=record.dir, num_sent=int(summary.get("num_sent", 0)),
-                   num_ok=len(answered), achieved_per_s=len(answered) / span_s if span_s > 0 else None,
-                   p95_ttft_from_intended_ms=summary.get("ttft_ms_from_intended", {}).get("p95"),
-                   lag_p99_ms=summary.get("client_lag", {}).get("p99_ms"))
+    figures: dict[str, Any] = {
+        "rate_per_s": rate_per_s, "run_dir": record.dir, "num_sent": int(summary.get("num_sent", 0)),
+        "num_ok": len(answered), "achieved_per_s": len(answered) / span_s if span_s > 0 else None,
+        "p95_ttft_from_intended_ms": summary.get("ttft_ms_from_intended", {}).get("p95"),
+        "lag_p99_ms": summary.get("client_lag", {}).get("p99_ms")}
     if (error := record.meta.harness_error) is not None:
         return SweepStep(outcome=StepOutcome.HARNESS_ERROR, explanation=error, p95_ttft_ms=None, goodput=None,
                          **figures)

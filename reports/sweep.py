@@ -43,11 +43,12 @@ def result_line(steps: Sequence[SweepStep]) -> str:
 def render_sweep(steps: Sequence[SweepStep], out: str | Path, *, ttft_objective_ms: float,
                  goodput_floor: float, target: str) -> Path:
     out = Path(out)
-    blocks = [Block("plot", "TTFT and goodput against the offered rate", _plots(steps, ttft_objective_ms, goodput_floor)),
+    blocks = [Block("plot", "TTFT and goodput against the offered rate",
+                    _plots(steps, ttft_objective_ms, goodput_floor)),
               Block("steps", "Steps", _table(steps, out.parent))]
     return write_page(out, f"kvgate sweep — {target}", result_line(steps), blocks,
-                      header=[f"SLO: critical interactive P95 TTFT ≤ {ttft_objective_ms:.0f} ms and goodput ≥ "
-                              f"{goodput_floor:.0%} ([slo] and [goodput] of the thresholds)"])
+                      header=[(f"SLO: critical interactive P95 TTFT ≤ {ttft_objective_ms:.0f} ms and goodput ≥ "
+                               f"{goodput_floor:.0%} ([slo] and [goodput] of the thresholds)")])
 
 
 def _plots(steps: Sequence[SweepStep], ttft_objective_ms: float, goodput_floor: float) -> str:

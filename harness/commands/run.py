@@ -74,7 +74,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="--trace: multiply its arrival rate by X (arrival times divided by X)")
     load.add_argument("--time-scale", type=positive(float), default=1.0, metavar="X",
                       help="--trace: stretch its time axis by X (arrival times multiplied by X)")
-    load.add_argument("--limit", type=positive(int), metavar="N", help="send at most N requests (--duration bounds them too)")
+    load.add_argument("--limit", type=positive(int), metavar="N",
+                      help="send at most N requests (--duration bounds them too)")
     add_arrival_arguments(load)
     p.set_defaults(func=run)
 
@@ -83,7 +84,8 @@ def add_arrival_arguments(p: argparse._ActionsContainer) -> None:
     """How an open-loop load is timed and bounded: shared by `kvgate run` and `kvgate sweep`."""
     p.add_argument("--arrivals", choices=[k.value for k in ArrivalKind], default=ArrivalKind.POISSON.value,
                    help="arrival schedule at the rate (default: poisson)")
-    p.add_argument("--burst-size", type=positive(int), default=8, metavar="N", help="--arrivals bursts: requests per burst")
+    p.add_argument("--burst-size", type=positive(int), default=8, metavar="N",
+                   help="--arrivals bursts: requests per burst")
     p.add_argument("--seed", type=at_least_zero, default=0, metavar="N", help="seed of the arrival schedule")
     p.add_argument("--max-lag-ms", type=positive(float), default=MAX_LAG_P99_MS, metavar="MS",
                    help=f"P99 client lag beyond which the run is a harness error, not a verdict "

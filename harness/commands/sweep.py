@@ -25,8 +25,14 @@ from rich.table import Table
 
 from gates import Thresholds, load_thresholds, slo
 from harness.cli import EXIT_GATE_FAILED, EXIT_HARNESS_ERROR, EXIT_OK
-from harness.commands.run import (RichProgress, add_arrival_arguments, build_plan, chat_load, positive,
-                                  raise_keyboard_interrupt)
+from harness.commands.run import (
+    RichProgress,
+    add_arrival_arguments,
+    build_plan,
+    chat_load,
+    positive,
+    raise_keyboard_interrupt,
+)
 from harness.live_run import run_live
 from harness.profiles import PROFILES
 from harness.run_record import RunRecord
@@ -43,7 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--target", metavar="URL", help="an already running OpenAI-compatible server (its root URL)")
     p.add_argument("--policy", type=Path, metavar="CONFIG",
                    help="engine/policy config: the reference engine is started with it for every step unless --target")
-    p.add_argument("--metrics-url", metavar="URL", help="its Prometheus metrics (default: <target>/metrics; '' for none)")
+    p.add_argument("--metrics-url", metavar="URL",
+                   help="its Prometheus metrics (default: <target>/metrics; '' for none)")
     p.add_argument("--model", metavar="NAME", help="model name (default: the config's, else the first of /v1/models)")
     p.add_argument("--tenants", metavar="SPEC", help="name=key[:class],... (default: the config's tenants)")
     rates = p.add_mutually_exclusive_group()
