@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import httpx
 import numpy as np
 
 from harness.loadgen.client_lag import MAX_LAG_P99_MS, summarize_lag
@@ -57,8 +58,9 @@ class OpenLoadResult:
 
 def run_open_load(load: OpenLoad, *, base_url: str, settings: LoadSettings, tenants: TenantSet, duration_s: float,
                   writer: RunRecordWriter, progress: RunProgress, clock: Callable[[], float], started_unix: float,
-                  usage: Callable[[], float | None]) -> OpenLoadResult:
-    """Send the workload, record every answer; the load window is [first intended send, last answer]."""
+                  usage: Callable[[], float | None], transport: httpx.BaseTransport | None = None) -> OpenLoadResult:
+    """Send the workload, record every answer; the load window is [first intended send, last answer].
+    `transport`: a test seam (httpx.MockTransport)."""
     counts, rows = Counter[str](), list[dict[str, Any]]()
 
     def on_row(row: Mapping[str, Any]) -> None:
@@ -76,7 +78,7 @@ def run_open_load(load: OpenLoad, *, base_url: str, settings: LoadSettings, tena
     progress.phase("load", f"open loop, {load.workload.name}, {duration_s:.0f} s")
     start_s = clock()  # until the schedule starts (after its first second of prompts is made)
     client = OpenLoopClient(base_url, timeout_s=settings.request_timeout_s, max_in_flight=load.max_in_flight,
-                            origin_unix=started_unix, on_row=on_row)
+                            origin_unix=started_unix, on_row=on_row, transport=transport)
     notes: list[str] = []
     try:
         sent = dispatch(load.workload.arrivals(settings, tenants, duration_s), client.submit, on_wait=show)

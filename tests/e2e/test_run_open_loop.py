@@ -18,7 +18,7 @@ import pytest
 from harness.replay.loaders import load_trace
 from harness.run_record import RunRecord
 from tests.e2e.run_support import REPO, clean_env
-from tests.integration.server_process import running_server
+from tests.integration.server_process import ADMIN_KEY, running_server
 
 pytestmark = pytest.mark.slow
 
@@ -33,15 +33,18 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
 
 
-def kvgate(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=REPO, env=clean_env(),
+def kvgate(*args: str, admin: bool = False) -> subprocess.CompletedProcess[str]:
+    """`admin`: give the run the engine's admin key, so its events (prefix hits) are recorded."""
+    env = {**clean_env(), **({"KVGATE_ADMIN_KEY": ADMIN_KEY} if admin else {})}
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=240, check=False)
 
 
 def test_a_mooncake_trace_runs_live_and_is_judged(server: str, tmp_path: Path) -> None:
     out = tmp_path / "trace"
     result = kvgate("run", "--target", server, "--tenants", TENANTS, "--profile", "quick", "--out", str(out),
-                    "--trace", str(MOONCAKE), "--rate-scale", "2", "--limit", "24", "--duration", "60", *LOOSE_LAG)
+                    "--trace", str(MOONCAKE), "--rate-scale", "2", "--limit", "24", "--duration", "60", *LOOSE_LAG,
+                    admin=True)
     assert result.returncode in (0, 1), result.stdout + result.stderr
     record = RunRecord.load(out)
     load = record.requests[record.requests["phase"] == "load"]
@@ -54,6 +57,9 @@ def test_a_mooncake_trace_runs_live_and_is_judged(server: str, tmp_path: Path) -
     answered = load[load["status"] == "ok"]
     assert len(answered) and all(lengths[rid] == n for rid, n in zip(answered["request_id"], answered["prompt_tokens"]))
     assert (out / "verdict.json").exists() and (out / "report.html").exists()
+    # the trace's shared hash ids reached the engine as shared prefixes: whole 512-token blocks hit
+    hits = record.events[(record.events["kind"] == "scheduled") & (record.events["num_tokens"] >= 512)]
+    assert record.meta.signals.engine_events and len(hits)
 
 
 def test_a_lagging_client_is_a_harness_error_not_a_verdict(server: str, tmp_path: Path) -> None:
