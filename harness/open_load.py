@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import numpy as np
 
+from gates.query import percentile
 from harness.loadgen.client_lag import MAX_LAG_P99_MS, summarize_lag
 from harness.loadgen.open_loop import INTENDED_COLUMN, OpenLoopClient, Workload, dispatch
 from harness.loadgen.request_log import tally
@@ -112,4 +113,4 @@ def _percentiles(values_s: list[float]) -> dict[str, float | None]:
     if not values_s:
         return {"p50": None, "p95": None, "p99": None}
     ms = np.asarray(values_s) * 1000.0
-    return {f"p{q}": float(np.percentile(ms, q)) for q in (50, 95, 99)}
+    return {f"p{q}": percentile(ms, q) for q in (50, 95, 99)}
