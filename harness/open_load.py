@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import numpy as np
 
-from gates.query import percentile
 from harness.loadgen.client_lag import MAX_LAG_P99_MS, summarize_lag
 from harness.loadgen.open_loop import INTENDED_COLUMN, OpenLoopClient, Workload, dispatch
 from harness.loadgen.request_log import tally
 from harness.loadgen.settings import LoadSettings
 from harness.loadgen.tenants import TenantSet
+from record.query import percentile
 from record.run_record import HARNESS_ERROR, RunRecordWriter
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """A rate sweep: open-loop chat at rising rates, each step judged by the SLO gates alone.
 
     steps = [judge_step(rate, RunRecord.load(d), thresholds) for rate, d in ...]
-    best = highest_passing(steps)          # the highest rate before the first step that failed
+    best = highest_passing(steps)          # reports/sweep.py: the highest rate before the first failure
 
 A step passes when both SLO gates (`SLO_GATES`: the interactive P95 TTFT within `[slo] ttft_ms`
 and goodput above its floor, both from gates/thresholds.toml) are measured and pass. The sweep
@@ -14,43 +14,14 @@ only (its tenfold-degradation check needs an unloaded reference, and asks anothe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from enum import Enum
-from pathlib import Path
 from typing import Any
 
 from gates import Outcome, Thresholds, evaluate, slo
-from harness.run_record import RunRecord
+from record.run_record import RunRecord
+from reports.sweep import StepOutcome, SweepStep
 
 SLO_GATES = ("interactive_ttft", "goodput")
 GOODPUT_METRIC = "min_fraction"
-
-
-class StepOutcome(str, Enum):
-    PASS = "pass"
-    FAIL = "fail"
-    HARNESS_ERROR = "harness error"
-
-
-@dataclass(frozen=True, kw_only=True)
-class SweepStep:
-    """One rate step, as the table and the plot show it (None: not measured)."""
-
-    rate_per_s: float
-    run_dir: Path
-    outcome: StepOutcome
-    explanation: str
-    num_sent: int
-    num_ok: int
-    achieved_per_s: float | None
-    p95_ttft_ms: float | None
-    p95_ttft_from_intended_ms: float | None
-    goodput: float | None
-    lag_p99_ms: float | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "run_dir": str(self.run_dir), "outcome": self.outcome.value}
 
 
 def judge_step(rate_per_s: float, record: RunRecord, thresholds: Thresholds) -> SweepStep:
@@ -80,16 +51,6 @@ def _value(result: Any, metric: str) -> float | None:
     if result is None:
         return None
     return next((m.value for m in result.measurements if m.metric == metric), None)
-
-
-def highest_passing(steps: Sequence[SweepStep]) -> SweepStep | None:
-    """The last step that passed before the first that did not (steps in rising rate)."""
-    best = None
-    for step in steps:
-        if step.outcome is not StepOutcome.PASS:
-            break
-        best = step
-    return best
 
 
 def step_rates(*, start_per_s: float, factor: float, num_steps: int) -> list[float]:

@@ -1,5 +1,8 @@
 """The sweep report: which rate a target serves within the SLO, as a plot and a table.
 
+`SweepStep` is one step as `kvgate sweep` judged it (harness/sweep.py); `highest_passing` reads
+the answer off the steps, for the page and the console alike.
+
 One page (`SWEEP_FILE`) beside the steps' run directories: the highest passing rate in the
 header, P95 TTFT against the offered rate (from the actual and from the intended send time,
 with the objective as a line), goodput against the rate (with its floor), and one table row
@@ -11,15 +14,55 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from enum import Enum
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import plotly.graph_objects as go
 
-from harness.sweep import StepOutcome, SweepStep, highest_passing
 from reports.page import Block, esc, figure, note, table, write_page
 
 SWEEP_FILE = "sweep.html"
+
+
+class StepOutcome(str, Enum):
+    PASS = "pass"
+    FAIL = "fail"
+    HARNESS_ERROR = "harness error"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SweepStep:
+    """One rate step, as the table and the plot show it (None: not measured)."""
+
+    rate_per_s: float
+    run_dir: Path
+    outcome: StepOutcome
+    explanation: str
+    num_sent: int
+    num_ok: int
+    achieved_per_s: float | None
+    p95_ttft_ms: float | None
+    p95_ttft_from_intended_ms: float | None
+    goodput: float | None
+    lag_p99_ms: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "run_dir": str(self.run_dir), "outcome": self.outcome.value}
+
+
+def highest_passing(steps: Sequence[SweepStep]) -> SweepStep | None:
+    """The last step that passed before the first that did not (steps in rising rate)."""
+    best = None
+    for step in steps:
+        if step.outcome is not StepOutcome.PASS:
+            break
+        best = step
+    return best
+
+
 _BADGE = {StepOutcome.PASS: "pass", StepOutcome.FAIL: "fail", StepOutcome.HARNESS_ERROR: "not_measurable"}
 
 

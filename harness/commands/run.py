@@ -41,14 +41,14 @@ from harness.loadgen.open_loop import Workload
 from harness.loadgen.prompts import DEFAULT_SYSTEM_PROMPT
 from harness.loadgen.settings import LoadSettings, SettingsError
 from harness.loadgen.tenants import TenantSpecError, format_tenants, tenants_of_config
-from harness.loadgen.trace_workload import TraceWorkload
 from harness.open_load import DEFAULT_MAX_IN_FLIGHT, OpenLoad
 from harness.profiles import PROFILES, format_overrides, get_profile
 from harness.replay.loaders import AUTO, LOADERS, load_trace
-from record.run_record import Pressure
 from harness.scenario_catalog import scenarios_dir, select
-from reference_engine import EngineConfig, load_config, with_overrides
+from harness.trace_workload import TraceWorkload
 from record.errors import KvgateError
+from record.run_record import Pressure
+from reference_engine import EngineConfig, load_config, with_overrides
 from reports.pressure import missing_rungs_warning, pressure_line
 
 

@@ -35,10 +35,10 @@ from harness.commands.run import (
 )
 from harness.live_run import run_live
 from harness.profiles import PROFILES
-from harness.run_record import RunRecord
-from harness.sweep import GOODPUT_METRIC, StepOutcome, SweepStep, highest_passing, judge_step, step_rates
-from reference_engine.errors import KvgateError
-from reports.sweep import SWEEP_FILE, render_sweep, result_line
+from harness.sweep import GOODPUT_METRIC, judge_step, step_rates
+from record.errors import KvgateError
+from record.run_record import RunRecord
+from reports.sweep import SWEEP_FILE, StepOutcome, SweepStep, highest_passing, render_sweep, result_line
 
 DEFAULT_STEP_S = 20.0
 DEFAULT_MAX_STEPS = 6

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from gates.query import percentile
+from record.query import percentile
 
 MAX_LAG_P99_MS = 50.0
 """The default bound on the P99 client lag: a small fraction of the 900 ms TTFT objective, and

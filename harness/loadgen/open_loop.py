@@ -15,7 +15,7 @@ A pool whose threads are all busy queues the next request, which is then sent la
 shows as lag, never as a quietly slower schedule.
 
 A `Workload` makes the arrivals (loadgen/chat_workload.py: chat at a rate;
-loadgen/trace_workload.py: a request trace). The module needs no locust and no gevent.
+harness/trace_workload.py: a request trace). The module needs no locust and no gevent.
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from gates import Verdict
-from gates.query import percentile
-from harness.run_record import RunRecord
+from record.query import percentile
+from record.run_record import RunRecord
 from reports.page import esc, figure, note, shade_phases, table
 
 PERCENTILES = (50, 95, 99)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness.replay.loaders import load_trace
-from harness.run_record import RunRecord
+from record.run_record import RunRecord
 from tests.e2e.run_support import REPO, clean_env
 from tests.integration.server_process import ADMIN_KEY, running_server
 

@@ -16,7 +16,7 @@ from harness.loadgen.chat_workload import ChatWorkload
 from harness.loadgen.settings import LoadSettings
 from harness.loadgen.tenants import Tenant, TenantSet
 from harness.open_load import OpenLoad, OpenLoadResult, run_open_load
-from harness.run_record import HARNESS_ERROR, RunMeta, RunRecord, RunRecordWriter
+from record.run_record import HARNESS_ERROR, RunMeta, RunRecord, RunRecordWriter
 
 
 class Quiet:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.sweep import StepOutcome, SweepStep, highest_passing, step_rates
-from reports.sweep import render_sweep, result_line
+from harness.sweep import step_rates
+from reports.sweep import StepOutcome, SweepStep, highest_passing, render_sweep, result_line
 
 
 def step(rate: float, outcome: StepOutcome, out: Path = Path(".")) -> SweepStep:

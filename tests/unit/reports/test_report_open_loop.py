@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gates import evaluate
-from harness.run_record import Phase, RunMeta, RunRecord, RunRecordWriter
+from record.run_record import Phase, RunMeta, RunRecord, RunRecordWriter
 from reports.sections.open_loop import OpenLoopSection
 
 

@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from harness.loadgen.arrivals import ArrivalKind, Arrivals, arrival_kind
-from reference_engine.errors import KvgateError, UnknownNameError
+from record.errors import KvgateError, UnknownNameError
 
 
 def test_constant_sends_rate_times_duration_evenly() -> None:

@@ -3,7 +3,7 @@
 The trace is read by replay's loaders (harness/replay/loaders: Mooncake, Azure 2023, BurstGPT)
 and timed by its own arrivals, rescaled (`Trace.rescaled`: `--rate-scale`, `--time-scale`).
 Each request becomes a chat call with the trace's prompt length (text from its prefix ids:
-loadgen/trace_prompts.py) and its output length as `max_tokens`, sent by a tenant picked as
+harness/loadgen/trace_prompts.py) and its output length as `max_tokens`, sent by a tenant picked as
 replay picks one (harness/replay/tenants.py, `hash` over the interactive tenants: every turn
 of a conversation comes from one tenant, so a tenant-scoped prefix cache can hit it).
 """

@@ -9,10 +9,10 @@ import pytest
 from harness.loadgen.prompts import count_tokens
 from harness.loadgen.settings import LoadSettings
 from harness.loadgen.tenants import Tenant, TenantSet
-from harness.loadgen.trace_workload import TraceWorkload
 from harness.replay.loaders import load_trace
+from harness.trace_workload import TraceWorkload
 
-TRACES = Path(__file__).resolve().parents[4] / "tests" / "data" / "traces"
+TRACES = Path(__file__).resolve().parents[3] / "tests" / "data" / "traces"
 FILES = {"mooncake": TRACES / "mooncake" / "conversation_trace_head200.jsonl",
          "azure": TRACES / "azure" / "AzureLLMInferenceTrace_conv_head200.csv",
          "burstgpt": TRACES / "burstgpt" / "BurstGPT_1_head100.csv"}
