@@ -9,7 +9,8 @@
 `submit` once its intended time has come, never early. Rows' times count from `run_t0` (the
 run record's origin). `OpenLoopClient` sends on a pool of
 threads over one httpx client through the same measurement core as every other request
-(loadgen/exchange.py), and writes each outcome as a run-record row that also carries
+(loadgen/exchange.py; its request timeout bounds the whole exchange, even a stream that
+trickles: loadgen/threaded_transport.py), and writes each outcome as a run-record row that also carries
 `intended_s`; the client lag of a request is `sent_s − intended_s` (loadgen/client_lag.py).
 A pool whose threads are all busy queues the next request, which is then sent late: that
 shows as lag, never as a quietly slower schedule.
@@ -31,10 +32,10 @@ from typing import Any, Protocol
 import httpx
 
 from harness.loadgen.exchange import Call, run_exchange
-from harness.loadgen.httpx_transport import HttpxTransport
 from harness.loadgen.outcome import RequestOutcome
 from harness.loadgen.settings import LoadSettings
 from harness.loadgen.tenants import TenantSet
+from harness.loadgen.threaded_transport import ThreadedTransport
 
 INTENDED_COLUMN = "intended_s"
 LOOKAHEAD_S = 1.0
@@ -118,15 +119,16 @@ class OpenLoopClient:
     """Sends arrivals on up to `max_in_flight` threads; each outcome becomes one row.
 
     `on_row` is called from the sending threads, one call at a time (a lock), exactly once per
-    request sent. `drain` waits for the requests in flight; what is still open at its limit is
-    cut by closing the client (their rows say so with a transport error code)."""
+    request sent. `drain` waits for the requests in flight; each ends within the request timeout
+    (a `timeout` row), so a drain limit above it is reached only by a harness fault, and then
+    what is left is cut by closing the client."""
 
     def __init__(self, base_url: str, *, timeout_s: float, max_in_flight: int, origin_unix: float,
                  on_row: Callable[[Mapping[str, Any]], None], transport: httpx.BaseTransport | None = None) -> None:
         self._client = httpx.Client(timeout=timeout_s, transport=transport,
                                     limits=httpx.Limits(max_connections=max_in_flight,
                                                         max_keepalive_connections=max_in_flight))
-        self._transport = HttpxTransport(self._client, base_url)
+        self._transport = ThreadedTransport(self._client, base_url)
         self._pool = ThreadPoolExecutor(max_workers=max_in_flight, thread_name_prefix="open-loop")
         self._timeout_s = timeout_s
         self._origin_unix = origin_unix

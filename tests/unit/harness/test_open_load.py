@@ -67,3 +67,40 @@ def test_a_lag_above_the_bound_is_a_harness_error_never_judged(tmp_path: Path) -
     assert any(note.startswith(HARNESS_ERROR) for note in result.notes)
     with pytest.raises(PartialRecord, match="harness error: the client could not keep its schedule"):
         judge(tmp_path)
+
+
+class Trickle(httpx.SyncByteStream):
+    """A stream that sends a content chunk every 20 ms for 30 s: no per-read timeout ever trips."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def __iter__(self):
+        yield b'data: {"id": "c", "choices": [{"delta": {"content": "yes"}}]}\n\n'
+        for _ in range(1500):
+            if self.closed:
+                return
+            time.sleep(0.02)
+            yield b'data: {"id": "c", "choices": [{"delta": {"content": " more"}}]}\n\n'
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_trickling_stream_ends_at_the_request_timeout_as_a_timeout(tmp_path: Path) -> None:
+    streams: list[Trickle] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        streams.append(Trickle())
+        return httpx.Response(200, stream=streams[-1], headers={"content-type": "text/event-stream"})
+
+    started = time.time()
+    load = OpenLoad(workload=ChatWorkload(schedule=Arrivals(kind=ArrivalKind.CONSTANT, rate_per_s=10.0)),
+                    max_lag_ms=10_000.0)
+    with RunRecordWriter(tmp_path) as writer:
+        result = run_open_load(load, base_url="http://engine", tenants=TenantSet([Tenant("acme", "sk-acme")]),
+                               settings=LoadSettings(prompt_tokens=40, model="m", request_timeout_s=0.3),
+                               duration_s=0.2, writer=writer, progress=Quiet(), clock=lambda: time.time() - started,
+                               started_unix=started, usage=lambda: None, transport=httpx.MockTransport(handle))
+    assert result.counts["timeout"] == 2 and result.notes == []
+    assert all(stream.closed for stream in streams)
