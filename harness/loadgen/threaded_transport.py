@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 import httpx
 
@@ -41,10 +41,8 @@ class _Exchange:
                 return
             self.fired, response = error, self.response
         if response is not None:
-            try:
+            with suppress(Exception):  # a stream that is already gone is closed enough
                 response.close()  # the reading thread's next read fails, and raises `error`
-            except Exception:  # noqa: BLE001 - a stream that is already gone is closed enough
-                pass
 
     def raise_if_fired(self) -> None:
         with self.lock:
