@@ -95,9 +95,12 @@ def run_open_load(load: OpenLoad, *, base_url: str, settings: LoadSettings, tena
     end_s = clock()
     lag = summarize_lag([row["sent_s"] - row[INTENDED_COLUMN] for row in rows], load.max_lag_ms)
     summary = {**load.workload.describe(), "num_sent": sent.num_sent, "max_in_flight": load.max_in_flight,
-               "client_lag": lag.to_dict(), **ttft_summary(rows)}
+               "peak_in_flight": client.peak_in_flight, "client_lag": lag.to_dict(), **ttft_summary(rows)}
     if not lag.is_within:
-        notes.append(f"{HARNESS_ERROR}: the client could not keep its schedule: {lag.explain()}")
+        full = (f"; all {load.max_in_flight} sending threads were busy at once (the target answered slower than "
+                f"requests arrived: raise --max-in-flight, or lower the rate)"
+                if client.peak_in_flight >= load.max_in_flight else "")
+        notes.append(f"{HARNESS_ERROR}: the client could not keep its schedule: {lag.explain()}{full}")
     return OpenLoadResult(start_s, end_s, counts, summary, notes)
 
 

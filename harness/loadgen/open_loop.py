@@ -135,6 +135,9 @@ class OpenLoopClient:
         self._on_row = on_row
         self._lock = threading.Lock()
         self._futures: list[Future[None]] = []
+        self._num_in_flight = 0
+        self.peak_in_flight = 0
+        """The most requests open at once: at `max_in_flight`, later ones waited for a thread."""
 
     def submit(self, arrival: Arrival, intended_unix: float) -> None:
         self._futures.append(self._pool.submit(self._send, arrival.call, intended_unix))
@@ -142,7 +145,11 @@ class OpenLoopClient:
     def _send(self, call: Call, intended_unix: float) -> None:
         def done(outcome: RequestOutcome) -> None:
             with self._lock:
+                self._num_in_flight -= 1
                 self._on_row(open_loop_row(outcome, intended_unix, self._origin_unix))
+        with self._lock:
+            self._num_in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self._num_in_flight)
         run_exchange(self._transport, call, timeout_s=self._timeout_s, on_done=done)
 
     def drain(self, timeout_s: float) -> int:
