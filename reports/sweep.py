@@ -119,7 +119,7 @@ def _table(steps: Sequence[SweepStep], page_dir: Path) -> str:
     def number(value: float | None, fmt: str) -> str:
         return "—" if value is None else format(value, fmt)
 
-    rows = [[f'<a href="{quote(Path(os.path.relpath(s.run_dir, page_dir)).as_posix())}">{esc(s.rate_per_s)}</a>',
+    rows = [[f'<a href="{quote(Path(os.path.relpath(s.run_dir, page_dir)).as_posix())}">{s.rate_per_s:g}</a>',
              f'<span class="badge {_BADGE[s.outcome]}">{esc(s.outcome.value)}</span>', str(s.num_sent), str(s.num_ok),
              number(s.achieved_per_s, ".2f"), number(s.p95_ttft_ms, ".0f"), number(s.p95_ttft_from_intended_ms, ".0f"),
              number(s.goodput, ".1%"), number(s.lag_p99_ms, ".1f"), esc(s.explanation)] for s in steps]
