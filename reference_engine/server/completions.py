@@ -125,7 +125,7 @@ async def _start(request: Request, kind: Kind, model: type[Body]) -> CompletionR
                                session_id=session_id, session_rebuildable=rebuild_ok, streaming=body.stream,
                                request_id=request_id, client_request_id=label, cache_salt=body.cache_salt)
     fmt = ResponseFormat(kind, request_id, body.model, int(time.time()), body.include_usage)
-    return CompletionResponse(state.loop, stream, fmt, state.core.tokenizer, state.worker)
+    return CompletionResponse(state.loop, stream, fmt, state.core.tokenizer, state.pieces, state.worker)
 
 
 # The hot endpoints read their body and headers by hand: FastAPI's parameter machinery cost more

@@ -24,6 +24,7 @@ from reference_engine.core.tenants import TenantState
 from reference_engine.errors import AuthError, InvalidRequestError, NotFoundError
 from reference_engine.server.engine_loop import EngineLoop
 from reference_engine.server.metrics import EngineMetrics
+from reference_engine.server.openai_format import TokenPieces
 
 _ID_PREFIX = {"chat": "chatcmpl", "text": "cmpl"}
 
@@ -90,6 +91,10 @@ class ServerState:
     started_unix: float = field(default_factory=time.time)
     _nonce: str = field(default_factory=lambda: secrets.token_hex(3))
     _ids: itertools.count = field(default_factory=itertools.count)
+    pieces: TokenPieces = field(init=False)  # every stream's per-token JSON, shared
+
+    def __post_init__(self) -> None:
+        self.pieces = TokenPieces(self.core.tokenizer)
 
     @property
     def model_name(self) -> str:
