@@ -3,6 +3,9 @@
 A completion request is checked in this order, each failure a typed error with an OpenAI body:
 API key (401) -> body shape (400, via the pydantic models) -> model name (404) -> the engine's
 admission (400 context_length_exceeded, 410 context_expired, 429 kv_capacity / tenant_quota).
+A long prompt meets admission twice: first on its token count alone, before it is tokenized (a
+refusal then costs no tokenizing and never waits behind other prompts' tokenizing), then with its
+token ids, which the tokenizer thread makes off the event loop.
 Priority is the tenant's configured class alone: headers such as `X-Priority` are never read.
 
 The server names every request itself (`ServerState.new_request_id`): a client can never pick,
@@ -18,6 +21,7 @@ cannot resend the context, so an evicted session answers 410 instead of being re
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from typing import Annotated, TypeVar
@@ -36,6 +40,7 @@ from reference_engine.server.protocol import ChatCompletionRequest, CompletionRe
 from reference_engine.server.state import ServerState, session_rebuildable
 
 Body = TypeVar("Body", ChatCompletionRequest, CompletionRequest)
+LONG_PROMPT_CHARS = 16_384  # prompts from this long (≈ 2K words) are judged by count, tokenized off the loop
 _bearer = HTTPBearer(auto_error=False, description="a tenant API key from the engine config")
 _ERRORS = {code: {"description": what} for code, what in (
     (400, "malformed input or context_length_exceeded"), (401, "unknown API key"), (404, "unknown model"),
@@ -118,14 +123,30 @@ async def _start(request: Request, kind: Kind, model: type[Body]) -> CompletionR
     state.check_model(body.model)
     session_id, label = _session_and_request_ids(request.headers)
     rebuild_ok = session_rebuildable(request.headers.get("x-session-rebuildable"), tenant.config)
-    prompt_ids = body.prompt_token_ids(state.core.tokenizer)
     request_id = state.forwarded_request_id(request.headers) or state.new_request_id(kind)
     request.state.request_id = request_id
+    prompt_ids = await _prompt_token_ids(state, body, tenant.name, session_id, request_id, label)
     stream = state.loop.submit(tenant=tenant.name, prompt_token_ids=prompt_ids, max_new_tokens=body.max_new_tokens(),
                                session_id=session_id, session_rebuildable=rebuild_ok, streaming=body.stream,
                                request_id=request_id, client_request_id=label, cache_salt=body.cache_salt)
     fmt = ResponseFormat(kind, request_id, body.model, int(time.time()), body.include_usage)
     return CompletionResponse(state.loop, stream, fmt, state.core.tokenizer, state.pieces, state.worker)
+
+
+async def _prompt_token_ids(state: ServerState, body: ChatCompletionRequest | CompletionRequest, tenant: str,
+                            session_id: str | None, request_id: str, label: str | None) -> list[int]:
+    """The prompt's token ids. A long prompt is first judged by admission on its token count
+    (`Tokenizer.min_tokens`, a fraction of the cost of its ids), so that a refusal answers before
+    any tokenizing; then it is tokenized on the tokenizer thread, so that a burst of long prompts
+    never holds the event loop (and every stream on it) for the milliseconds each one takes."""
+    text = body.prompt_text()
+    if text is None or len(text) < LONG_PROMPT_CHARS:
+        return body.prompt_token_ids(state.core.tokenizer)
+    tokenizer = state.core.tokenizer
+    if session_id is None:  # a session turn may reuse its session's blocks: add_request judges it
+        state.core.refuse_early(tenant=tenant, min_prompt_tokens=tokenizer.min_tokens(text),
+                                max_new_tokens=body.max_new_tokens(), request_id=request_id, client_request_id=label)
+    return await asyncio.get_running_loop().run_in_executor(state.tokenize_pool, tokenizer.encode, text)
 
 
 # The hot endpoints read their body and headers by hand: FastAPI's parameter machinery cost more

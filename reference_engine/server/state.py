@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import secrets
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from starlette.datastructures import Headers
@@ -92,6 +93,9 @@ class ServerState:
     _nonce: str = field(default_factory=lambda: secrets.token_hex(3))
     _ids: itertools.count = field(default_factory=itertools.count)
     pieces: TokenPieces = field(init=False)  # every stream's per-token JSON, shared
+    # long prompts are tokenized here, one at a time: the event loop never waits for one
+    tokenize_pool: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="kvgate-tokenize"))
 
     def __post_init__(self) -> None:
         self.pieces = TokenPieces(self.core.tokenizer)
