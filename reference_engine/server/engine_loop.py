@@ -233,10 +233,9 @@ class EngineLoop:
         and the writers woken by the last step use that time. A timer fires a little late
         (epoll counts whole milliseconds, and the kernel adds its slack); bench/bench_live.py
         measures by how much. Always yields at least once, so handlers never starve."""
-        clock = self.core.clock
-        await asyncio.sleep(max(0.0, t_end_s - clock.now()))
-        while (remaining := t_end_s - clock.now()) > 0:  # woke early (a coarse clock): sleep the rest
-            await asyncio.sleep(remaining)
+        # One sleep, never a second for what is left: asyncio may fire a timer up to its clock
+        # resolution early, and sleeping those nanoseconds would cost a whole epoll millisecond.
+        await asyncio.sleep(max(0.0, t_end_s - self.core.clock.now()))
 
     async def _wait_for_work(self) -> None:
         core = self.core
