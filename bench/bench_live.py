@@ -176,6 +176,7 @@ class Sample:
     max_tokens: int
     sent: float = 0.0
     status: int = 0
+    error: str | None = None  # a transport error instead of a response
     chunks: list[float] = field(default_factory=list)  # arrival of each SSE chunk with content
 
     @property
@@ -212,7 +213,10 @@ async def drive(base: str, keys: list[str], system: str, num_streams: int, secon
             s = Sample(f"{tag}-{u}-{n}", keys[u % len(keys)],
                        [{"role": "system", "content": system}, {"role": "user", "content": words}], max_tokens)
             samples.append(s)
-            await stream_one(client, base, s, headers)
+            try:
+                await stream_one(client, base, s, headers)
+            except httpx.TransportError as err:  # counted as an error (status 0), the user goes on
+                s.status, s.error = 0, type(err).__name__
             n += 1
 
     limits = httpx.Limits(max_connections=num_streams + 8, max_keepalive_connections=num_streams + 8)
@@ -250,7 +254,7 @@ def summarize(name: str, samples: list[Sample], warmup_until: float, window_s: f
     gaps = gaps_s(steady)
     received = sum(len(s.chunks) for s in samples)
     in_window = sum(sum(1 for c in s.chunks if c >= warmup_until) for s in samples)
-    out = {"server": name, "requests": len(steady), "errors": sum(s.status not in (0, 200) for s in samples),
+    out = {"server": name, "requests": len(steady), "errors": sum(s.status != 200 for s in samples if s.status or s.error),
            "tokens_per_s": in_window / window_s, "cpu_us_per_token": cpu_s / max(1, received) * 1e6,
            "added_ttft_ms": {"p50": percentile(added, 50), "p95": percentile(added, 95)},
            "gap_ms": {"p50": percentile(gaps, 50) * 1000, "p95": percentile(gaps, 95) * 1000},
@@ -295,9 +299,9 @@ def live(args) -> list[dict]:
             print(f"streams {n:4d} | kvgate {kv['tokens_per_s']:6.0f} tok/s, CPU {kv['cpu_us_per_token']:5.0f} µs/tok, "
                   f"added TTFT p95 {kv['added_ttft_ms']['p95']:6.1f} ms, gap p95 {kv['gap_ms']['p95']:5.1f} ms "
                   f"/ ITL {kv['itl_ms']:4.1f} = {kv['gap_p95_over_itl']:.2f}, chunks/token "
-                  f"{kv.get('chunks_per_token', 0):.2f} | mock {mk['tokens_per_s']:6.0f} tok/s, CPU "
+                  f"{kv.get('chunks_per_token', 0):.2f}, errors {kv['errors']} | mock {mk['tokens_per_s']:6.0f} tok/s, CPU "
                   f"{mk['cpu_us_per_token']:5.0f} µs/tok, added TTFT p95 {mk['added_ttft_ms']['p95']:6.1f} ms, gap "
-                  f"p95/ITL {mk['gap_p95_over_itl']:.2f} | kvgate/mock: CPU "
+                  f"p95/ITL {mk['gap_p95_over_itl']:.2f}, errors {mk['errors']} | kvgate/mock: CPU "
                   f"{kv['cpu_us_per_token'] / mk['cpu_us_per_token']:.2f}, added TTFT "
                   f"{kv['added_ttft_ms']['p95'] / max(1e-3, mk['added_ttft_ms']['p95']):.2f}", flush=True)
     finally:

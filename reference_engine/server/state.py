@@ -10,10 +10,10 @@ request is a router that proves it holds the admin key (`forwarded_request_id`).
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import secrets
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from starlette.datastructures import Headers
@@ -26,6 +26,7 @@ from reference_engine.errors import AuthError, InvalidRequestError, NotFoundErro
 from reference_engine.server.engine_loop import EngineLoop
 from reference_engine.server.metrics import EngineMetrics
 from reference_engine.server.openai_format import TokenPieces
+from reference_engine.server.tokenize_pool import TokenizePool
 
 _ID_PREFIX = {"chat": "chatcmpl", "text": "cmpl"}
 
@@ -93,12 +94,20 @@ class ServerState:
     _nonce: str = field(default_factory=lambda: secrets.token_hex(3))
     _ids: itertools.count = field(default_factory=itertools.count)
     pieces: TokenPieces = field(init=False)  # every stream's per-token JSON, shared
-    # long prompts are tokenized here, one at a time: the event loop never waits for one
-    tokenize_pool: ThreadPoolExecutor = field(
-        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="kvgate-tokenize"))
+    tokenize_pool: TokenizePool = field(init=False)  # long prompts: tokenized off the event loop
+    _intake_locks: dict[str, asyncio.Lock] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.pieces = TokenPieces(self.core.tokenizer)
+        self.tokenize_pool = TokenizePool(self.core.tokenizer)
+
+    def intake_lock(self, tenant: str) -> asyncio.Lock:
+        """The lock a tenant's long prompts take, one at a time, from their count check to their
+        submission (completions.py)."""
+        lock = self._intake_locks.get(tenant)
+        if lock is None:
+            lock = self._intake_locks[tenant] = asyncio.Lock()
+        return lock
 
     @property
     def model_name(self) -> str:
