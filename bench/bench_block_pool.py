@@ -167,7 +167,7 @@ def _timed(fn, clock=time.perf_counter) -> float:
 
 
 def bench_kvgate(num_blocks: int, ops: int) -> dict[str, float]:
-    pool = BlockPool(num_blocks, 16, make_lru_index(Tier.BLOCKS))
+    pool = BlockPool(num_blocks, 16, LruIndex())
     calls = ops // SEQ_BLOCKS
     seqs: list[list[int]] = []
     res = {"allocate": _timed(lambda: seqs.extend(pool.allocate(SEQ_BLOCKS, "t", 0.0) for _ in range(calls)))}
