@@ -53,6 +53,8 @@ from reference_engine.errors import KvgateError
 TAIL_INTERVAL_S = 0.5
 ENGINE_CONFIG_FILE = "engine_config.json"
 EXIT_MARGIN_S = 60.0
+FAST_POLL_SCENARIOS = frozenset({"cancel_storm"})
+"""Scenarios whose release latency an outside target's metrics must show to within tens of ms."""
 
 
 class LocustFailed(KvgateError):
@@ -104,6 +106,8 @@ class LivePlan:
     is started with that config, saved beside the record as engine_config.json."""
     followed: FollowedLoad | None = None
     """Record a load that another process drives instead of starting locust (no baseline then)."""
+    kv_events_endpoint: str = ""
+    """A vLLM KV event publisher to subscribe to (tcp://host:port), or none."""
 
 
 @dataclass(frozen=True)
@@ -157,9 +161,13 @@ def _record(plan: LivePlan, settings: LoadSettings, target: Target, tenants: Ten
             stack: ExitStack) -> LiveResult:
     started_unix = time.time()
     writer = stack.enter_context(RunRecordWriter(plan.run_dir))
+    fast_poll = any(s.name in FAST_POLL_SCENARIOS for s in plan.scenarios)
     collectors = LiveCollectors(CollectorSettings(base_url=target.url, metrics_url=target.metrics_url,
                                                   admin_key=settings.admin_key,
-                                                  sample_interval_s=plan.sample_interval_s), writer, started_unix)
+                                                  sample_interval_s=plan.sample_interval_s,
+                                                  api_key=tenants.all[0].key, model=settings.model,
+                                                  fast_poll=fast_poll, kv_events_endpoint=plan.kv_events_endpoint),
+                                writer, started_unix)
     stack.callback(collectors.close)
     collectors.start()
     initial = collectors.initial_state()
@@ -213,6 +221,7 @@ def _record(plan: LivePlan, settings: LoadSettings, target: Target, tenants: Ten
                          num_blocks=snap["num_blocks"] if snap else None, phases=phases,
                          signals=collectors.signals(), initial=initial, final=final,
                          notes=collectors.notes + notes, gpu_name=collectors.gpu.name, live=live)
+        meta = meta.model_copy(update={"collectors": collectors.statuses(), "probes": collectors.probes})
         writer.write_meta(meta)
         meta = meta.model_copy(update={"pressure": record_pressure(plan.run_dir)})
     return LiveResult(plan.run_dir, meta)
