@@ -7,19 +7,25 @@ vLLM publishes, when started with
 
 one multipart message per batch on a PUB socket: (topic, 8-byte big-endian sequence number,
 msgpack payload). The payload is an `EventBatch` (array-like: `[ts, events, dp_rank]`), each
-event a tagged array whose first item names its kind:
+event a tagged struct whose `type` names its kind (a map; a build with array-like events sends
+the tag as the first item instead, and is read too):
 
-    ["BlockStored", block_hashes, parent_block_hash, token_ids, block_size, lora_id, medium, ...]
-    ["BlockRemoved", block_hashes, medium, ...]
-    ["AllBlocksCleared"]
+    {"type": "BlockStored", "block_hashes": [...], "parent_block_hash": ..., "token_ids": [...], ...}
+    {"type": "BlockRemoved", "block_hashes": [...], "medium": ...}
+    {"type": "AllBlocksCleared"}
 
-Decoding is schema-less (msgspec into lists): a field vLLM appends later does not break it. A
+Decoding is schema-less (msgspec into lists and maps): a field vLLM adds later does not break it. A
 block hash is stored when a full block enters the prefix cache and removed when it is evicted to
 make room; a hash stored again after it was removed is a prefix the engine threw away and had
 to compute again (thrash). A gap in the sequence numbers is a lost batch (PUB drops when the
 subscriber lags), counted and reported, never guessed. The counts go to `meta.final`:
 
     kv_blocks_stored, kv_blocks_removed, kv_all_cleared, kv_blocks_restored, kv_batches_missed
+
+vLLM binds its PUB socket when the endpoint is a wildcard (`tcp://*:5557`) and otherwise
+connects to it: so kvgate connects to `tcp://HOST:5557` in the first case, and for a server
+configured with a concrete address (`tcp://127.0.0.1:5557`, which keeps the events on loopback)
+it listens there itself: `listen:tcp://127.0.0.1:5557`.
 
 Prefix *hits* emit no event (vLLM reports them as counters), so reuse comes from the
 `vllm:prefix_cache_*` counters and the events give evictions and thrash.
@@ -33,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 RECV_TIMEOUT_MS = 100
+LISTEN = "listen:"
 
 
 @dataclass
@@ -56,7 +63,9 @@ class KvEventStats:
         self.num_batches += 1
         events = batch[1] if isinstance(batch, list) and len(batch) > 1 else []
         for event in events:
-            if isinstance(event, list) and event and isinstance(event[0], str):
+            if isinstance(event, dict) and isinstance(event.get("type"), str):
+                self.add_event(event["type"], event.get("block_hashes"))
+            elif isinstance(event, list) and event and isinstance(event[0], str):
                 self.add_event(event[0], event[1] if len(event) > 1 else None)
 
     def add_event(self, kind: str, block_hashes: Any) -> None:
@@ -84,7 +93,8 @@ def _key(block_hash: Any) -> Any:
 
 
 class KvEventSubscriber:
-    """A SUB socket on `endpoint` (e.g. tcp://127.0.0.1:5557) in a daemon thread, until `stop()`."""
+    """A SUB socket in a daemon thread, until `stop()`: connected to `endpoint`
+    (tcp://host:5557), or bound there with a `listen:` prefix (listen:tcp://127.0.0.1:5557)."""
 
     def __init__(self, endpoint: str, topic: str = "") -> None:
         import msgspec
@@ -100,7 +110,10 @@ class KvEventSubscriber:
         self._socket.setsockopt(zmq.RCVTIMEO, RECV_TIMEOUT_MS)
         self._socket.setsockopt(zmq.LINGER, 0)
         self._socket.setsockopt_string(zmq.SUBSCRIBE, topic)
-        self._socket.connect(endpoint)
+        if endpoint.startswith(LISTEN):
+            self._socket.bind(endpoint.removeprefix(LISTEN))
+        else:
+            self._socket.connect(endpoint)
         self._again = zmq.Again
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kvgate-kv-events", daemon=True)

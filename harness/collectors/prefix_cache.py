@@ -4,8 +4,8 @@
     probe_cache_salt(...)             three requests: prime with salt A, repeat with A, then B
 
 A reset before the run starts it cold (its prefix hits are its own); after the drain it is the
-leak check: vLLM refuses a reset while any block is still held by a request, and after a
-successful one its KV usage must be 0. vLLM serves /reset_prefix_cache only with
+leak check: vLLM refuses a reset while any block is still held by a request (200 with
+`{"success": false}`; SGLang answers 400), and after a successful one its KV usage must be 0. vLLM serves /reset_prefix_cache only with
 `VLLM_SERVER_DEV_MODE=1`; a target without the route is "not available", said so.
 
 The salt probe sends one prompt several blocks long, unique to the run, three times in a row
@@ -31,7 +31,9 @@ from harness.collectors.prometheus import bearer
 from harness.loadgen.exchange import CHAT_PATH
 
 RESET_PATHS = ("/reset_prefix_cache", "/flush_cache")
-PROBE_WORDS = 400  # several KV blocks at any block size in use (16-64 tokens)
+PROBE_WORDS = 600  # several KV blocks at any block size in use (16 on GPUs, 128 on vLLM's CPU backend)
+PROBE_VOCABULARY = ("the", "cache", "keeps", "every", "block", "of", "a", "prompt", "that", "was", "seen", "before",
+                    "and", "one", "more", "time", "it", "is", "read", "back")
 
 
 @dataclass(frozen=True)
@@ -52,10 +54,19 @@ def reset_prefix_cache(client: httpx.Client, base_url: str) -> ResetResult:
         if resp.status_code in (404, 405):
             tried.append(f"{path} {resp.status_code}")
             continue
-        ok = resp.status_code == 200
+        ok = resp.status_code == 200 and _success(resp)
         return ResetResult(True, ok, f"POST {path}: HTTP {resp.status_code}"
                                      + ("" if ok else f" {resp.text[:200]}"))
     return ResetResult(False, False, f"no reset route ({', '.join(tried)}; vLLM needs VLLM_SERVER_DEV_MODE=1)")
+
+
+def _success(resp: httpx.Response) -> bool:
+    """vLLM answers 200 with {"success": false} when blocks are still held; SGLang answers 400."""
+    try:
+        body = resp.json()
+    except ValueError:
+        return True
+    return not isinstance(body, dict) or body.get("success", True) is not False
 
 
 @dataclass(frozen=True)
@@ -86,7 +97,8 @@ def probe_cache_salt(client: httpx.Client, base_url: str, model: str, hit_counte
                      ) -> SaltProbe:
     """Prime, repeat with the same salt, repeat with another (see the module docstring)."""
     run = secrets.token_hex(4)
-    prompt = " ".join(f"probe{run}-{i}" for i in range(PROBE_WORDS))
+    # Common words are one token each on any tokenizer; the run's id first makes every block new.
+    prompt = f"probe {run}: " + " ".join(PROBE_VOCABULARY[i % len(PROBE_VOCABULARY)] for i in range(PROBE_WORDS))
     salt_a, salt_b = f"kvgate-a-{run}", f"kvgate-b-{run}"
     try:
         hits = [_hit(client, base_url, model, prompt, salt, hit_counter) for salt in (salt_a, salt_a, salt_b)]

@@ -51,7 +51,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--target", metavar="URL", help="an already running OpenAI-compatible server (its root URL)")
     p.add_argument("--metrics-url", metavar="URL", help="its Prometheus metrics (default: <target>/metrics; '' for none)")
     p.add_argument("--kv-events", metavar="ENDPOINT", default="",
-                   help="a vLLM KV event publisher to subscribe to (tcp://HOST:PORT of its --kv-events-config)")
+                   help="vLLM's KV cache events: tcp://HOST:PORT to connect to a server whose --kv-events-config "
+                        "endpoint is tcp://*:PORT, listen:tcp://127.0.0.1:PORT for one that connects there")
     p.add_argument("--model", metavar="NAME", help="model name (default: the config's, else the first of /v1/models)")
     p.add_argument("--tenants", metavar="SPEC", help="name=key[:class],... (default: the config's tenants)")
     p.add_argument("--out", type=Path, metavar="DIR", help="run record directory (default runs/<timestamp>-<policy>)")

@@ -43,7 +43,12 @@ def convert(out_dir: Path) -> Path:
         tokenizer = AutoTokenizer.from_pretrained(tmp, gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(tmp, gguf_file=gguf.name, torch_dtype=torch.float32)
     tokenizer.chat_template = GEMMA_CHAT_TEMPLATE
-    model.save_pretrained(out_dir, safe_serialization=True)
+    # The weights are dequantised on load, but the model still names GGUF as its quantizer,
+    # which refuses to be saved: the checkpoint written is plain float32.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
     return out_dir
 

