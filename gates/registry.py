@@ -18,7 +18,6 @@ from gates.checks.no_orphans import NoOrphansGate
 from gates.checks.preempted_complete import PreemptedCompleteGate
 from gates.checks.recompute_tax import RecomputeTaxGate
 from gates.checks.rejections import RejectionsGate
-from gates.checks.salt_isolation import SaltIsolationGate
 from gates.checks.tenant_share import TenantShareGate
 from reference_engine.errors import UnknownNameError
 
@@ -35,7 +34,7 @@ GATES: dict[str, Gate] = _register(
     NoOomGate(), CancelReleaseGate(), InteractiveTtftGate(), TenantShareGate(), PreemptedCompleteGate(),
     ExplicitOverflowGate(), MemoryRecoveryGate(), MemoryLevelOffGate(), NoOrphansGate(), EvictionThrashGate(),
     BatchProgressGate(), GoodputGate(), RejectionsGate(), ApproximateAnswersGate(), RecomputeTaxGate(),
-    CapacityAfterDrainGate(), SaltIsolationGate(),
+    CapacityAfterDrainGate(),
 )
 
 

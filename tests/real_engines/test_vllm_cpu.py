@@ -2,9 +2,10 @@
 
 One server for the module (loading takes minutes), three runs: a cancel storm, a tenant burst
 and long prompts. Each asserts that cancel_release (where it cancels), memory_recovery,
-capacity_after_drain, the prefix hit rate (eviction_thrash, from KV events and counters) and
-salt_isolation are measured, never what their values are: the values depend on this machine's
-speed. They are printed (`-s`) and kept in `<tmp>/real_engine_values.json` for the record.
+capacity_after_drain and the prefix hit rate (eviction_thrash, from KV events and counters) are
+measured, and that the cache_salt probe could tell a hit from a miss; never what the values
+are: they depend on this machine's speed. They are printed (`-s`) and kept in
+`<pytest tmp>/real_engine_values.json` for the record.
 
     tests/real_engines/setup_vllm_cpu.sh                         # once: /work/vllm-env, the model
     pytest -m real_engine tests/real_engines -s                  # about 15 minutes on two cores
@@ -38,7 +39,7 @@ LOAD = {"KVGATE_PROMPT_TOKENS": "48", "KVGATE_MAX_TOKENS": "16", "KVGATE_CANCEL_
         "KVGATE_CANCEL_MAX_TOKENS": "48", "KVGATE_CANCEL_PREFILL_MS": "300", "KVGATE_CANCEL_DECODE_WORDS": "4",
         "KVGATE_LONG_PROMPT_TOKENS": "2400", "KVGATE_BURST_SIZE": "4", "KVGATE_REQUEST_TIMEOUT_S": "60",
         "KVGATE_WAIT_MIN_S": "0.1", "KVGATE_WAIT_MAX_S": "0.5"}
-MEASURED = ("memory_recovery", "capacity_after_drain", "eviction_thrash", "salt_isolation")
+MEASURED = ("memory_recovery", "capacity_after_drain", "eviction_thrash")
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +83,7 @@ def judged(server: VllmServer, tmp_path: Path, values: dict, scenarios: str, use
     values[scenarios] = {gate: {"outcome": r.outcome.value, "value": r.headline.value if r.headline else None,
                                 "explanation": r.explanation} for gate, r in results.items()}
     values[scenarios]["collectors"] = {k: v.available for k, v in record.meta.collectors.items()}
+    values[scenarios]["cache_salt_probe"] = record.meta.probes.get("cache_salt")
     # The key went to the server with every request and scrape; it is written nowhere.
     assert not [p.name for p in run_dir.rglob("*") if p.is_file() and API_KEY in p.read_text(errors="ignore")]
     collectors = record.meta.collectors
@@ -100,7 +102,7 @@ def test_a_cancel_storm_on_vllm_measures_release_recovery_capacity_and_prefix_re
     record, results = judged(vllm, tmp_path, values, "cancel_storm", users=4, duration_s=25)
     assert_measured(results, "cancel_release", *MEASURED)
     assert results["cancel_release"].evidence["source"].startswith("polled request counts")
-    assert record.meta.probes["cache_salt"]["isolated"] is True  # vLLM keeps salts apart
+    assert record.meta.probes["cache_salt"]["isolated"] is True  # measurable, and vLLM keeps salts apart
     assert record.meta.final["prefix_cache_reset_after_drain"] is True  # nothing leaked
     assert (record.requests["status"] == "cancelled").any()
 
