@@ -36,10 +36,17 @@ import math
 import pandas as pd
 
 from gates.base import GateResult, Limits, Measurement, Unit
-from gates.query import (WHOLE_RUN, counter_prefix_hit_rate, events_of, in_window, load_window, pool_blocks,
-                          prefix_hit_rate, window_duration_s)
+from gates.query import (
+    WHOLE_RUN,
+    counter_prefix_hit_rate,
+    events_of,
+    in_window,
+    load_window,
+    pool_blocks,
+    prefix_hit_rate,
+    window_duration_s,
+)
 from harness.run_record import RunRecord
-
 
 PRESSURE_REASONS = ("watermark", "capacity", "tenant_quota")
 """`evicted.reason`s that pressure asked for (reference_engine/core/events.py)."""

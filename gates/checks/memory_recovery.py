@@ -13,11 +13,11 @@ that interval.
 
 from __future__ import annotations
 
-from gates.base import GateResult, Limits, Measurement, Unit
 import math
 
 import pandas as pd
 
+from gates.base import GateResult, Limits, Measurement, Unit
 from gates.query import Window, active_usage, after_load_window, in_window, load_window
 from harness.run_record import RunRecord
 

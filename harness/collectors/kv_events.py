@@ -118,7 +118,7 @@ class KvEventSubscriber:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kvgate-kv-events", daemon=True)
 
-    def start(self) -> "KvEventSubscriber":
+    def start(self) -> KvEventSubscriber:
         self._thread.start()
         return self
 

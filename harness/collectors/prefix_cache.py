@@ -5,8 +5,9 @@
 
 A reset before the run starts it cold (its prefix hits are its own); after the drain it is the
 leak check: vLLM refuses a reset while any block is still held by a request (200 with
-`{"success": false}`; SGLang answers 400), and after a successful one its KV usage must be 0. vLLM serves /reset_prefix_cache only with
-`VLLM_SERVER_DEV_MODE=1`; a target without the route is "not available", said so.
+`{"success": false}`; SGLang answers 400), and after a successful one its KV usage must be 0.
+vLLM serves /reset_prefix_cache only with `VLLM_SERVER_DEV_MODE=1`; a target without the route
+is "not available", said so.
 
 The salt probe sends one prompt several blocks long, unique to the run, three times in a row
 with nothing else in flight: with salt A (a miss that stores it), with A again (must hit) and

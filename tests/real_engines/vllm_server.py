@@ -60,7 +60,7 @@ class VllmServer:
                 "--enforce-eager", "--dtype", "float32", "--max-model-len", str(self.max_model_len),
                 "--num-gpu-blocks-override", str(self.num_blocks), "--kv-events-config", json.dumps(events)]
 
-    def __enter__(self) -> "VllmServer":
+    def __enter__(self) -> VllmServer:
         env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "OMP_NUM_THREADS": "1", "VLLM_SERVER_DEV_MODE": "1",
                "VLLM_TARGET_DEVICE": "cpu", "VLLM_API_KEY": API_KEY}  # the key in the environment, not on ps
         self._log = open(self.log_path, "wb")
