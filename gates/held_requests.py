@@ -24,8 +24,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from gates.query import intended_cancels
-from harness.run_record import RunRecord
+from record.query import intended_cancels
+from record.run_record import RunRecord
 
 
 def polled_counts(record: RunRecord) -> pd.DataFrame:

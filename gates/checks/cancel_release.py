@@ -23,8 +23,8 @@ import pandas as pd
 
 from gates.base import GateResult, Limits, Measurement, Unit
 from gates.held_requests import poll_interval_s, polled_cancel_latencies, polled_counts
-from gates.query import engine_ids, events_of, intended_cancels, percentile
-from harness.run_record import RunRecord
+from record.query import engine_ids, events_of, intended_cancels, percentile
+from record.run_record import RunRecord
 
 
 class CancelReleaseGate:

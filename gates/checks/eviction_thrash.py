@@ -16,7 +16,7 @@ beside it, not judged by the rate. They are refcount-0 blocks — free memory, a
 them — and once the cache has filled the pool, every new prompt block reclaims one: their rate
 is the rate of new unique prompt tokens, the same under every policy for the same load. Whether
 the cached tier keeps what is reused is what the prefix hit rate says
-(`gates.query.prefix_hit_rate`): when the log has prompt sizes (`num_tokens` of the `admitted`
+(`record.query.prefix_hit_rate`): when the log has prompt sizes (`num_tokens` of the `admitted`
 or `queued` event each request emits on arrival) and prefix-cache hits (`scheduled.num_tokens`),
 it is bounded below by `min_prefix_hit_rate`, whose default 0 leaves it off, since a healthy
 rate depends on how much the workload shares.
@@ -26,7 +26,7 @@ harness/collectors/kv_events.py) is judged from those: vLLM keeps no retained st
 removes a cached block only when an allocation finds no free one, so every removal is asked for
 by pressure; the blocks removed and those stored again after their removal (a prefix thrown away
 and computed again) are reported, and the hit rate comes from its prefix-cache counters over the
-run (`gates.query.counter_prefix_hit_rate`).
+run (`record.query.counter_prefix_hit_rate`).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import math
 import pandas as pd
 
 from gates.base import GateResult, Limits, Measurement, Unit
-from gates.query import (
+from record.query import (
     WHOLE_RUN,
     counter_prefix_hit_rate,
     events_of,
@@ -46,10 +46,10 @@ from gates.query import (
     prefix_hit_rate,
     window_duration_s,
 )
-from harness.run_record import RunRecord
+from record.run_record import RunRecord
 
 PRESSURE_REASONS = ("watermark", "capacity", "tenant_quota")
-"""`evicted.reason`s that pressure asked for (reference_engine/core/events.py)."""
+"""`evicted.reason`s that pressure asked for (record/events.py)."""
 
 
 class EvictionThrashGate:

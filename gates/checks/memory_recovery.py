@@ -18,8 +18,8 @@ import math
 import pandas as pd
 
 from gates.base import GateResult, Limits, Measurement, Unit
-from gates.query import Window, active_usage, after_load_window, in_window, load_window
-from harness.run_record import RunRecord
+from record.query import Window, active_usage, after_load_window, in_window, load_window
+from record.run_record import RunRecord
 
 
 class MemoryRecoveryGate:

@@ -35,7 +35,7 @@ from harness.collectors.periodic import Periodic
 from harness.collectors.prometheus import PrometheusScraper, Scrape, ScrapeError
 from harness.collectors.snapshot import in_flight, pool_state, sample_row, tenant_rows
 from harness.collectors.target_telemetry import TargetTelemetry
-from harness.run_record import CollectorStatus, RunRecordWriter, Signals
+from record.run_record import CollectorStatus, RunRecordWriter, Signals
 from reference_engine.config import DEV_ADMIN_KEY
 
 

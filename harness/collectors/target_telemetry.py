@@ -25,7 +25,7 @@ from harness.collectors.kv_events import KvEventSubscriber
 from harness.collectors.llamacpp_slots import SlotsReader, SlotsUnavailable
 from harness.collectors.prefix_cache import ResetResult, prefix_client, probe_cache_salt, reset_prefix_cache
 from harness.collectors.prometheus import PrometheusScraper, Scrape, ScrapeError
-from harness.run_record import CollectorStatus
+from record.run_record import CollectorStatus
 
 
 def scrape_pool_state(scrape: Scrape) -> dict[str, Any] | None:

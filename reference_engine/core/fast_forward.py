@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from reference_engine.core.request import Request
+from reference_engine.request import Request
 from reference_engine.core.scheduler import Scheduler
 from reference_engine.core.snapshot import Growth, UsageSnapshot, take_snapshot
 

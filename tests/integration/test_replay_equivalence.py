@@ -14,7 +14,7 @@ import pytest
 
 from harness.replay.loaders import load_trace
 from harness.replay.run import ReplaySettings, run_replay
-from harness.run_record import TABLES, RunRecord
+from record.run_record import TABLES, RunRecord
 from reference_engine import load_config, with_overrides
 
 TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"

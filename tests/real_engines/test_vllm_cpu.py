@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from gates import Outcome, read_verdict
-from harness.run_record import RunRecord
+from record.run_record import RunRecord
 from tests.e2e.run_support import REPO, clean_env
 from tests.real_engines.vllm_server import API_KEY, MODEL, VllmServer, missing
 
