@@ -33,11 +33,12 @@ ENV_DIR = Path(os.environ.get("KVGATE_VLLM_ENV", "/work/vllm-env"))
 MODEL_DIR = Path(os.environ.get("KVGATE_VLLM_MODEL", "/work/models/gemma-3-270m"))
 RUN_TIMEOUT_S = 600
 
-# Sizes for a 270M model on two CPU cores and a 48-block pool (6,144 tokens): prompts that take
-# seconds to prefill (so a cancel lands mid-prefill), answers short enough to finish in the run.
+# Sizes for a 270M model on two CPU cores and a 160-block pool (about 2,900 tokens of context):
+# prompts that take seconds to prefill (so a cancel lands mid-prefill), answers short enough to
+# finish in the run, and long prompts of half the pool.
 LOAD = {"KVGATE_PROMPT_TOKENS": "48", "KVGATE_MAX_TOKENS": "16", "KVGATE_CANCEL_PROMPT_TOKENS": "700",
         "KVGATE_CANCEL_MAX_TOKENS": "48", "KVGATE_CANCEL_PREFILL_MS": "300", "KVGATE_CANCEL_DECODE_WORDS": "4",
-        "KVGATE_LONG_PROMPT_TOKENS": "2400", "KVGATE_BURST_SIZE": "4", "KVGATE_REQUEST_TIMEOUT_S": "60",
+        "KVGATE_LONG_PROMPT_TOKENS": "1400", "KVGATE_BURST_SIZE": "4", "KVGATE_REQUEST_TIMEOUT_S": "60",
         "KVGATE_WAIT_MIN_S": "0.1", "KVGATE_WAIT_MAX_S": "0.5"}
 MEASURED = ("memory_recovery", "capacity_after_drain", "eviction_thrash")
 

@@ -41,8 +41,11 @@ def missing(env_dir: Path, model_dir: Path) -> str:
 
 
 class VllmServer:
-    def __init__(self, env_dir: Path, model_dir: Path, log_path: Path, *, num_blocks: int = 48,
-                 max_model_len: int = 4096) -> None:
+    def __init__(self, env_dir: Path, model_dir: Path, log_path: Path, *, num_blocks: int = 160,
+                 max_model_len: int = 2560) -> None:
+        """`num_blocks` is shared by gemma-3's KV cache groups (sliding-window and full layers):
+        vLLM refuses to start unless one request of `max_model_len` fits (48 blocks hold 896
+        tokens; 160 hold about 2,900)."""
         self.env_dir, self.model_dir, self.log_path = env_dir, model_dir, log_path
         self.num_blocks, self.max_model_len = num_blocks, max_model_len
         port, events_port = free_port(), free_port()
