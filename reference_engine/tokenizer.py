@@ -56,8 +56,8 @@ class WordTokenizer:
         self.special_ids = specials
 
     def encode(self, text: str) -> list[int]:
-        get = self._ids.get
-        return [get(w) if w in self._ids else VOCAB_SIZE + zlib.crc32(w.encode()) for w in text.split()]
+        ids = self._ids
+        return [ids[w] if w in ids else VOCAB_SIZE + zlib.crc32(w.encode()) for w in text.split()]
 
     def decode(self, token_ids: Sequence[int]) -> str:
         words = self._words

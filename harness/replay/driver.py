@@ -184,7 +184,7 @@ class ReplayDriver:
     def _samples_before(self, next_arrival_s: float) -> tuple[list[float], float]:
         """The due sample times a fused run may pass (it answers them with snapshots), and where
         the run must stop: the next arrival, or the first sample past the batch handed over."""
-        times = []
+        times: list[float] = []
         for i in range(_SAMPLES_PER_CALL):
             t = self._next_sample_s(i)
             if t >= next_arrival_s:

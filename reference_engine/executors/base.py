@@ -8,7 +8,7 @@ on any machine; `torch` runs a real model over a real paged KV tensor. Both see 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -82,9 +82,9 @@ class StepOutcome:
     duration_s: float
     sampled: list[int | None]  # aligned with plan.chunks; None where no token was sampled
     # Per request id: the attention mass each of its KV tokens (after the step, in KV order)
-    # received, summed over the step's queries; from the sim, the same in closed form.
-    # Supplied when the policy needs it (h2o).
-    attention: dict[str, Attention] | None = None
+    # received, summed over the step's queries; from the sim, the same in closed form. One
+    # executor gives one kind for every request. Supplied when the policy needs it (h2o).
+    attention: Mapping[str, Sequence[float]] | Mapping[str, SyntheticAttention] | None = None
 
 
 class Executor(Protocol):
