@@ -56,6 +56,8 @@ from record.errors import KvgateError
 TAIL_INTERVAL_S = 0.5
 ENGINE_CONFIG_FILE = "engine_config.json"
 EXIT_MARGIN_S = 60.0
+FAST_POLL_SCENARIOS = frozenset({"cancel_storm"})
+"""Scenarios whose release latency an outside target's metrics must show to within tens of ms."""
 
 
 class LocustFailed(KvgateError):
@@ -110,6 +112,9 @@ class LivePlan:
     open_loop: OpenLoad | None = None
     """Send an open-loop load (arrivals at a rate, a trace) from this process instead of starting
     locust (harness/open_load.py)."""
+
+    kv_events_endpoint: str = ""
+    """vLLM's KV cache events: tcp://host:port to connect to, listen:tcp://host:port to bind, or none."""
 
     def scenario_names(self) -> list[str]:
         return [self.open_loop.workload.name] if self.open_loop is not None else [s.name for s in self.scenarios]
@@ -166,9 +171,13 @@ def _record(plan: LivePlan, settings: LoadSettings, target: Target, tenants: Ten
             stack: ExitStack) -> LiveResult:
     started_unix = time.time()
     writer = stack.enter_context(RunRecordWriter(plan.run_dir))
+    fast_poll = any(s.name in FAST_POLL_SCENARIOS for s in plan.scenarios)
     collectors = LiveCollectors(CollectorSettings(base_url=target.url, metrics_url=target.metrics_url,
                                                   admin_key=settings.admin_key,
-                                                  sample_interval_s=plan.sample_interval_s), writer, started_unix)
+                                                  sample_interval_s=plan.sample_interval_s,
+                                                  api_key=tenants.all[0].key, model=settings.model,
+                                                  fast_poll=fast_poll, kv_events_endpoint=plan.kv_events_endpoint),
+                                writer, started_unix)
     stack.callback(collectors.close)
     collectors.start()
     initial = collectors.initial_state()
@@ -230,6 +239,7 @@ def _record(plan: LivePlan, settings: LoadSettings, target: Target, tenants: Ten
                          num_blocks=snap["num_blocks"] if snap else None, phases=phases,
                          signals=collectors.signals(), initial=initial, final=final,
                          notes=collectors.notes + notes, gpu_name=collectors.gpu.name, live=live)
+        meta = meta.model_copy(update={"collectors": collectors.statuses(), "probes": collectors.probes})
         writer.write_meta(meta)
         meta = meta.model_copy(update={"pressure": record_pressure(plan.run_dir)})
     return LiveResult(plan.run_dir, meta)

@@ -120,6 +120,30 @@ def prefix_hit_rate(record: RunRecord, window: Window) -> float | None:
     return float(scheduled["num_tokens"].fillna(0).sum() / prompt_tokens) if prompt_tokens else None
 
 
+def counter_prefix_hit_rate(meta: RunMeta) -> float | None:
+    """Prefix-cache hit tokens / prompt tokens looked up over the run, from the target's counters
+    (vLLM's `prefix_cache_hits`/`_queries`; llama.cpp's cached and computed prompt tokens): the
+    change from `meta.initial` to `meta.final`, or the final totals when the run did not record
+    the counters at its start. None without the counters or without a lookup."""
+    def lookups(state: dict) -> float | None:
+        if "prefix_cache_hits_tokens" not in state:
+            return None
+        if "prefix_cache_queries_tokens" in state:
+            return float(state["prefix_cache_queries_tokens"])
+        if "prompt_tokens_computed" in state:
+            return float(state["prompt_tokens_computed"]) + float(state["prefix_cache_hits_tokens"])
+        return None
+
+    final_lookups, initial_lookups = lookups(meta.final), lookups(meta.initial)
+    if final_lookups is None:
+        return None
+    hits = float(meta.final["prefix_cache_hits_tokens"])
+    if initial_lookups is not None:
+        final_lookups -= initial_lookups
+        hits -= float(meta.initial["prefix_cache_hits_tokens"])
+    return hits / final_lookups if final_lookups > 0 else None
+
+
 def pool_blocks(record: RunRecord) -> int | None:
     """The pool size in blocks, from meta.pool or the samples."""
     if record.meta.pool is not None:

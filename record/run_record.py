@@ -79,6 +79,14 @@ class Signals(BaseModel):
     worker_chaos: bool = False
 
 
+class CollectorStatus(BaseModel):
+    """Whether one collector of a live run got its data, and if not, why (`meta.collectors`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    available: bool
+    detail: str = ""
+
+
 class Phase(BaseModel):
     """A named time window: `baseline` (unloaded probe), `load` (the pressure window), `cooldown`."""
 
@@ -167,6 +175,10 @@ class RunMeta(BaseModel):
                                   description="state after the run drained: live_blocks, reservations, ...")
     notes: list[str] = []
     pressure: Pressure | None = Field(None, description="rungs reached and decisions taken (record/pressure.py)")
+    collectors: dict[str, CollectorStatus] = Field(
+        default_factory=dict, description="each telemetry collector of a live run: available, or why not")
+    probes: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="probes sent before the load (cache_salt: prefix-cache isolation)")
 
     def phase(self, name: str) -> Phase | None:
         return next((p for p in self.phases if p.name == name), None)

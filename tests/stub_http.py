@@ -14,8 +14,9 @@ Answer = Callable[[str, str], tuple[int, bytes]]
 
 
 @contextmanager
-def stub_server(answer: Answer) -> Iterator[str]:
-    """Serve `answer` on a free loopback port; yields the base URL."""
+def stub_server(answer: Answer, seen: list[tuple[str, str, dict[str, str]]] | None = None) -> Iterator[str]:
+    """Serve `answer` on a free loopback port; yields the base URL. `seen`, when given, gets
+    (method, path, headers) of every request, for tests of what a client sends."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
@@ -26,6 +27,8 @@ def stub_server(answer: Answer) -> Iterator[str]:
             self._reply("POST")
 
         def _reply(self, method: str) -> None:
+            if seen is not None:
+                seen.append((method, self.path, dict(self.headers)))
             status, body = answer(method, self.path)
             self.send_response(status)
             self.send_header("Content-Length", str(len(body)))

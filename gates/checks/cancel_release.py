@@ -9,6 +9,10 @@ A request's `finished` event also marks its release (finishing frees every block
 cancel whose blocks were never released counts as infinitely late, so it fails the gate. A
 request the engine refused (a 429 before a cancel timer fired) never held a block: there is
 nothing to release, so it is no cancel at all, whatever the client meant to do with it.
+
+A target without engine events (vLLM, SGLang, llama.cpp) is judged from its polled request
+counts instead (gates/held_requests.py): an upper bound per cancel, to within a poll interval.
+The evidence names the source.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import math
 import pandas as pd
 
 from gates.base import GateResult, Limits, Measurement, Unit
+from gates.held_requests import poll_interval_s, polled_cancel_latencies, polled_counts
 from record.query import engine_ids, events_of, intended_cancels, percentile
 from record.run_record import RunRecord
 
@@ -28,20 +33,27 @@ class CancelReleaseGate:
     metrics = {"p99_max_s": "P99 of cancel -> blocks released, seconds"}
 
     def evaluate(self, record: RunRecord, limits: Limits) -> GateResult:
-        if not record.meta.signals.engine_events:
-            return GateResult.not_measurable(self.name, "no engine events: release times are unknown")
-        latency_s = cancel_latencies(record)
+        if record.meta.signals.engine_events:
+            latency_s, source = cancel_latencies(record), "engine events"
+        elif record.meta.signals.prometheus and not polled_counts(record).empty:
+            latency_s, source = polled_cancel_latencies(record), "polled request counts (upper bound)"
+        else:
+            return GateResult.not_measurable(
+                self.name, "no engine events and no polled request counts: release times are unknown")
         if not latency_s:
             return GateResult.not_measurable(self.name, "no request was cancelled in this run")
         series = pd.Series(latency_s)
         p99 = percentile(series, 99)
         never = series[series == math.inf]
         evidence = {
+            "source": source,
             "num_cancels": len(series),
             "num_never_released": len(never),
             "worst": [{"request_id": rid, "latency_s": v} for rid, v in series.nlargest(5).items()],
         }
-        explanation = f"P99 cancel→release over {len(series)} cancels"
+        if source != "engine events":
+            evidence["poll_interval_s"] = poll_interval_s(record)
+        explanation = f"P99 cancel→release over {len(series)} cancels, from {source}"
         if len(never):
             explanation += f"; {len(never)} never released (e.g. {never.index[0]})"
         return GateResult.judged(self.name, [Measurement("p99_max_s", p99, limits["p99_max_s"], Unit.SECONDS)],

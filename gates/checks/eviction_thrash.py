@@ -20,6 +20,13 @@ the cached tier keeps what is reused is what the prefix hit rate says
 or `queued` event each request emits on arrival) and prefix-cache hits (`scheduled.num_tokens`),
 it is bounded below by `min_prefix_hit_rate`, whose default 0 leaves it off, since a healthy
 rate depends on how much the workload shares.
+
+A target without engine events but with vLLM's KV cache events (`kvgate run --kv-events`,
+harness/collectors/kv_events.py) is judged from those: vLLM keeps no retained state, and
+removes a cached block only when an allocation finds no free one, so every removal is asked for
+by pressure; the blocks removed and those stored again after their removal (a prefix thrown away
+and computed again) are reported, and the hit rate comes from its prefix-cache counters over the
+run (`record.query.counter_prefix_hit_rate`).
 """
 
 from __future__ import annotations
@@ -29,10 +36,17 @@ import math
 import pandas as pd
 
 from gates.base import GateResult, Limits, Measurement, Unit
-from record.query import (WHOLE_RUN, events_of, in_window, load_window, pool_blocks, prefix_hit_rate,
-                          window_duration_s)
+from record.query import (
+    WHOLE_RUN,
+    counter_prefix_hit_rate,
+    events_of,
+    in_window,
+    load_window,
+    pool_blocks,
+    prefix_hit_rate,
+    window_duration_s,
+)
 from record.run_record import RunRecord
-
 
 PRESSURE_REASONS = ("watermark", "capacity", "tenant_quota")
 """`evicted.reason`s that pressure asked for (record/events.py)."""
@@ -50,7 +64,7 @@ class EvictionThrashGate:
 
     def evaluate(self, record: RunRecord, limits: Limits) -> GateResult:
         if not record.meta.signals.engine_events:
-            return GateResult.not_measurable(self.name, "no engine events: evictions are unknown")
+            return self._from_kv_events(record, limits)
         num_blocks = pool_blocks(record)
         window = load_window(record.meta)
         duration_s = window_duration_s(record, window)
@@ -86,6 +100,28 @@ class EvictionThrashGate:
                                              Unit.FRACTION, is_max=False))
             explanation += f"; prefix hit rate {hit_rate:.1%}"
         return GateResult.judged(self.name, measurements, explanation, evidence)
+
+
+    def _from_kv_events(self, record: RunRecord, limits: Limits) -> GateResult:
+        final = record.meta.final
+        hit_rate = counter_prefix_hit_rate(record.meta)
+        evidence = {"prefix_hit_rate": hit_rate}
+        if "kv_blocks_removed" not in final:
+            return GateResult.not_measurable(
+                self.name, "no engine events and no KV cache events: evictions are unknown "
+                           "(vLLM: --kv-events-config on the server, kvgate run --kv-events)", evidence)
+        if hit_rate is None:
+            return GateResult.not_measurable(self.name, "KV events arrived but the target reports no prefix-cache "
+                                                        "counters: reuse is unknown", evidence)
+        evidence.update({k: final[k] for k in ("kv_blocks_stored", "kv_blocks_removed", "kv_blocks_restored",
+                                               "kv_all_cleared", "kv_batches_missed") if k in final})
+        explanation = (f"from KV cache events: {final['kv_blocks_removed']} cached blocks removed on allocation "
+                       f"(all under pressure: no retained state), {final.get('kv_blocks_restored', 0)} of them "
+                       f"computed again later; prefix hit rate {hit_rate:.1%} over the run")
+        if final.get("kv_batches_missed"):
+            explanation += f"; {final['kv_batches_missed']} event batches lost"
+        return GateResult.judged(self.name, [Measurement("min_prefix_hit_rate", hit_rate, limits["min_prefix_hit_rate"],
+                                                         Unit.FRACTION, is_max=False)], explanation, evidence)
 
 
 def _came_back(record: RunRecord, evicted: pd.DataFrame) -> int:

@@ -13,6 +13,11 @@ API (the reference engine) gives engine events, engine samples and tenant sample
 URL gives Prometheus samples (written as samples only when the engine gives none, so a table
 never mixes two views of one pool); NVML gives GPU memory, added to each sample. Appends to the
 writer happen under one lock: the two threads never interleave rows.
+
+A target without the admin API gets its KV telemetry from outside (target_telemetry.py): the
+prefix-cache reset and cache_salt probe before the load, llama.cpp's /slots, vLLM's KV events,
+the leak check after the drain; with `fast_poll` (a cancel storm) its metrics are polled every
+`FAST_POLL_S`, so a release shows within tens of milliseconds. `statuses()` is meta.collectors.
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ from harness.collectors.gpu import GpuSampler
 from harness.collectors.periodic import Periodic
 from harness.collectors.prometheus import PrometheusScraper, Scrape, ScrapeError
 from harness.collectors.snapshot import in_flight, pool_state, sample_row, tenant_rows
-from record.run_record import RunRecordWriter, Signals
+from harness.collectors.target_telemetry import TargetTelemetry
+from record.run_record import CollectorStatus, RunRecordWriter, Signals
 from reference_engine.config import DEV_ADMIN_KEY
 
 
@@ -41,6 +47,15 @@ class CollectorSettings:
     sample_interval_s: float = 0.5
     events_interval_s: float = 0.5
     gpu_index: int = 0
+    api_key: str = ""  # the target's (a tenant's) key: /metrics, /slots and the probes send it
+    model: str = ""
+    fast_poll: bool = False
+    kv_events_endpoint: str = ""
+
+
+FAST_POLL_S = 0.05
+"""The metrics poll interval of an outside target during a cancel storm: release latency is
+bounded to within one interval (gates/held_requests.py)."""
 
 
 class LiveCollectors:
@@ -54,6 +69,7 @@ class LiveCollectors:
         self.engine_config: dict[str, Any] | None = None
         self.last_snapshot: dict[str, Any] | None = None
         self.events_ok = self.samples_ok = self.prometheus_ok = self.gpu_ok = False
+        self.probes: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
         self._threads: list[Periodic] = []
         self._failures: Counter[str] = Counter()
@@ -68,7 +84,11 @@ class LiveCollectors:
         self.events = EventCollector(self.admin, started_unix) if self.admin else None
         self.caps: dict[str, float] = {name: float(t["max_kv_share"]) for name, t in
                                        (self.engine_config or {}).get("config", {}).get("tenants", {}).items()}
-        self.scraper = PrometheusScraper(settings.metrics_url) if settings.metrics_url else None
+        self.scraper = (PrometheusScraper(settings.metrics_url, api_key=settings.api_key)
+                        if settings.metrics_url else None)
+        self.outside = None if self.admin is not None else TargetTelemetry(
+            settings.base_url, self.scraper, api_key=settings.api_key, model=settings.model,
+            kv_events_endpoint=settings.kv_events_endpoint)
         self.gpu = GpuSampler(settings.gpu_index)
         if not self.gpu.available:
             self.notes.append(f"GPU memory unavailable: {self.gpu.reason}")
@@ -76,7 +96,12 @@ class LiveCollectors:
     def start(self) -> None:
         if self.events is not None:
             self._threads.append(Periodic("events", self.settings.events_interval_s, self.poll_events).start())
-        self._threads.append(Periodic("samples", self.settings.sample_interval_s, self.sample).start())
+        interval_s = self.settings.sample_interval_s
+        if self.outside is not None:
+            self.outside.start()
+            if self.settings.fast_poll and self.scraper is not None:
+                interval_s = min(interval_s, FAST_POLL_S)
+        self._threads.append(Periodic("samples", interval_s, self.sample).start())
 
     # ------------------------------------------------------------ the ticks
     def poll_events(self) -> None:
@@ -121,7 +146,7 @@ class LiveCollectors:
             self._failed("scrape", err)
             return None
         self.prometheus_ok = self.prometheus_ok or bool(scrape.dialect)
-        return scrape
+        return scrape if self.outside is None else self.outside.complete(scrape)
 
     def _failed(self, source: str, err: Exception) -> None:
         self._failures[source] += 1
@@ -175,7 +200,11 @@ class LiveCollectors:
 
     def initial_state(self) -> dict[str, Any]:
         """meta.initial: the pool before any request (harness/sample_rows.py `pool_state`, as
-        meta.final has it); empty, not measured, without an admin API."""
+        meta.final has it); from outside (target_telemetry.py) without an admin API, after the
+        prefix-cache reset and the cache_salt probe (kept in `self.probes`)."""
+        if self.outside is not None:
+            initial, self.probes = self.outside.before_load()
+            return initial
         snap = self._snapshot("initial")
         return {} if snap is None else pool_state(snap)
 
@@ -185,6 +214,8 @@ class LiveCollectors:
         final: dict[str, Any] = {}
         if self.scraper is not None and self.scraper.last is not None:
             final.update(self.scraper.last.counters)
+        if self.outside is not None:
+            final.update(self.outside.after_drain())
         snap = self._snapshot("final")
         if snap is None or self.admin is None:
             return final
@@ -211,7 +242,21 @@ class LiveCollectors:
                        prometheus=self.prometheus_ok,
                        worker_chaos=bool(self.events and self.events.num_by_kind.get("worker_died")))
 
+    def statuses(self) -> dict[str, CollectorStatus]:
+        """meta.collectors: every source of this run, available or why not."""
+        out = {"admin_api": CollectorStatus(available=self.admin is not None,
+                                            detail="engine events, samples, ledger" if self.admin else
+                                            "no kvgate admin API: events and per-request engine state are absent"),
+               "prometheus": CollectorStatus(available=self.prometheus_ok,
+                                             detail=self.settings.metrics_url or "no metrics URL"),
+               "gpu_memory": CollectorStatus(available=self.gpu_ok, detail=self.gpu.name or self.gpu.reason)}
+        if self.outside is not None:
+            out.update(self.outside.statuses())
+        return out
+
     def close(self) -> None:
+        if self.outside is not None:
+            self.outside.close()
         if self.admin is not None:
             self.admin.close()
         if self.scraper is not None:

@@ -106,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
         console.rule(f"[bold]{i}/{len(runs)}[/] {entry.path}{repeat}" + (" (baseline)" if entry.baseline else ""))
         run_dir = entry.run_dir(args.out, args.repeat)
         run_args = argparse.Namespace(**{**vars(args), "policy": entry.path, "out": run_dir, "target": None,
-                                         "metrics_url": None, "model": None, "tenants": None})
+                                         "metrics_url": None, "model": None, "tenants": None,
+                                         "kv_events": ""})
         try:
             plan = build_plan(run_args)
             with RichProgress(console) as progress:

@@ -60,6 +60,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_load_arguments(p)
     p.add_argument("--target", metavar="URL", help="an already running OpenAI-compatible server (its root URL)")
     p.add_argument("--metrics-url", metavar="URL", help="its Prometheus metrics (default: <target>/metrics; '' for none)")
+    p.add_argument("--kv-events", metavar="ENDPOINT", default="",
+                   help="vLLM's KV cache events: tcp://HOST:PORT to connect to a server whose --kv-events-config "
+                        "endpoint is tcp://*:PORT, listen:tcp://127.0.0.1:PORT for one that connects there")
     p.add_argument("--model", metavar="NAME", help="model name (default: the config's, else the first of /v1/models)")
     p.add_argument("--tenants", metavar="SPEC", help="name=key[:class],... (default: the config's tenants)")
     p.add_argument("--out", type=Path, metavar="DIR", help="run record directory (default runs/<timestamp>-<policy>)")
@@ -221,7 +224,7 @@ def build_plan(args: argparse.Namespace) -> LivePlan:
                     baseline_requests=profile.baseline_requests, cooldown_max_s=profile.cooldown_max_s,
                     cooldown_min_s=profile.cooldown_min_s, stop_timeout_s=profile.stop_timeout_s,
                     sample_interval_s=sample_interval, profile=profile.name, engine_overrides=overrides,
-                    open_loop=open_loop)
+                    open_loop=open_loop, kv_events_endpoint=args.kv_events)
 
 
 def _settings(args: argparse.Namespace, config: EngineConfig | None, profile: Mapping[str, object]) -> LoadSettings:

@@ -71,7 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_arrival_arguments(p)
     # what `kvgate run`'s plan reads and a sweep does not choose: no locust, no trace
     p.set_defaults(func=run, scenarios=[], scenarios_dir=None, users=None, spawn_rate=None, processes=0, workers=0,
-                   rate=None, trace=None, limit=None)
+                   rate=None, trace=None, limit=None, kv_events="")
 
 
 def _rates(text: str) -> list[float]:

@@ -65,3 +65,23 @@ def test_prefix_hit_rate_counts_the_prompts_of_queued_requests_too(judge, tmp_pa
     assert prefix_hit_rate(record, WHOLE_RUN) == pytest.approx(140 / 200)
     assert prefix_hit_rate(record, (22.0, 70.0)) == pytest.approx(90 / 100)  # q only: scheduled in the window
     assert prefix_hit_rate(record, (70.0, 100.0)) is None  # nothing scheduled
+
+
+def test_a_target_with_kv_cache_events_is_judged_from_them_and_its_counters(judge) -> None:
+    b = RecordBuilder().signals(engine_events=False, prometheus=True)
+    b.initial(prefix_cache_queries_tokens=1000.0, prefix_cache_hits_tokens=100.0)
+    b.final(prefix_cache_queries_tokens=5000.0, prefix_cache_hits_tokens=1100.0, kv_blocks_stored=300,
+            kv_blocks_removed=40, kv_blocks_restored=6, kv_all_cleared=1, kv_batches_missed=0)
+    result = judge(b, "eviction_thrash")
+    assert result.outcome is Outcome.PASS and result.headline.metric == "min_prefix_hit_rate"
+    assert result.headline.value == 0.25  # the run's own hits: (1100 - 100) / (5000 - 1000)
+    assert result.evidence["kv_blocks_restored"] == 6
+    assert judge(b, "eviction_thrash", min_prefix_hit_rate=0.5).outcome is Outcome.FAIL
+
+
+def test_without_kv_cache_events_an_outside_target_is_not_measurable(judge) -> None:
+    b = RecordBuilder().signals(engine_events=False, prometheus=True)
+    b.final(prefix_cache_queries_tokens=5000.0, prefix_cache_hits_tokens=1100.0)
+    result = judge(b, "eviction_thrash")
+    assert result.outcome is Outcome.NOT_MEASURABLE and "--kv-events" in result.explanation
+    assert result.evidence["prefix_hit_rate"] == 0.22

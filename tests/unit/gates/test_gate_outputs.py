@@ -5,7 +5,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from rich.console import Console
 
-from gates import evaluate, make_output, write_verdict
+from gates import GATES, evaluate, make_output, write_verdict
 from gates.outputs.console import ConsoleOutput
 from gates.outputs.step_summary import verdict_markdown
 from record.errors import UnknownNameError
@@ -23,9 +23,9 @@ def test_junit_has_one_testcase_per_gate_with_failures_and_skips(tmp_path, verdi
     assert json_path.name == "verdict.json"
     root = ET.parse(junit_path).getroot()
     suite = root.find("testsuite")
-    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("16", "1", "1")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == (str(len(GATES)), "1", "1")
     cases = {c.get("name"): c for c in suite.iter("testcase")}
-    assert len(cases) == 16
+    assert len(cases) == len(GATES)
     failure = cases["no_oom"].find("failure")
     assert CONFIG_DIGEST in failure.get("message") and "violated" in failure.text
     assert cases["tenant_share"].find("skipped") is not None
@@ -39,7 +39,7 @@ def test_console_table_prints_without_a_tty(tmp_path, verdict):
     text = out.getvalue()
     assert "\x1b[" not in text  # no colour codes in a log
     assert "FAIL" in text and "NOT MEASURABLE" in text and "no_oom" in text
-    assert text.rstrip().splitlines()[-1].startswith("FAIL: 14 passed, 1 failed, 1 not measurable")
+    assert text.rstrip().splitlines()[-1].startswith(f"FAIL: {len(GATES) - 2} passed, 1 failed, 1 not measurable")
 
 
 def test_step_summary_appends_markdown_only_when_github_asks(tmp_path, verdict, monkeypatch):
@@ -56,7 +56,7 @@ def test_step_summary_appends_markdown_only_when_github_asks(tmp_path, verdict, 
 def test_markdown_escapes_pipes_in_explanations(verdict):
     first = dataclasses.replace(verdict.results[0], explanation="a | b")
     text = verdict_markdown(dataclasses.replace(verdict, results=[first, *verdict.results[1:]]))
-    assert text.count("\n| `") == 16  # one row per gate: the pipe did not split a row
+    assert text.count("\n| `") == len(GATES)  # one row per gate: the pipe did not split a row
     assert "a \\| b" in text
 
 

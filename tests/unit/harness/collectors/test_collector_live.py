@@ -35,7 +35,13 @@ def test_a_vllm_target_gives_prometheus_samples_and_nothing_engine_only(vllm_url
         initial = collectors.initial_state()
         collectors.close()
     assert collectors.admin is None and any("no engine admin API" in n for n in collectors.notes)
-    assert initial == {}  # no admin API: the pool before the run is not measured
+    # no admin API and no pool size: only the run's starting counters, no pool state
+    assert initial == {"num_preemptions": 5.0, "prefix_cache_queries_tokens": 1000.0, "prefix_cache_hits_tokens": 250.0}
+    statuses = collectors.statuses()
+    assert not statuses["admin_api"].available and statuses["prometheus"].available
+    assert not statuses["pool_state"].available and "num_gpu_blocks" in statuses["pool_state"].detail
+    assert not statuses["prefix_cache_reset"].available and not statuses["cache_salt_probe"].available
+    assert collectors.probes["cache_salt"]["isolated"] is None
     assert signals.prometheus and signals.client_requests
     assert not (signals.engine_events or signals.engine_samples or signals.tenant_samples or signals.worker_chaos)
     assert final == {"num_preemptions": 5.0, "prefix_cache_queries_tokens": 1000.0, "prefix_cache_hits_tokens": 250.0}

@@ -1,0 +1,159 @@
+"""The target's prefix cache from outside: reset it, and probe that `cache_salt` isolates it.
+
+    reset_prefix_cache(client, url)   POST /reset_prefix_cache (vLLM) or /flush_cache (SGLang)
+    probe_cache_salt(...)             three requests: prime with salt A, repeat with A, then B
+
+A reset before the run starts it cold (its prefix hits are its own); after the drain it is the
+leak check: vLLM refuses a reset while any block is still held by a request (200 with
+`{"success": false}`; SGLang answers 400), and after a successful one its KV usage must be 0.
+vLLM serves /reset_prefix_cache only with `VLLM_SERVER_DEV_MODE=1`; a target without the route
+is "not available", said so.
+
+The salt probe sends one prompt several blocks long, unique to the run, three times in a row
+with nothing else in flight: with salt A (a miss that stores it), with A again (must hit) and
+with salt B (must miss: salts are how a tenant keeps its prefixes from another's timing probes).
+A hit is read from the answer's `usage.prompt_tokens_details.cached_tokens` (vLLM with
+`--enable-prompt-tokens-details`, SGLang, llama.cpp, kvgate), else from the change of the
+target's prefix-hit counter across the request. When the repeat with the same salt shows no hit
+the probe cannot tell isolation from no caching at all: it is "not measurable", never a pass.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import httpx
+
+from harness.collectors.prometheus import bearer
+from harness.loadgen.exchange import CHAT_PATH
+
+RESET_PATHS = ("/reset_prefix_cache", "/flush_cache")
+PROBE_WORDS = 600  # several KV blocks at any block size in use (16 on GPUs, 128 on vLLM's CPU backend)
+PROBE_VOCABULARY = ("the", "cache", "keeps", "every", "block", "of", "a", "prompt", "that", "was", "seen", "before",
+                    "and", "one", "more", "time", "it", "is", "read", "back")
+
+
+@dataclass(frozen=True)
+class ResetResult:
+    available: bool
+    ok: bool
+    detail: str  # the route that answered and how, or why none did
+
+
+def reset_prefix_cache(client: httpx.Client, base_url: str) -> ResetResult:
+    """Try each known reset route; the first that exists decides (404/405: try the next)."""
+    tried = []
+    for path in RESET_PATHS:
+        try:
+            resp = client.post(base_url.rstrip("/") + path)
+        except httpx.HTTPError as err:
+            return ResetResult(False, False, f"POST {path}: {type(err).__name__}")
+        if resp.status_code in (404, 405):
+            tried.append(f"{path} {resp.status_code}")
+            continue
+        ok = resp.status_code == 200 and _success(resp)
+        return ResetResult(True, ok, f"POST {path}: HTTP {resp.status_code}"
+                                     + ("" if ok else f" {resp.text[:200]}"))
+    return ResetResult(False, False, f"no reset route ({', '.join(tried)}; vLLM needs VLLM_SERVER_DEV_MODE=1)")
+
+
+def _success(resp: httpx.Response) -> bool:
+    """vLLM answers 200 with {"success": false} when blocks are still held; SGLang answers 400."""
+    try:
+        body = resp.json()
+    except ValueError:
+        return True
+    return not isinstance(body, dict) or body.get("success", True) is not False
+
+
+@dataclass(frozen=True)
+class SaltProbe:
+    measurable: bool
+    same_salt_hit_tokens: int | None
+    other_salt_hit_tokens: int | None
+    source: str  # usage | metrics | "" (none)
+    detail: str
+
+    @property
+    def isolated(self) -> bool | None:
+        """True: a different salt missed; False: it hit; None: not measurable."""
+        return None if not self.measurable else self.other_salt_hit_tokens == 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "isolated": self.isolated}
+
+
+HitCounter = Callable[[], tuple[float, float] | None]
+"""The target's cumulative (prompt tokens looked up, of them hit in the cache) now; None: it
+does not say. Engines publish counters a little after they answer, so a request's hits are read
+once its lookups have been counted."""
+COUNTER_WAIT_S = 2.0
+
+
+def probe_cache_salt(client: httpx.Client, base_url: str, model: str, hit_counter: HitCounter | None = None
+                     ) -> SaltProbe:
+    """Prime, repeat with the same salt, repeat with another (see the module docstring)."""
+    run = secrets.token_hex(4)
+    # Common words are one token each on any tokenizer; the run's id first makes every block new.
+    prompt = f"probe {run}: " + " ".join(PROBE_VOCABULARY[i % len(PROBE_VOCABULARY)] for i in range(PROBE_WORDS))
+    salt_a, salt_b = f"kvgate-a-{run}", f"kvgate-b-{run}"
+    try:
+        hits = [_hit(client, base_url, model, prompt, salt, hit_counter) for salt in (salt_a, salt_a, salt_b)]
+    except ProbeFailed as err:
+        return SaltProbe(False, None, None, "", str(err))
+    (_, _), (same, source), (other, _) = hits
+    if same is None or other is None:
+        return SaltProbe(False, None, None, "", "the target reports no cached tokens, in answers or metrics")
+    if same <= 0:
+        return SaltProbe(False, same, other, source,
+                         "the same salt did not hit: prefix caching is off or not reported, isolation cannot be told")
+    return SaltProbe(True, same, other, source,
+                     "a different salt missed" if other == 0 else f"a different salt hit {other} cached tokens")
+
+
+class ProbeFailed(Exception):
+    """A probe request did not complete."""
+
+
+def _hit(client: httpx.Client, base_url: str, model: str, prompt: str, salt: str,
+         hit_counter: HitCounter | None) -> tuple[int | None, str]:
+    before = hit_counter() if hit_counter else None
+    body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": 1,
+            "temperature": 0, "stream": False, "cache_salt": salt}
+    try:
+        resp = client.post(base_url.rstrip("/") + CHAT_PATH, json=body)
+    except httpx.HTTPError as err:
+        raise ProbeFailed(f"probe request: {type(err).__name__}") from err
+    if resp.status_code != 200:
+        raise ProbeFailed(f"probe request: HTTP {resp.status_code} {resp.text[:200]}")
+    try:
+        cached = (resp.json().get("usage") or {}).get("prompt_tokens_details", {}) or {}
+    except (ValueError, AttributeError):
+        cached = {}
+    if isinstance(cached, dict) and isinstance(cached.get("cached_tokens"), int):
+        return cached["cached_tokens"], "usage"
+    after = _counted_after(hit_counter, before) if hit_counter and before else None
+    if before is None or after is None:
+        return None, ""
+    return int(after[1] - before[1]), "metrics"
+
+
+def _counted_after(hit_counter: HitCounter, before: tuple[float, float]) -> tuple[float, float] | None:
+    """The counters once the request's lookups show in them (None: they never did)."""
+    deadline = time.monotonic() + COUNTER_WAIT_S
+    while True:
+        now = hit_counter()
+        if now is not None and now[0] > before[0]:
+            return now
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.05)
+
+
+def prefix_client(api_key: str, timeout_s: float = 60.0) -> httpx.Client:
+    """A client for the reset and the probe, with the target's key."""
+    return httpx.Client(timeout=timeout_s, headers=bearer(api_key))

