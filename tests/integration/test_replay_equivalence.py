@@ -2,11 +2,14 @@
 
 Every table of the run record is compared whole: per-request first-token and finish times, token
 counts, statuses and rejection codes (requests.csv), every event with its time and columns
-(events.csv), and the samples. Configs: the default one, and a small pool under pressure for the
+(events.csv), and the samples. Configs: every shipped one on a slice, the default one, and a small pool under pressure for the
 exact policies (lru, multi_queue, value_density) and each baseline, so queueing, deadlines,
 watermarks, evictions, preemption and OOM all happen.
 """
 
+import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -16,11 +19,15 @@ from harness.replay.loaders import load_trace
 from harness.replay.run import ReplaySettings, run_replay
 from harness.run_record import TABLES, RunRecord
 from reference_engine import load_config, with_overrides
+from reference_engine.core.kv_manager import KVCacheManager
 
 TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
 MOONCAKE = TRACES / "mooncake" / "conversation_trace_head200.jsonl"
 AZURE = TRACES / "azure" / "AzureLLMInferenceTrace_conv_head200.csv"
-DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "default.toml"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+DEFAULT_CONFIG = CONFIGS / "default.toml"
+# every policy config and baseline (configs/broken/ is built to fail a gate, not a policy)
+EVERY_CONFIG = sorted([*CONFIGS.glob("*.toml"), *CONFIGS.glob("baselines/*.toml")])
 
 # 12 GiB = 6,144 blocks: eight Mooncake prompts fill it; tenants may take the whole pool.
 PRESSURE = {"hardware.kv_pool_gib": 12.0, "engine.max_num_seqs": 16, "engine.max_num_batched_tokens": 2048,
@@ -35,6 +42,23 @@ def replay_both(tmp_path: Path, trace, config, settings=ReplaySettings()):
         records.append(RunRecord.load(result.run_dir))
         events.append(result.stats.num_iterations)
     return records, events
+
+
+@contextmanager
+def kept_tokens() -> Iterator[list[tuple[str, int, str]]]:
+    """Every compaction applied inside the block: (request, tokens computed, a digest of the KV
+    indices kept). The record says how many tokens a compaction dropped, not which."""
+    compact, kept = KVCacheManager.compact, []
+
+    def spy(self, r, keep, *args):
+        kept.append((r.request_id, r.num_computed_tokens, hashlib.blake2b(keep.tobytes(), digest_size=16).hexdigest()))
+        return compact(self, r, keep, *args)
+
+    KVCacheManager.compact = spy
+    try:
+        yield kept
+    finally:
+        KVCacheManager.compact = compact
 
 
 def assert_same_record(fast: RunRecord, slow: RunRecord) -> None:
@@ -145,6 +169,26 @@ def test_h2o_fuses_with_its_scores_kept_up_float_for_float(tmp_path, monkeypatch
     assert sorted(fast_seen) == sorted(slow_seen)
     assert sum(len(entry) == 3 for entry in fast_seen) > 100  # compactions, each with its plan
     assert sum(fused) > 100 and fast_calls * 2 < slow_calls
+
+
+@pytest.mark.parametrize("config_path", EVERY_CONFIG, ids=lambda p: str(p.relative_to(CONFIGS)))
+def test_every_config_replays_fused_exactly_as_step_by_step(tmp_path, config_path):
+    """Every shipped config, as shipped, on a slice of the shared trace: the same record, table
+    for table and float for float, and every compaction keeping the same KV tokens."""
+    trace, config, kept = load_trace(MOONCAKE, limit=80), load_config(config_path), []
+    records, calls = [], []
+    for step_by_step in (False, True):
+        with kept_tokens() as compactions:
+            result = run_replay(trace, config, ReplaySettings(step_by_step=step_by_step),
+                                tmp_path / ("steps" if step_by_step else "fused"))
+        records.append(RunRecord.load(result.run_dir))
+        calls.append(result.stats.num_iterations)
+        kept.append(compactions)
+    assert_same_record(*records)
+    assert kept[0] == kept[1]
+    assert calls[0] < calls[1]  # runs were fused
+    assert (records[0].requests["status"] == "ok").sum() > 30
+    assert bool(kept[0]) == (config_path.stem in ("streamingllm", "h2o"))  # token-level configs compact
 
 
 def test_fast_forward_equals_step_by_step_on_azure_compressed_in_time(tmp_path):
