@@ -53,7 +53,7 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--tenants", default="hash")
     p.add_argument("--profile", type=int, default=0, metavar="N", help="cProfile once more, print the top N")
     p.add_argument("--verify", action="store_true",
-                   help="also replay fused and step by step (no fast-forward) once more and check that every table of "
+                   help="also replay event-driven and step by step once more and check that every table of "
                         "the record is identical, and that every compaction kept the same KV tokens")
     return p.parse_args()
 
@@ -83,7 +83,7 @@ def _differences(fast: Path, slow: Path) -> str:
 def _kept_tokens() -> Iterator[list[tuple[str, int, str]]]:
     """Every compaction a replay applies inside the block: (request, tokens computed, a digest of
     the KV indices kept). The record says how many tokens each dropped, not which: h2o's choice
-    follows its scores, which fused runs advance many steps at once."""
+    follows its scores, which a plan of several steps advances at once."""
     compact, kept = KVCacheManager.compact, []
 
     def spy(self, r, keep, *args):
@@ -98,7 +98,7 @@ def _kept_tokens() -> Iterator[list[tuple[str, int, str]]]:
 
 
 def _verify(trace, engine_config, settings: ReplaySettings, out: Path) -> str:
-    """Replay fused and step by step; what differs between the two (records, kept tokens)."""
+    """Replay event-driven and step by step; what differs between the two (records, kept tokens)."""
     runs = []
     for step_by_step in (False, True):
         with _kept_tokens() as kept:
