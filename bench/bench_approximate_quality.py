@@ -13,7 +13,7 @@ configs/h2o.toml. Against the exact answer, per policy:
     first divergence    output index where the answer first differs (median over prompts;
                         "identical" counts as the full length)
     identical answers   prompts answered exactly as the exact run did
-    teacher-forced      given the exact prefix at every step (torch_divergence.py): the share of
+    teacher-forced      given the exact prefix at every step (reference_engine/divergence.py): the share of
                         steps whose greedy choice matches, and the mean KL(exact ‖ approximate)
 
 Free-running agreement is what a user sees: once an answer diverges it usually stays apart.
@@ -34,10 +34,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from gates import load_thresholds  # noqa: E402
-from gates.query import percentile  # noqa: E402
+from record.query import percentile  # noqa: E402
 from reference_engine import EngineConfig, load_config, with_overrides  # noqa: E402
 from reference_engine.catalog import DType, get_model  # noqa: E402
-from reference_engine.executors.torch_divergence import measure_divergence, run_prompts  # noqa: E402
+from reference_engine.divergence import measure_divergence, run_prompts  # noqa: E402
 from reference_engine.memory import GIB  # noqa: E402
 
 POLICIES = {"exact (lru)": "configs/default.toml", "streamingllm": "configs/streamingllm.toml",

@@ -34,7 +34,7 @@ import time
 from reference_engine.config import TrafficClass
 from reference_engine.core.block_pool import BlockPool
 from reference_engine.core.prefix_hash import BlockHasher, stable_id
-from reference_engine.core.request import Request
+from reference_engine.request import Request
 from reference_engine.policies.base import LruIndex
 
 SEQ_BLOCKS = 128  # a 2K-token sequence in 16-token blocks

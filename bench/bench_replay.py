@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPO))
 
 from harness.replay.loaders import load_trace  # noqa: E402
 from harness.replay.run import ReplaySettings, run_replay  # noqa: E402
-from harness.run_record import TABLES, RunRecord  # noqa: E402
+from record.run_record import TABLES, RunRecord  # noqa: E402
 from reference_engine import load_config  # noqa: E402
 from reference_engine.core.kv_manager import KVCacheManager  # noqa: E402
 

@@ -14,7 +14,7 @@ import argparse
 import gc
 import time
 
-from gates.query import percentile
+from record.query import percentile
 from reference_engine import EngineConfig, EngineCore, VirtualClock, with_overrides
 
 

@@ -40,7 +40,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from gates.query import percentile
+from record.query import percentile
 from reference_engine import EngineCore, VirtualClock, load_config
 from reference_engine.config import ADMIN_KEY_VAR
 from reference_engine.tokenizer import apply_chat_template

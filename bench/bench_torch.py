@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from gates.query import percentile  # noqa: E402
+from record.query import percentile  # noqa: E402
 from reference_engine import EngineConfig, EngineCore, VirtualClock, with_overrides  # noqa: E402
 from reference_engine.catalog import DType, get_model  # noqa: E402
 from reference_engine.memory import GIB  # noqa: E402
@@ -87,7 +87,7 @@ def main() -> None:
 
 
 def _paged_vs_dense(ex, length: int) -> None:
-    from reference_engine.executors.torch_divergence import dense_logits
+    from reference_engine.divergence import dense_logits
 
     ids = list(range(5, 5 + length))
     dense_logits(ex, ids)

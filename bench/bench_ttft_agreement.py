@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from gates.query import percentile
-from harness.run_record import RunRecord
+from record.query import percentile
+from record.run_record import RunRecord
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET_P95_MS = 10.0

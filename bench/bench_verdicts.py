@@ -26,8 +26,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from harness.pressure import MUST_REACH  # noqa: E402
-from harness.run_record import RunRecord  # noqa: E402
+from record.pressure import MUST_REACH  # noqa: E402
+from record.run_record import RunRecord  # noqa: E402
 
 KVGATE = Path(sys.executable).with_name("kvgate")
 

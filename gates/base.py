@@ -19,8 +19,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from harness.run_record import RunRecord
-from reference_engine.errors import KvgateError
+from record.run_record import RunRecord
+from record.errors import KvgateError
 
 _EPS = 1e-9  # float noise allowed when a value sits exactly on its limit
 

@@ -15,7 +15,7 @@ from gates.base import GateError, GateResult, Outcome
 from gates.registry import GATES, get_gate
 from gates.thresholds import Thresholds, load_thresholds
 from gates.verdict import Verdict, read_verdict
-from harness.run_record import RunRecord
+from record.run_record import RunRecord
 
 
 def evaluate(record: RunRecord, thresholds: Thresholds | None = None, *, only: Iterable[str] | None = None,

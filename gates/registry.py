@@ -19,7 +19,7 @@ from gates.checks.preempted_complete import PreemptedCompleteGate
 from gates.checks.recompute_tax import RecomputeTaxGate
 from gates.checks.rejections import RejectionsGate
 from gates.checks.tenant_share import TenantShareGate
-from reference_engine.errors import UnknownNameError
+from record.errors import UnknownNameError
 
 
 def _register(*gates: Gate) -> dict[str, Gate]:

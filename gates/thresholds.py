@@ -18,7 +18,7 @@ from types import MappingProxyType
 from gates import slo
 from gates.base import Limits
 from gates.registry import GATES, get_gate
-from reference_engine.errors import ConfigError, UnknownNameError
+from record.errors import ConfigError, UnknownNameError
 
 DEFAULT_THRESHOLDS = Path(__file__).with_name("thresholds.toml")
 

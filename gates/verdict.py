@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gates.base import GateResult, Measurement, Outcome, Unit, to_jsonable
-from reference_engine.errors import KvgateError
+from record.errors import KvgateError
 
 VERDICT_SCHEMA_VERSION = 1
 VERDICT_FILE = "verdict.json"

@@ -13,7 +13,7 @@ import importlib
 import sys
 from typing import NoReturn
 
-from reference_engine.errors import KvgateError
+from record.errors import KvgateError
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_HARNESS_ERROR = 0, 1, 2
 

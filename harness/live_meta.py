@@ -17,7 +17,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from harness.loadgen.settings import SECRETS
-from harness.run_record import Phase, PoolInfo, RunMeta, Signals, TenantInfo
+from record.run_record import Phase, PoolInfo, RunMeta, Signals, TenantInfo
 from reference_engine import EngineConfig, config_digest, parse_config
 from reference_engine.config import redacted
 from reference_engine.memory import MemoryPlan

@@ -42,13 +42,13 @@ from harness.loadgen.settings import LoadSettings
 from harness.loadgen.tenants import TenantSet, parse_tenants
 from harness.locust_process import LocustProcess, RowTail, locust_command
 from harness.preflight import preflight
-from harness.pressure import record_pressure
-from harness.run_record import ENDED_EARLY, Phase, RunMeta, RunRecordWriter
+from record.pressure import record_pressure
+from record.run_record import ENDED_EARLY, Phase, RunMeta, RunRecordWriter
 from harness.scenario_catalog import Scenario
 from harness.target import ReferenceEngine, Target, external_target
 from reference_engine import EngineConfig
 from reference_engine.config import save_config
-from reference_engine.errors import KvgateError
+from record.errors import KvgateError
 
 TAIL_INTERVAL_S = 0.5
 ENGINE_CONFIG_FILE = "engine_config.json"

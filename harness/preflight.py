@@ -26,7 +26,7 @@ from typing import NoReturn
 import httpx
 
 from harness.loadgen.exchange import CHAT_PATH
-from reference_engine.errors import KvgateError
+from record.errors import KvgateError
 
 MODELS_PATH = "/v1/models"
 MAX_BODY_CHARS = 2000

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reference_engine.errors import UnknownNameError
+from record.errors import UnknownNameError
 
 
 RESOURCE_KEYS = frozenset({"hardware.kv_pool_gib", "engine.max_num_seqs", "preemption.host_swap_gib"})

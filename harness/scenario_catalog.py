@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from reference_engine.errors import KvgateError, UnknownNameError
+from record.errors import KvgateError, UnknownNameError
 
 BASE_CLASS = "KvgateUser"
 

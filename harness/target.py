@@ -29,7 +29,7 @@ from typing import Any, BinaryIO
 import httpx
 
 from reference_engine.config import ADMIN_KEY_VAR
-from reference_engine.errors import KvgateError
+from record.errors import KvgateError
 
 READY_POLL_S = 0.1
 STOP_GRACE_S = 15.0

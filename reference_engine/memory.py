@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from reference_engine.catalog import DType, GpuSpec, ModelSpec, get_gpu, get_model
 from reference_engine.config import EngineConfig
-from reference_engine.errors import ConfigError
+from record.errors import ConfigError
 
 GIB = 1 << 30
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gates import Outcome, Verdict
-from harness.run_record import RunMeta, RunRecord
+from record.run_record import RunMeta, RunRecord
 from reports.run_report import REPORT_FILE
 from reports.summary import RunSummary, summarize
 

@@ -1,7 +1,7 @@
 """What a comparison decides: the best config per metric, and one overall.
 
 Each config's number for a metric is the median over its runs (repeats of one load; P50 by
-nearest rank, `gates.query.percentile`, as every percentile kvgate shows), shown with
+nearest rank, `record.query.percentile`, as every percentile kvgate shows), shown with
 the range (min–max) the repeats spread over. Only candidates decide; baselines are compared and
 never chosen.
 
@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gates import Outcome
-from gates.query import percentile
+from record.query import percentile
 from reports.compared import ComparedConfig
 from reports.metrics import TIE_BREAK, Better, Metric, comparison_metrics
 

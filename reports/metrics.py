@@ -18,7 +18,7 @@ from enum import Enum
 
 from gates import Unit
 from gates.base import format_value
-from harness.run_record import RUNGS
+from record.run_record import RUNGS
 from reports.compared import ComparedRun
 from reports.pressure import DECISION_LABELS, highest_rung
 from reports.summary import TRAFFIC_CLASSES

@@ -1,10 +1,10 @@
-"""What a run's pressure summary (`meta.pressure`, harness/pressure.py) says, in words.
+"""What a run's pressure summary (`meta.pressure`, record/pressure.py) says, in words.
 
 One wording for every place that shows it: the header line and section of a run report, the
 comparison, and the console of `kvgate run` and `kvgate matrix`. A PASS earned below the evict
 and preempt rungs says nothing about the decisions a policy exists for, so the warning for it
 is loud wherever the verdict is shown. Which rungs must be reached and which decisions count
-is harness/pressure.py's rule (`MUST_REACH`, `CORE_DECISIONS`); this module only words it.
+is record/pressure.py's rule (`MUST_REACH`, `CORE_DECISIONS`); this module only words it.
 
     pressure_line(pressure)            "pressure: reached warn → preempt (peak live usage 93% ...); ..."
     missing_rungs_warning(pressure)    the loud line, or None when evict and preempt were reached
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from harness.pressure import decisions_never_run, missing_rungs
-from harness.run_record import Pressure, RungReached
+from record.pressure import decisions_never_run, missing_rungs
+from record.run_record import Pressure, RungReached
 
 DECISION_LABELS: dict[str, str] = {
     "evicted_sessions": "sessions evicted",

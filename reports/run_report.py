@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gates import Verdict
-from harness.run_record import RunRecord
+from record.run_record import RunRecord
 from reports.page import Block, write_page
 from reports.pressure import missing_rungs_warning, pressure_line
 from reports.section import DEFAULT_SECTIONS, make_section

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from gates.query import (
+from record.query import (
     engine_ids,
     events_of,
     flag,
@@ -24,7 +24,7 @@ from gates.query import (
     ttft_ms,
     window_duration_s,
 )
-from harness.run_record import Pressure, RunRecord
+from record.run_record import Pressure, RunRecord
 
 TRAFFIC_CLASSES = ("interactive", "batch", "system")
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from gates import slo
 from gates.base import GateResult, Limits, Measurement, Unit
-from gates.query import flag
-from harness.run_record import RunRecord
+from record.query import flag
+from record.run_record import RunRecord
 
 
 

@@ -13,8 +13,8 @@ would hide behind the deadline and the gate could not fail). `watermark` events 
 from __future__ import annotations
 
 from gates.base import GateResult, Limits, Measurement, Unit
-from gates.query import EXPLICIT_STATUSES, events_of, intended_cancels, percentile, ttft_ms, worst
-from harness.run_record import RunRecord
+from record.query import EXPLICIT_STATUSES, events_of, intended_cancels, percentile, ttft_ms, worst
+from record.run_record import RunRecord
 
 
 WAITED_OUT = "queue_deadline"

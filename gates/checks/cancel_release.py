@@ -18,8 +18,8 @@ import math
 import pandas as pd
 
 from gates.base import GateResult, Limits, Measurement, Unit
-from gates.query import engine_ids, events_of, intended_cancels, percentile
-from harness.run_record import RunRecord
+from record.query import engine_ids, events_of, intended_cancels, percentile
+from record.run_record import RunRecord
 
 
 class CancelReleaseGate:

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gates.base import GateResult, Limits, Measurement, Unit
-from harness.run_record import RunRecord
+from record.run_record import RunRecord
 
 KEYS = ("free_blocks", "cached_blocks", "retained_blocks", "pinned_blocks", "pending_blocks", "requests_in_engine")
 LOST_BLOCKS, LOST_SLOTS = "max_lost_blocks", "max_lost_slots"

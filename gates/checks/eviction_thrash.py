@@ -16,7 +16,7 @@ beside it, not judged by the rate. They are refcount-0 blocks — free memory, a
 them — and once the cache has filled the pool, every new prompt block reclaims one: their rate
 is the rate of new unique prompt tokens, the same under every policy for the same load. Whether
 the cached tier keeps what is reused is what the prefix hit rate says
-(`gates.query.prefix_hit_rate`): when the log has prompt sizes (`num_tokens` of the `admitted`
+(`record.query.prefix_hit_rate`): when the log has prompt sizes (`num_tokens` of the `admitted`
 or `queued` event each request emits on arrival) and prefix-cache hits (`scheduled.num_tokens`),
 it is bounded below by `min_prefix_hit_rate`, whose default 0 leaves it off, since a healthy
 rate depends on how much the workload shares.
@@ -29,13 +29,13 @@ import math
 import pandas as pd
 
 from gates.base import GateResult, Limits, Measurement, Unit
-from gates.query import (WHOLE_RUN, events_of, in_window, load_window, pool_blocks, prefix_hit_rate,
+from record.query import (WHOLE_RUN, events_of, in_window, load_window, pool_blocks, prefix_hit_rate,
                           window_duration_s)
-from harness.run_record import RunRecord
+from record.run_record import RunRecord
 
 
 PRESSURE_REASONS = ("watermark", "capacity", "tenant_quota")
-"""`evicted.reason`s that pressure asked for (reference_engine/core/events.py)."""
+"""`evicted.reason`s that pressure asked for (record/events.py)."""
 
 
 class EvictionThrashGate:

@@ -19,8 +19,8 @@ from __future__ import annotations
 import pandas as pd
 
 from gates.base import GateResult, Limits, Measurement, Unit
-from gates.query import EXPLICIT_STATUSES, flag, intended_cancels
-from harness.run_record import RunRecord
+from record.query import EXPLICIT_STATUSES, flag, intended_cancels
+from record.run_record import RunRecord
 
 CLIENT_SIDE_CODES = ("connection_error", "timeout", "bad_response")
 STREAM_STARTED = 200  # the status of a stream that ended with an SSE error event

@@ -19,8 +19,8 @@ import pandas as pd
 
 from gates import slo
 from gates.base import GateResult, Limits, Measurement, Unit
-from gates.query import intended_cancels, requests_in_phase
-from harness.run_record import RunRecord
+from record.query import intended_cancels, requests_in_phase
+from record.run_record import RunRecord
 
 METRIC = "min_fraction"
 

@@ -22,8 +22,8 @@ import pandas as pd
 
 from gates import slo
 from gates.base import GateResult, Limits, Measurement, Unit
-from gates.query import percentile, requests_in_phase, ttft_ms, worst
-from harness.run_record import RunRecord
+from record.query import percentile, requests_in_phase, ttft_ms, worst
+from record.run_record import RunRecord
 
 TRAFFIC_CLASS = "interactive"
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 import pandas as pd
 
 from gates.base import GateResult, Limits, Measurement, Unit
-from gates.query import in_window, live_usage, load_window
-from harness.run_record import RunRecord
+from record.query import in_window, live_usage, load_window
+from record.run_record import RunRecord
 
 
 class MemoryLevelOffGate:
@@ -52,7 +52,7 @@ class MemoryLevelOffGate:
 def _level_changes(record: RunRecord) -> pd.DataFrame:
     """The load phase's `watermark` events: the usage at each level change, exact to the step."""
     events = in_window(record.events, "t_s", load_window(record.meta))
-    return events[events["kind"] == "watermark"].dropna(subset=["value"])
+    return events[events["kind"] == "watermark"].dropna(subset=["usage"])
 
 
 def _peak(t_s: pd.Series, usage: pd.Series, changes: pd.DataFrame | None) -> tuple[float, float, str]:
@@ -60,9 +60,9 @@ def _peak(t_s: pd.Series, usage: pd.Series, changes: pd.DataFrame | None) -> tup
     at = usage.idxmax()
     peak = (float(t_s[at]), float(usage[at]), "sample")
     if changes is not None and len(changes):
-        top = changes["value"].astype(float).idxmax()
-        if float(changes.at[top, "value"]) > peak[1]:
-            peak = (float(changes.at[top, "t_s"]), float(changes.at[top, "value"]), "event")
+        top = changes["usage"].astype(float).idxmax()
+        if float(changes.at[top, "usage"]) > peak[1]:
+            peak = (float(changes.at[top, "t_s"]), float(changes.at[top, "usage"]), "event")
     return peak
 
 

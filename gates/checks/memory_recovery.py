@@ -9,8 +9,8 @@ purpose: keeping idle sessions until their timeout is a policy choice, judged by
 from __future__ import annotations
 
 from gates.base import GateResult, Limits, Measurement, Unit
-from gates.query import active_usage, after_load_window, in_window, load_window
-from harness.run_record import RunRecord
+from record.query import active_usage, after_load_window, in_window, load_window
+from record.run_record import RunRecord
 
 
 class MemoryRecoveryGate:

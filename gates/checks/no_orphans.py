@@ -15,8 +15,8 @@ from __future__ import annotations
 import pandas as pd
 
 from gates.base import GateResult, Limits, Measurement, Unit
-from gates.query import events_of
-from harness.run_record import RunRecord
+from record.query import events_of
+from record.run_record import RunRecord
 
 
 class NoOrphansGate:
@@ -75,6 +75,5 @@ def _stranded_by_deaths(record: RunRecord, deaths: pd.DataFrame) -> list[str]:
 
 
 def _worker_ids(deaths: pd.DataFrame) -> pd.Series:
-    """The dead worker of each event: the `worker` column, else `value` (the catalogue's slot)."""
-    from_value = deaths["value"].map(lambda v: None if pd.isna(v) else str(int(v)))
-    return deaths["worker"].fillna(from_value)
+    """The dead worker of each `worker_died` event (its `worker` column)."""
+    return deaths["worker"]

@@ -8,8 +8,8 @@ up on (status `timeout`) counts as lost, as does one that never finished.
 from __future__ import annotations
 
 from gates.base import GateResult, Limits, Measurement, Unit
-from gates.query import engine_ids, events_of
-from harness.run_record import RunRecord
+from record.query import engine_ids, events_of
+from record.run_record import RunRecord
 
 COMPLETED_REASONS = ("stop", "length")
 

@@ -11,8 +11,8 @@ was really computed twice. The requests that lost most to recompute are the evid
 from __future__ import annotations
 
 from gates.base import GateResult, Limits, Measurement, Unit
-from gates.query import events_of
-from harness.run_record import RunRecord
+from record.query import events_of
+from record.run_record import RunRecord
 
 
 METRIC = "max_fraction"

@@ -34,8 +34,8 @@ import pandas as pd
 
 from gates import slo
 from gates.base import GateResult, Limits, Measurement, Unit
-from gates.query import events_of, intended_cancels, pool_blocks, requests_in_phase
-from harness.run_record import RunRecord
+from record.query import events_of, intended_cancels, pool_blocks, requests_in_phase
+from record.run_record import RunRecord
 
 REFUSED_STATUS = 429
 UNDER_CAP = "max_refused_under_cap"
@@ -100,7 +100,7 @@ def refusals_under_cap(record: RunRecord) -> pd.DataFrame | None:
         return pd.DataFrame(columns=columns)
     engine_blocks = num_blocks / max(1, events["worker"].replace("", np.nan).nunique())
     reserved = _reserved_at(events, share_refusals)
-    judged = share_refusals.assign(reserved_blocks=reserved, live_blocks=share_refusals["value"].fillna(0),
+    judged = share_refusals.assign(reserved_blocks=reserved, live_blocks=share_refusals["tenant_live_blocks"].fillna(0),
                                    need_blocks=share_refusals["num_blocks"].fillna(0),
                                    cap_blocks=share_refusals["tenant"].map(
                                        lambda t: math.floor(caps.get(t, math.inf) * engine_blocks)))

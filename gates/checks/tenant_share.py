@@ -10,8 +10,8 @@ from __future__ import annotations
 import pandas as pd
 
 from gates.base import GateResult, Limits, Measurement, Unit
-from gates.query import pool_blocks
-from harness.run_record import RunRecord
+from record.query import pool_blocks
+from record.run_record import RunRecord
 
 
 class TenantShareGate:

@@ -19,7 +19,7 @@ from gates.outputs.console import ConsoleOutput
 from gates.outputs.junit import JunitOutput
 from gates.outputs.step_summary import StepSummaryOutput
 from gates.verdict import Verdict
-from reference_engine.errors import UnknownNameError
+from record.errors import UnknownNameError
 
 
 class VerdictOutput(Protocol):

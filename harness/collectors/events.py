@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Any
 
 from harness.collectors.admin import AdminApi, run_time
-from harness.run_record import RECORD_EVENT_COLUMNS
+from record.run_record import RECORD_EVENT_COLUMNS
 
 PAGE = 20_000
 

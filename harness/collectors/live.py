@@ -29,7 +29,7 @@ from harness.collectors.gpu import GpuSampler
 from harness.collectors.periodic import Periodic
 from harness.collectors.prometheus import PrometheusScraper, Scrape, ScrapeError
 from harness.collectors.snapshot import in_flight, pool_state, sample_row, tenant_rows
-from harness.run_record import RunRecordWriter, Signals
+from record.run_record import RunRecordWriter, Signals
 from reference_engine.config import DEV_ADMIN_KEY
 
 

@@ -17,7 +17,7 @@ from rich.table import Table
 
 from reference_engine.catalog import GPUS, DType, get_model
 from reference_engine.config import EngineConfig, load_config, with_overrides
-from reference_engine.errors import ConfigError
+from record.errors import ConfigError
 from reference_engine.memory import GIB, MemoryPlan
 
 

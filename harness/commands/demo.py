@@ -14,7 +14,7 @@ from collections import Counter, defaultdict
 from rich.console import Console
 from rich.table import Table
 
-from gates.query import percentile
+from record.query import percentile
 from harness.loadgen.prompts import DEFAULT_SYSTEM_PROMPT
 from reference_engine import EngineCore, RequestError, VirtualClock, load_config
 from reference_engine.tokenizer import apply_chat_template
@@ -86,7 +86,7 @@ def _print_summary(console: Console, core: EngineCore, label_of: dict, rejected:
         elif ev.kind.value == "queued" and kind:
             queued[kind] += 1
         elif ev.kind.value == "watermark":
-            peak = max(peak, ev.value or 0.0)
+            peak = max(peak, ev.usage or 0.0)
     table = Table(title=f"kvgate demo — policy {core.policy.name}, config {core.digest}")
     for col in ("traffic", "finished", "queued", "rejected", "preempted", "TTFT p50 ms", "TTFT p95 ms"):
         table.add_column(col, justify="right" if col != "traffic" else "left")

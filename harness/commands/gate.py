@@ -15,7 +15,7 @@ import sys
 from gates import evaluate, load_thresholds, write_verdict
 from harness.cli import EXIT_HARNESS_ERROR
 from harness.judge import VERDICT_OUTPUTS, check_complete, verdict_exit_code
-from harness.run_record import RecordError, RunRecord
+from record.run_record import RecordError, RunRecord
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -37,7 +37,7 @@ from harness.commands.run import RichProgress, add_load_arguments, build_plan, p
 from harness.judge import Judgement, judge
 from harness.live_run import run_live
 from reference_engine import config_digest, load_config
-from reference_engine.errors import KvgateError
+from record.errors import KvgateError
 from reports import COMPARISON_FILE, ComparedConfig, ComparedRun, render_comparison
 from reports.comparison import comparison_alerts
 from reports.decision import decide_configs, decision_lines

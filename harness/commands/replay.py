@@ -33,9 +33,9 @@ from harness.replay.run import ReplayResult, ReplaySettings, run_replay
 from harness.replay.summary import ReplaySummary
 from harness.replay.tenants import DEFAULT_SPEC, make_assigner
 from harness.replay.trace import Trace
-from harness.run_record import RunRecord
+from record.run_record import RunRecord
 from reference_engine import EngineConfig, load_config
-from reference_engine.errors import KvgateError
+from record.errors import KvgateError
 
 GIB = float(1 << 30)
 

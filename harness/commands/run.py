@@ -35,10 +35,10 @@ from harness.loadgen.prompts import DEFAULT_SYSTEM_PROMPT
 from harness.loadgen.settings import LoadSettings, SettingsError
 from harness.loadgen.tenants import TenantSpecError, format_tenants, tenants_of_config
 from harness.profiles import PROFILES, format_overrides, get_profile
-from harness.run_record import Pressure
+from record.run_record import Pressure
 from harness.scenario_catalog import scenarios_dir, select
 from reference_engine import EngineConfig, load_config, with_overrides
-from reference_engine.errors import KvgateError
+from record.errors import KvgateError
 from reports.pressure import missing_rungs_warning, pressure_line
 
 

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, fields
 from enum import Enum
 from typing import Any
 
-from harness.run_record import REQUEST_COLUMNS
+from record.run_record import REQUEST_COLUMNS
 
 
 class Status(str, Enum):

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import IO
 
 from harness.loadgen.outcome import RequestOutcome
-from harness.run_record import REQUEST_COLUMNS
+from record.run_record import REQUEST_COLUMNS
 
 REJECTED_STATUS = 429
 

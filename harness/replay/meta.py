@@ -17,7 +17,7 @@ from typing import Any
 from harness.live_meta import package_version, watermarks_of
 from harness.replay.driver import DriveStats
 from harness.replay.trace import Trace
-from harness.run_record import Phase, PoolInfo, RunMeta, Signals, TenantInfo
+from record.run_record import Phase, PoolInfo, RunMeta, Signals, TenantInfo
 from harness.sample_rows import Fields, pool_state
 from reference_engine import EngineCore
 from reference_engine.config import redacted

@@ -1,12 +1,12 @@
 """The figures a replay prints, computed from its run record alone (so any record works).
 
     prefix hit rate   Σ hit tokens of `scheduled` events / Σ prompt tokens of those requests
-                      (their `admitted`/`queued` events; gates.query.prefix_hit_rate over the
+                      (their `admitted`/`queued` events; record.query.prefix_hit_rate over the
                       whole run); None without scheduled requests
     evicted blocks    cached prefix blocks the pool dropped (`meta.final`, replay and reference
                       targets) + blocks of `evicted` events (idle sessions)
     TTFT P50 / P95    over requests with status ok, all classes together, never interpolated
-                      (gates.query.percentile, the gates' definition; the report and the
+                      (record.query.percentile, the gates' definition; the report and the
                       interactive_ttft gate show them per traffic class, load phase only)
     peak live memory  max live blocks over the samples, in blocks, bytes and share of the pool
     OOMs              `oom` events
@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from gates import load_thresholds
-from gates.query import WHOLE_RUN, percentile, prefix_hit_rate
-from harness.run_record import RunRecord
+from record.query import WHOLE_RUN, percentile, prefix_hit_rate
+from record.run_record import RunRecord
 
 
 @dataclass(frozen=True)

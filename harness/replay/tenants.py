@@ -28,9 +28,9 @@ from typing import Protocol
 
 from harness.replay.trace import TraceRequest
 from reference_engine.config import EngineConfig, TrafficClass
-from reference_engine.core.prefix_hash import stable_id
+from reference_engine.stable_id import stable_id
 from reference_engine.core.tenants import DEFAULT_TENANT
-from reference_engine.errors import KvgateError, UnknownNameError
+from record.errors import KvgateError, UnknownNameError
 
 DEFAULT_SPEC = "hash"
 _UNIT = float(1 << 63)  # stable_id is a 63-bit integer

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from reference_engine.errors import KvgateError
+from record.errors import KvgateError
 
 
 class TraceError(KvgateError):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from reference_engine.errors import UnknownNameError
+from record.errors import UnknownNameError
 
 _MIB = 1 << 20
 

@@ -16,7 +16,7 @@ import hashlib
 from dataclasses import dataclass
 from enum import Enum
 
-from reference_engine.errors import UnknownNameError
+from record.errors import UnknownNameError
 
 
 class DType(str, Enum):

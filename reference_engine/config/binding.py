@@ -9,7 +9,7 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 
 from reference_engine.config.engine_config import EngineConfig
-from reference_engine.errors import ConfigError
+from record.errors import ConfigError
 
 
 def runtime_version() -> str:

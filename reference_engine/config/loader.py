@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from reference_engine.config.engine_config import EngineConfig
 from reference_engine.config.redaction import digest_form, is_secret_field, redacted
-from reference_engine.errors import ConfigError
+from record.errors import ConfigError
 
 
 def _format_validation_error(source: str, data: Mapping[str, Any], err: ValidationError) -> str:

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from enum import Enum
 
 from reference_engine.config import EngineConfig, TrafficClass
-from reference_engine.core.request import Request
+from reference_engine.request import Request
 from reference_engine.core.tenants import TenantState
 from reference_engine.core.watermarks import Watermarks
-from reference_engine.errors import CapacityError, ContextLengthError
+from record.errors import CapacityError, ContextLengthError
 
 
 class AdmissionAction(str, Enum):

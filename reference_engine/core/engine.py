@@ -32,17 +32,18 @@ from reference_engine.config import EngineConfig, config_digest
 from reference_engine.config.binding import check_binding
 from reference_engine.core.admission import AdmissionAction, AdmissionController
 from reference_engine.core.block_pool import BlockPool
-from reference_engine.core.events import EventKind, EventLog
+from record.events import EventKind
+from reference_engine.core.event_log import EventLog
 from reference_engine.core.host_tier import HostTier
 from reference_engine.core.kv_manager import KVCacheManager
 from reference_engine.core.prefix_hash import BlockHasher
-from reference_engine.core.request import FinishReason, Request
+from reference_engine.request import FinishReason, Request
 from reference_engine.core.scheduler import RequestOutput, Scheduler
 from reference_engine.core.sessions import SessionStore
 from reference_engine.core.snapshot import PolicyStats, UsageSnapshot, take_policy_stats, take_snapshot
 from reference_engine.core.tenants import TenantRegistry, TenantState
 from reference_engine.core.watermarks import PressureLevel, Watermarks
-from reference_engine.errors import CapacityError, ConfigError, DeviceOutOfMemoryError, RequestError
+from record.errors import CapacityError, ConfigError, DeviceOutOfMemoryError, RequestError
 from reference_engine.executors.base import Executor, StepOutcome, StepPlan
 from reference_engine.executors.registry import make_executor
 from reference_engine.memory import GIB, MemoryPlan
@@ -189,7 +190,7 @@ class EngineCore:
         kind = EventKind.ADMITTED if admitted else EventKind.QUEUED
         self.events.emit(now, kind, request_id=rid, tenant=t.name, traffic_class=t.traffic_class.value,
                          num_tokens=n_prompt, num_blocks=r.estimated_blocks,
-                         value=None if admitted else r.deadline_s, client_request_id=client_request_id)
+                         deadline_s=None if admitted else r.deadline_s, client_request_id=client_request_id)
         self.scheduler.add(r, admitted, session)
         return r
 
@@ -217,7 +218,7 @@ class EngineCore:
         self.events.emit(now, EventKind.REJECTED, request_id=r.request_id, tenant=r.tenant,
                          traffic_class=r.traffic_class.value, num_tokens=r.num_prompt_tokens,
                          num_blocks=r.estimated_blocks or None, reason=err.code,
-                         value=self.pool.live_by_tenant.get(r.tenant, 0),
+                         tenant_live_blocks=self.pool.live_by_tenant.get(r.tenant, 0),
                          mode=err.limit if isinstance(err, CapacityError) else None,
                          client_request_id=r.client_request_id)
 
@@ -310,7 +311,7 @@ class EngineCore:
         level = self.marks.level(self.pool.num_live)
         if level != self.scheduler.level:
             self.events.emit(now, EventKind.WATERMARK, reason=level.name.lower(),
-                             value=self.pool.num_live / self.pool.num_blocks)
+                             usage=self.pool.num_live / self.pool.num_blocks)
             self.scheduler.level = level
 
     # --------------------------------------------------------------- warm-up
@@ -346,14 +347,8 @@ class EngineCore:
             r = Request(request_id=f"pin:{p.name}", tenant=next(iter(self.tenants)).name,
                         traffic_class=next(iter(self.tenants)).traffic_class, num_prompt_tokens=len(ids),
                         max_new_tokens=1, arrival_s=0.0, prompt_token_ids=ids, public_prefix_tokens=len(ids))
-            self.kv.update_hashes(r)
-            blocks = self.pool.allocate(n, None, self.clock.now())
-            if blocks is None:
+            if not self.kv.pin(r, n, self.clock.now()):
                 raise ConfigError(f"pinned prefix {p.name!r} does not fit in the KV pool")
-            for b, h in zip(blocks, r.block_hashes):
-                self.pool.register(b, h)
-            self.pool.incref(blocks, self.clock.now(), hold=True)
-            self.pool.decref(blocks, self.clock.now())
             self.scheduler.num_pinned_blocks += n
             total_s += self.executor.prefill_time_s(len(ids))
         return total_s

@@ -11,7 +11,7 @@ import numpy as np
 
 from reference_engine.core.block_pool import BlockPool
 from reference_engine.core.prefix_hash import BlockHasher
-from reference_engine.core.request import Request
+from reference_engine.request import Request
 from reference_engine.executors.base import KVCompaction
 from reference_engine.policies.base import EntryMeta
 
@@ -104,6 +104,29 @@ class KVCacheManager:
                 break
             out.append(b)
         return out
+
+    def swap_in(self, r: Request, num_blocks: int, now_s: float) -> bool:
+        """Give swapped-out `r` fresh blocks for the KV it brings back from host memory (copied in
+        by the step's plan); False, and nothing taken, when the pool cannot give them."""
+        blocks = self.pool.allocate(num_blocks, r.tenant, now_s)
+        if blocks is None:
+            return False
+        r.block_ids = blocks
+        r.num_registered_blocks = 0
+        return True
+
+    def pin(self, r: Request, num_blocks: int, now_s: float) -> bool:
+        """Compute-free warm-up of a public prefix: its first `num_blocks` full blocks, hashed and
+        held (never evicted) without belonging to any request; `r` only carries the tokens."""
+        self.update_hashes(r)
+        blocks = self.pool.allocate(num_blocks, None, now_s)
+        if blocks is None:
+            return False
+        for b, h in zip(blocks, r.block_hashes):
+            self.pool.register(b, h)
+        self.pool.incref(blocks, now_s, hold=True)
+        self.pool.decref(blocks, now_s)
+        return True
 
     def free(self, r: Request, now_s: float, meta: EntryMeta) -> int:
         """Drop all of `r`'s references; returns blocks that left the live state."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from reference_engine.config import PreemptionMode
-from reference_engine.core.request import PreemptionKind, Request
+from reference_engine.request import PreemptionKind, Request
 from reference_engine.policies.policy import VictimOrder
 
 

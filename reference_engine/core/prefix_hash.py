@@ -33,15 +33,11 @@ import secrets
 from array import array
 from itertools import repeat
 
-from reference_engine.core.request import Request
+from reference_engine.request import Request
+from reference_engine.stable_id import stable_id
 
 HASH_BYTES = 16
 KEY_BYTES = 32
-
-
-def stable_id(text: str) -> int:
-    """A process-independent 63-bit integer for a string (Python's str hash is salted)."""
-    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") >> 1
 
 
 class BlockHasher:

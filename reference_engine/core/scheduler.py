@@ -43,11 +43,12 @@ from typing import TYPE_CHECKING
 
 from reference_engine.config import EngineConfig, PreemptionMode, TrafficClass
 from reference_engine.core.admission import AdmissionController
-from reference_engine.core.events import EventKind, EventLog
+from record.events import EventKind
+from reference_engine.core.event_log import EventLog
 from reference_engine.core.host_tier import HostTier
 from reference_engine.core.kv_manager import KVCacheManager
 from reference_engine.core.preemption import choose_mode, pick_victim
-from reference_engine.core.request import FinishReason, PreemptionKind, Request, RequestState
+from reference_engine.request import FinishReason, PreemptionKind, Request, RequestState
 from reference_engine.core.sessions import Session, SessionStore
 from reference_engine.core.tenants import TenantRegistry
 from reference_engine.core.waiting_queue import WaitingQueue
@@ -493,7 +494,7 @@ class Scheduler:
             self.kv.free(r, now_s, self._meta(r))
             r.state = RequestState.SWAPPED
             self.swapped[r.request_id] = r
-            self.events.emit(now_s, EventKind.SWAPPED, num_blocks=num_blocks, value=kv_bytes, **common)
+            self.events.emit(now_s, EventKind.SWAPPED, num_blocks=num_blocks, num_bytes=kv_bytes, **common)
         else:
             r.recompute_tokens += discarded
             self.recompute_tokens += discarded
@@ -517,13 +518,10 @@ class Scheduler:
             need = r.num_swapped_blocks
             if self.policy.watermarks and self.live_blocks + need >= self.marks.pause_batch:
                 break
-            blocks = self.pool.allocate(need, r.tenant, now_s)
-            if blocks is None:
+            if not self.kv.swap_in(r, need, now_s):
                 break
-            r.block_ids = blocks
-            r.num_registered_blocks = 0
             self.host.load(r.swapped_bytes)
-            plan.swap_in.append(BlockCopy(r, list(blocks), r.swapped_bytes))
+            plan.swap_in.append(BlockCopy(r, list(r.block_ids), r.swapped_bytes))
             del self.swapped[r.request_id]
             r.num_swapped_blocks = 0
             r.state = RequestState.RUNNING

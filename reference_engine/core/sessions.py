@@ -27,7 +27,7 @@ from enum import Enum
 
 from reference_engine.core.block_pool import BlockPool
 from reference_engine.core.tenants import TenantState
-from reference_engine.errors import ContextExpiredError
+from record.errors import ContextExpiredError
 from reference_engine.policies.base import EntryMeta, EvictionIndex, Tier
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from reference_engine.config import TrafficClass
-from reference_engine.core.events import EventKind
+from record.events import EventKind
 
 if TYPE_CHECKING:
     from reference_engine.core.engine import EngineCore

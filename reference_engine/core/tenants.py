@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from reference_engine.config import EngineConfig, TenantConfig, TrafficClass
-from reference_engine.errors import AuthError
+from record.errors import AuthError
 
 DEFAULT_TENANT = "default"
 T = TypeVar("T")

@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Iterator
 
 from reference_engine.config import TrafficClass
-from reference_engine.core.request import Request, RequestState
+from reference_engine.request import Request, RequestState
 
 _WAITING_STATES = (RequestState.WAITING, RequestState.PREEMPTED)
 

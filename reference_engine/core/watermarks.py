@@ -18,7 +18,7 @@ import math
 from enum import IntEnum
 
 from reference_engine.config import GuardConfig
-from reference_engine.errors import ConfigError
+from record.errors import ConfigError
 
 
 class PressureLevel(IntEnum):

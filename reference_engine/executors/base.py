@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from reference_engine.core.request import Request
+from reference_engine.request import Request
 
 if TYPE_CHECKING:
     from typing import TypeAlias

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reference_engine.core.request import Request
+from reference_engine.request import Request
 
 SINK_TOKENS = 4
 SINK_MASS = 0.25

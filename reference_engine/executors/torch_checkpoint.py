@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from reference_engine.catalog import ModelSpec
-from reference_engine.errors import ConfigError
+from record.errors import ConfigError
 from reference_engine.executors.torch_model import DecoderShape, LlamaDecoder, build_decoder
 
 SUPPORTED_MODEL_TYPES = ("llama", "mistral")

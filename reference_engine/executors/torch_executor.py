@@ -40,8 +40,8 @@ from torch import Tensor
 from reference_engine.catalog import DType
 from reference_engine.config import EngineConfig, PolicyName
 from reference_engine.config.engine_config import TorchTiming
-from reference_engine.core.request import Request
-from reference_engine.errors import ConfigError, DeviceOutOfMemoryError, InvalidRequestError
+from reference_engine.request import Request
+from record.errors import ConfigError, DeviceOutOfMemoryError, InvalidRequestError
 from reference_engine.executors.base import ScheduledChunk, StepOutcome, StepPlan
 from reference_engine.executors.sim import SimExecutor
 from reference_engine.executors.torch_attention import PagedAttention, SeqSlice
@@ -119,7 +119,7 @@ class TorchExecutor:
         if not self.sampled_ids:
             raise ConfigError(f"a vocabulary of {s.vocab_size} leaves no id to sample above the special tokens")
         self._host: dict[str, Tensor] = {}
-        # Divergence measurement (`torch_divergence`): the logits behind each sampled token,
+        # Divergence measurement (`reference_engine.divergence`): the logits behind each sampled token,
         # per request id and output index, kept only while `keep_logits` is on.
         self.keep_logits = False
         self.logits: dict[str, dict[int, Tensor]] = {}

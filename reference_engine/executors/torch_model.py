@@ -23,7 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from reference_engine.catalog import ModelSpec
-from reference_engine.errors import ConfigError
+from record.errors import ConfigError
 
 
 @dataclass(frozen=True, slots=True)

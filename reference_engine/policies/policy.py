@@ -25,7 +25,7 @@ from reference_engine.policies.base import EvictionIndex, Tier
 
 if TYPE_CHECKING:
     from reference_engine.executors.base import Attention
-    from reference_engine.core.request import Request
+    from reference_engine.request import Request
 
 
 class VictimOrder(str, Enum):

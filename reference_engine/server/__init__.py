@@ -12,7 +12,7 @@ import logging
 import socket
 
 from reference_engine.config import DEV_ADMIN_KEY, EngineConfig, with_overrides
-from reference_engine.errors import StartupError
+from record.errors import StartupError
 from reference_engine.server import http_edge
 from reference_engine.server.app import create_app
 

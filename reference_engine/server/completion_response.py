@@ -22,7 +22,7 @@ import logging
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
-from reference_engine.core.request import FinishReason
+from reference_engine.request import FinishReason
 from reference_engine.server.engine_loop import EngineLoop, RequestStream
 from reference_engine.server.errors import error_response, finish_error
 from reference_engine.server.openai_format import DONE, ResponseFormat, error_event, extension

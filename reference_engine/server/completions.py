@@ -29,7 +29,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.datastructures import Headers
 
 from reference_engine.core.tenants import TenantState
-from reference_engine.errors import InvalidRequestError
+from record.errors import InvalidRequestError
 from reference_engine.server.completion_response import CompletionResponse
 from reference_engine.server.openai_format import Kind, ResponseFormat, models_list
 from reference_engine.server.protocol import ChatCompletionRequest, CompletionRequest

@@ -29,8 +29,8 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from reference_engine.core.engine import EngineCore
-from reference_engine.core.events import Event, EventKind
-from reference_engine.core.request import FinishReason, Request
+from record.events import Event, EventKind
+from reference_engine.request import FinishReason, Request
 
 log = logging.getLogger("kvgate.engine")
 

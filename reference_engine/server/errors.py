@@ -23,9 +23,9 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse, Response
 
-from reference_engine.core.request import FinishReason
-from reference_engine.core.request import Request as EngineRequest
-from reference_engine.errors import (
+from reference_engine.request import FinishReason
+from reference_engine.request import Request as EngineRequest
+from record.errors import (
     CapacityError,
     InvalidRequestError,
     NotFoundError,

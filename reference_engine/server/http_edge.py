@@ -36,7 +36,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from reference_engine.config.engine_config import ServerConfig
-from reference_engine.errors import (
+from record.errors import (
     OverloadedError,
     PayloadTooLargeError,
     RequestError,

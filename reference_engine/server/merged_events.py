@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 import httpx
 
-from reference_engine.core.events import EVENT_COLUMNS, WORKER_EVENT_COLUMNS, EventKind, EventLog
+from record.events import EVENT_COLUMNS, EventKind, WORKER_EVENT_COLUMNS
+from reference_engine.core.event_log import EventLog
 
 log = logging.getLogger("kvgate.router")
 

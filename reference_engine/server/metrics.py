@@ -25,7 +25,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from reference_engine.core.engine import EngineCore
-from reference_engine.core.events import Event, EventKind
+from record.events import Event, EventKind
 
 # vLLM's TTFT buckets, so dashboards built for vLLM read ours the same way.
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,

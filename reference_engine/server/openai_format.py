@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii as _json_str
 from typing import Literal
 
-from reference_engine.core.request import Request
-from reference_engine.errors import RequestError
+from reference_engine.request import Request
+from record.errors import RequestError
 
 DONE = b"data: [DONE]\n\n"
 _compact = json.JSONEncoder(separators=(",", ":")).encode

@@ -16,7 +16,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from reference_engine.errors import InvalidRequestError
+from record.errors import InvalidRequestError
 from reference_engine.tokenizer import Tokenizer, apply_chat_template
 
 _STRICT = ConfigDict(extra="ignore", strict=True)

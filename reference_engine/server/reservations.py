@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from reference_engine.clock import Clock
-from reference_engine.core.events import EventKind
+from record.events import EventKind
 from reference_engine.server.merged_events import MergedEventLog
 
 
@@ -77,7 +77,7 @@ class ReservationLedger:
 
     def release_worker(self, worker: int, cause: str) -> list[Reservation]:
         """A worker died: record it and release everything it held (the broken router keeps it)."""
-        self.events.emit(self.clock.now(), EventKind.WORKER_DIED, value=float(worker), reason=cause, worker=worker)
+        self.events.emit(self.clock.now(), EventKind.WORKER_DIED, reason=cause, worker=worker)
         if not self.release_on_worker_loss:
             for rid in list(self._by_worker[worker]):
                 self._orphaned.append(self._by_request.pop(rid))

@@ -49,7 +49,7 @@ from starlette.types import Receive, Scope, Send
 from reference_engine.clock import MonotonicClock
 from reference_engine.config import EngineConfig, TenantConfig
 from reference_engine.core.tenants import TenantKeys
-from reference_engine.errors import ContextExpiredError, RequestError, WorkerLostError
+from record.errors import ContextExpiredError, RequestError, WorkerLostError
 from reference_engine.memory import MemoryPlan
 from reference_engine.server.errors import error_response
 from reference_engine.server.merged_events import MergedEventLog, WorkerEventPuller

@@ -21,7 +21,7 @@ from reference_engine.config import EngineConfig, TenantConfig
 from reference_engine.config.engine_config import ServerConfig
 from reference_engine.core.engine import EngineCore
 from reference_engine.core.tenants import TenantState
-from reference_engine.errors import AuthError, InvalidRequestError, NotFoundError
+from record.errors import AuthError, InvalidRequestError, NotFoundError
 from reference_engine.server.engine_loop import EngineLoop
 from reference_engine.server.metrics import EngineMetrics
 

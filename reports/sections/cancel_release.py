@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 
 from gates import Verdict
 from gates.checks.cancel_release import cancel_latencies
-from harness.run_record import RunRecord
+from record.run_record import RunRecord
 from reports.page import figure, limit_line, note, padded_log_range
 from reports.series import cdf_points
 

@@ -7,8 +7,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from gates import Verdict
-from gates.query import events_of
-from harness.run_record import RunRecord
+from record.query import events_of
+from record.run_record import RunRecord
 from reports.page import figure, note, shade_phases
 from reports.series import bucket_size_s, per_bucket
 

@@ -4,7 +4,7 @@ tenants, signals, versions, hardware and the final state; the full config one cl
 from __future__ import annotations
 
 from gates import Verdict
-from harness.run_record import RunRecord
+from record.run_record import RunRecord
 from reports.page import details, esc, table
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gates import Outcome, Verdict
-from harness.run_record import RunRecord
+from record.run_record import RunRecord
 from reports.page import badge, details, esc, note, table
 
 

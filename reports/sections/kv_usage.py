@@ -7,8 +7,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from gates import Verdict
-from gates.query import active_usage, live_usage
-from harness.run_record import RunRecord
+from record.query import active_usage, live_usage
+from record.run_record import RunRecord
 from reports.page import LEGEND_RIGHT, figure, note, shade_phases
 from reports.series import downsample_max
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from gates import Verdict
-from harness.run_record import RunRecord
+from record.run_record import RunRecord
 from reports.page import CLASS_COLORS, figure, note, shade_phases
 from reports.series import downsample_max
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from gates import Verdict
-from gates.query import events_of
-from harness.run_record import RunRecord
+from record.query import events_of
+from record.run_record import RunRecord
 from reports.page import LEGEND_RIGHT, figure, note
 from reports.summary import rejections_by_reason
 

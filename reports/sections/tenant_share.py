@@ -6,7 +6,7 @@ import plotly.graph_objects as go
 
 from gates import Outcome, Verdict
 from gates.checks.tenant_share import shares_with_caps
-from harness.run_record import RunRecord
+from record.run_record import RunRecord
 from reports.page import figure, note, shade_phases
 from reports.series import downsample_max
 

@@ -7,8 +7,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from gates import Verdict, slo
-from gates.query import requests_in_phase, ttft_ms
-from harness.run_record import RunRecord
+from record.query import requests_in_phase, ttft_ms
+from record.run_record import RunRecord
 from reports.page import CLASS_COLORS, figure, limit_line, note, padded_log_range
 from reports.series import cdf_points
 from reports.summary import TRAFFIC_CLASSES

@@ -34,7 +34,7 @@ from harness.live_run import run_live
 from harness.replay.run import ReplaySettings, run_replay
 from harness.replay.tenants import make_assigner
 from harness.replay.trace import Trace, TraceRequest
-from harness.run_record import RunRecord
+from record.run_record import RunRecord
 from reference_engine import EngineConfig, load_config, with_overrides
 
 REPO = Path(__file__).resolve().parents[2]

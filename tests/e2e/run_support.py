@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.run_record import RunRecord
+from record.run_record import RunRecord
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = REPO / "scenarios"

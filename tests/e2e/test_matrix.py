@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gates import Outcome, read_verdict
-from harness.run_record import RunRecord
+from record.run_record import RunRecord
 from reports.page import LIBRARY_FILE
 from tests.e2e.run_support import REPO, clean_env
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.run_record import RunRecord
+from record.run_record import RunRecord
 from tests.e2e.run_support import SCENARIOS, locust
 from tests.integration.server_process import ADMIN_KEY, SYSTEM_PROMPT, running_server
 

@@ -10,7 +10,7 @@ import httpx
 import pandas as pd
 import pytest
 
-from harness.run_record import REQUEST_COLUMNS
+from record.run_record import REQUEST_COLUMNS
 from tests.e2e.run_support import SCENARIOS, STATUSES, cpu_hogs, engine_arrivals, locust
 from tests.integration.server_process import ADMIN, ADMIN_KEY, SYSTEM_PROMPT, running_server
 

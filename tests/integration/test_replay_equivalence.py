@@ -19,7 +19,7 @@ import pytest
 
 from harness.replay.loaders import load_trace
 from harness.replay.run import ReplaySettings, run_replay
-from harness.run_record import TABLES, RunRecord
+from record.run_record import TABLES, RunRecord
 from reference_engine import EngineCore, load_config, with_overrides
 from reference_engine.core.kv_manager import KVCacheManager
 

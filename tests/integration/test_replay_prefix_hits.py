@@ -26,7 +26,7 @@ import pytest
 from harness.replay.driver import Arrival, MaxTokens, ReplayDriver
 from harness.replay.loaders import load_trace
 from harness.replay.prefix_blocks import PrefixBlockMapper
-from harness.run_record import RunRecordWriter
+from record.run_record import RunRecordWriter
 from reference_engine import EngineCore, VirtualClock
 from tests.helpers import small_config
 

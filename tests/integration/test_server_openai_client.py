@@ -94,5 +94,6 @@ def test_two_hundred_concurrent_streams(base):
     snap = wait_until_drained(base)
     assert snap["active_blocks"] == 0
     events = httpx.get(f"{base}/admin/events", headers=ADMIN).json()
-    finished = {row[3] for row in events["rows"] if row[2] == "finished" and row[10] == "length"}
+    rows = [dict(zip(events["columns"], row)) for row in events["rows"]]
+    finished = {e["request_id"] for e in rows if e["kind"] == "finished" and e["reason"] == "length"}
     assert {rid for rid, _ in results} <= finished

@@ -15,7 +15,7 @@ from harness.replay.loaders.burstgpt import BurstGptLoader
 from harness.replay.loaders.fields import open_trace
 from harness.replay.loaders.mooncake import MooncakeLoader
 from harness.replay.trace import Trace, TraceError, TraceLoader
-from reference_engine.errors import UnknownNameError
+from record.errors import UnknownNameError
 
 AUTO = "auto"
 _LOADERS: tuple[TraceLoader, ...] = (MooncakeLoader(), AzureLoader(), BurstGptLoader())

@@ -1,7 +1,7 @@
 import pytest
 
 from gates import GATES, GateError, Outcome, evaluate, get_gate
-from reference_engine.errors import UnknownNameError
+from record.errors import UnknownNameError
 from tests.fixtures.records import CONFIG_DIGEST, RecordBuilder
 
 

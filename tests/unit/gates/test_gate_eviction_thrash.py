@@ -1,7 +1,7 @@
 import pytest
 
 from gates import Outcome
-from gates.query import WHOLE_RUN, prefix_hit_rate
+from record.query import WHOLE_RUN, prefix_hit_rate
 from tests.fixtures.records import RecordBuilder
 
 

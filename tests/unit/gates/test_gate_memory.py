@@ -43,14 +43,14 @@ def test_level_off_fails_when_usage_climbs_to_the_full_pool(judge, healthy):
 
 
 def test_level_off_sees_a_peak_between_samples_in_the_engines_level_changes(judge, healthy):
-    healthy.event("watermark", 55.2, reason="reject", value=0.97)  # the pool filled between two samples
+    healthy.event("watermark", 55.2, reason="reject", usage=0.97)  # the pool filled between two samples
     result = judge(healthy, "memory_level_off")
     assert result.outcome is Outcome.FAIL
     assert result.evidence["peak"] == {"t_s": 55.2, "usage": 0.97, "seen_by": "event"}
 
 
 def test_level_off_reads_level_changes_only_from_an_engine_that_reports_events(judge, healthy):
-    healthy.event("watermark", 55.2, reason="reject", value=0.97).signals(engine_events=False)
+    healthy.event("watermark", 55.2, reason="reject", usage=0.97).signals(engine_events=False)
     assert judge(healthy, "memory_level_off").outcome is Outcome.PASS
 
 

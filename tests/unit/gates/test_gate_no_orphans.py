@@ -15,7 +15,7 @@ def test_request_stranded_on_a_killed_worker_fails_it(judge):
     builder = RecordBuilder().healthy().signals(worker_chaos=True)
     for rid in ("w1-a", "w1-b"):
         builder.event("admitted", 30.0, request_id=rid, worker="1")
-    builder.event("worker_died", 31.0, worker="1", value=1, reason="SIGKILL")
+    builder.event("worker_died", 31.0, worker="1", reason="SIGKILL")
     builder.event("reservation_released", 31.2, request_id="w1-a", reason="worker_lost")
     result = judge(builder, "no_orphans")
     assert result.outcome is Outcome.FAIL and result.evidence["stranded_requests"] == ["w1-b"]
@@ -29,7 +29,7 @@ def test_a_request_released_just_before_its_worker_died_is_not_stranded(judge):
     builder = RecordBuilder().healthy().signals(worker_chaos=True)
     builder.event("admitted", 30.0, request_id="w0-a", worker="0")
     builder.event("reservation_released", 30.5, request_id="w0-a", reason="finished", worker="0")
-    builder.event("worker_died", 30.6, worker="0", value=0, reason="SIGKILL")
+    builder.event("worker_died", 30.6, worker="0", reason="SIGKILL")
     assert judge(builder, "no_orphans").outcome is Outcome.PASS
 
 

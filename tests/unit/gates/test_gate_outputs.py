@@ -8,7 +8,7 @@ from rich.console import Console
 from gates import evaluate, make_output, write_verdict
 from gates.outputs.console import ConsoleOutput
 from gates.outputs.step_summary import verdict_markdown
-from reference_engine.errors import UnknownNameError
+from record.errors import UnknownNameError
 from tests.fixtures.records import CONFIG_DIGEST, RecordBuilder
 
 

@@ -8,7 +8,7 @@ def share_refusal(builder: RecordBuilder, rid: str, t_s: float, *, need: int, li
     builder.request(rid, sent_s=t_s, ttft_s=None, e2e_s=0.01, status="error", http_status=429,
                     error_code="tenant_quota", finish_reason=None)
     return builder.event("rejected", t_s, request_id=rid, tenant="acme", traffic_class="interactive",
-                         reason="tenant_quota", mode=limit, num_blocks=need, value=live)
+                         reason="tenant_quota", mode=limit, num_blocks=need, tenant_live_blocks=live)
 
 
 def test_passes_when_refusals_stay_within_each_class_bound(judge, healthy):

@@ -1,7 +1,7 @@
 import pytest
 
 from gates import GATES, load_thresholds, slo
-from reference_engine.errors import ConfigError, UnknownNameError
+from record.errors import ConfigError, UnknownNameError
 
 
 def test_defaults_cover_every_metric_of_every_gate():

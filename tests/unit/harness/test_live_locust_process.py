@@ -4,7 +4,7 @@ import csv
 from pathlib import Path
 
 from harness.locust_process import RowTail, locust_command
-from harness.run_record import REQUEST_COLUMNS
+from record.run_record import REQUEST_COLUMNS
 from harness.scenario_catalog import scenarios_dir, select
 
 

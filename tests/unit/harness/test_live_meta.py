@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from harness.live_meta import engine_config_of, live_meta, public_settings
 from harness.loadgen.settings import LoadSettings
-from harness.run_record import Phase, RunMeta, Signals
+from record.run_record import Phase, RunMeta, Signals
 from reference_engine import config_digest, load_config
 
 CONFIG = load_config("configs/default.toml")

@@ -10,10 +10,10 @@ from rich.console import Console
 from harness.cli import build_parser, main
 from harness.commands.run import build_plan, print_pressure
 from harness.loadgen.tenants import DEFAULT_SPEC, parse_tenants
-from harness.pressure import measure_pressure
+from record.pressure import measure_pressure
 from harness.profiles import get_profile
 from harness.scenario_catalog import scenarios_dir
-from reference_engine.errors import KvgateError
+from record.errors import KvgateError
 from tests.fixtures.records import RecordBuilder
 
 SERVER_PROMPT = "You are a test assistant . Keep every answer short ."
@@ -148,7 +148,7 @@ def test_bad_tenants_from_the_environment_and_a_thresholds_typo_are_refused_befo
 
 
 def test_the_console_says_how_far_up_the_ladder_the_run_went(tmp_path: Path) -> None:
-    low = measure_pressure(RecordBuilder().event("watermark", 5.0, reason="warn", value=0.76).build(tmp_path / "low"))
+    low = measure_pressure(RecordBuilder().event("watermark", 5.0, reason="warn", usage=0.76).build(tmp_path / "low"))
     console = Console(record=True, width=400)
     print_pressure(console, low)
     print_pressure(console, None)

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from harness.scenario_catalog import discover, scenarios_dir, select
-from reference_engine.errors import UnknownNameError
+from record.errors import UnknownNameError
 
 EXPECTED = {"batch_mix": ("BatchMix",), "cancel_storm": ("CancelStorm",), "long_output": ("LongOutput",),
             "long_prompt": ("LongPrompt",), "multi_turn": ("MultiTurn",), "shared_prefix": ("SharedPrefix",),

@@ -5,7 +5,7 @@ import pytest
 
 from reference_engine import EventKind
 from reference_engine.config import TrafficClass
-from reference_engine.core.request import Request
+from reference_engine.request import Request
 from reference_engine.executors.sim_attention import (SINK_MASS, SINK_TOKENS, SyntheticAttention, SyntheticScores,
                                                       synthetic_attention)
 from reference_engine.policies.h2o import DenseScores, H2oCompressor, HeavyHitterRule

@@ -161,7 +161,7 @@ def test_tenant_at_its_cap_is_refused_while_others_proceed():
     assert ok.finish_reason is FinishReason.LENGTH
     [refused] = kinds(d.core, EventKind.REJECTED)
     assert (refused.reason, refused.mode, refused.num_blocks) == ("tenant_quota", "kv_share", 39)
-    assert refused.value == 0  # acme's live blocks: 78 reserved, none computed yet
+    assert refused.tenant_live_blocks == 0  # acme's live blocks: 78 reserved, none computed yet
 
 
 def test_a_tenant_quota_names_the_limit_behind_it():

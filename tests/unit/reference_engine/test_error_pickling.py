@@ -4,7 +4,7 @@ import pickle
 
 import pytest
 
-from reference_engine.errors import (CapacityError, ConfigError, ContextLengthError, KvgateError, RequestError,
+from record.errors import (CapacityError, ConfigError, ContextLengthError, KvgateError, RequestError,
                                      UnknownNameError)
 
 

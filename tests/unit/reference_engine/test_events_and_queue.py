@@ -1,8 +1,9 @@
 from reference_engine.config import TrafficClass
 from dataclasses import asdict
 
-from reference_engine.core.events import EVENT_COLUMNS, EventKind, EventLog
-from reference_engine.core.request import Request
+from record.events import EVENT_COLUMNS, EventKind
+from reference_engine.core.event_log import EventLog
+from reference_engine.request import Request
 from reference_engine.core.waiting_queue import WaitingQueue
 
 
@@ -18,9 +19,10 @@ def test_event_cursor_pages_and_reports_missed_events():
 
 def test_event_rows_are_the_dataclass_fields_in_column_order_with_the_kind_as_text():
     log = EventLog()
-    bare = log.emit(1.5, EventKind.WATERMARK, reason="warn", value=0.9)
+    bare = log.emit(1.5, EventKind.WATERMARK, reason="warn", usage=0.9)
     full = log.emit(2.0, EventKind.PREEMPTED, request_id="r", tenant="t", traffic_class="batch", num_blocks=3,
-                    num_tokens=4, latency_s=0.5, value=1.0, reason="capacity", mode="swap")
+                    num_tokens=4, latency_s=0.5, deadline_s=9.0, tenant_live_blocks=7, num_bytes=4096,
+                    usage=1.0, reason="capacity", mode="swap", client_request_id="c")
     for e in (bare, full):
         row = e.to_row()
         assert tuple(row) == EVENT_COLUMNS and row == {**asdict(e), "kind": e.kind.value}

@@ -4,7 +4,7 @@ import pytest
 
 from reference_engine.config import TrafficClass
 from reference_engine.core.prefix_hash import BlockHasher
-from reference_engine.core.request import Request
+from reference_engine.request import Request
 
 KEY = b"k" * 32
 

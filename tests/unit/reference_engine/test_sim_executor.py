@@ -1,7 +1,7 @@
 import pytest
 
 from reference_engine import EngineConfig, with_overrides
-from reference_engine.core.request import Request
+from reference_engine.request import Request
 from reference_engine.config import TrafficClass
 from reference_engine.executors.base import ScheduledChunk, StepPlan
 from reference_engine.executors.sim import SimExecutor, fake_token, fake_tokens

@@ -3,10 +3,10 @@ import dataclasses
 import pytest
 
 from reference_engine.catalog import DType, get_gpu, get_model
-from reference_engine.errors import UnknownNameError
+from record.errors import UnknownNameError
 from reference_engine.memory import MemoryPlan
 from reference_engine.config import parse_config
-from reference_engine.errors import ConfigError
+from record.errors import ConfigError
 from reference_engine.tokenizer import WordTokenizer, apply_chat_template, chat_prompt_tokens, vocab_word
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.pressure import record_pressure
-from harness.run_record import RunRecord
+from record.pressure import record_pressure
+from record.run_record import RunRecord
 from tests.fixtures.records import RecordBuilder
 
 
@@ -17,5 +17,5 @@ def with_pressure(builder: RecordBuilder, run_dir: Path) -> RunRecord:
 
 def pressed(builder: RecordBuilder) -> RecordBuilder:
     """The healthy run, with usage reaching the preempt rung at 42 s for 3 s."""
-    return builder.event("watermark", 42.0, reason="preempt", value=0.93).event("watermark", 45.0, reason="evict",
-                                                                                value=0.86)
+    return builder.event("watermark", 42.0, reason="preempt", usage=0.93).event("watermark", 45.0, reason="evict",
+                                                                                usage=0.86)

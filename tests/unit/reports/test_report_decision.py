@@ -37,7 +37,7 @@ def _metric(key: str, values: dict[str, float | None], better: Better | None = B
 def test_a_config_is_the_median_and_range_of_its_runs(base_run):
     config = _config(base_run, "a", Outcome.PASS, Outcome.PASS, Outcome.PASS)
     s = spread(config, _metric("m", {"a-0": 3, "a-1": 1, "a-2": None}))
-    # a run without the number is left out; the median is P50 by nearest rank (gates.query.percentile)
+    # a run without the number is left out; the median is P50 by nearest rank (record.query.percentile)
     assert (s.median, s.low, s.high, s.num_runs) == (1, 1, 3, 2)
     assert s.text(_metric("m", {})) == "1 (1–3)"
 

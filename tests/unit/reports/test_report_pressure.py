@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from gates import evaluate
-from harness.pressure import measure_pressure
+from record.pressure import measure_pressure
 from reports import render_run_report
 from reports.pressure import decisions_warning, missing_rungs_warning, pressure_line
 from tests.fixtures.records import RecordBuilder
@@ -39,7 +39,7 @@ def test_a_run_that_reached_every_rung_that_matters_shows_when_how_often_and_how
 
 def test_a_run_below_the_evict_and_preempt_rungs_says_so_loudly(tmp_path):
     builder = RecordBuilder().healthy().drop("events", kind="watermark").event("watermark", 30.0, reason="warn",
-                                                                               value=0.76)
+                                                                               usage=0.76)
     record = with_pressure(builder, tmp_path / "run")
     warning = missing_rungs_warning(record.meta.pressure)
     assert warning.startswith("NEVER REACHED the evict and preempt rungs (evict at 85%, preempt at 92%; peak live "

@@ -2,7 +2,7 @@ import re
 
 import pytest
 
-from reference_engine.errors import UnknownNameError
+from record.errors import UnknownNameError
 from reports import DEFAULT_SECTIONS, make_section, render_run_report
 from reports.page import LIBRARY_FILE
 from tests.fixtures.records import RecordBuilder

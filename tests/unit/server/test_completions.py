@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from reference_engine.core.events import EventKind
+from record.events import EventKind
 from tests.unit.server.server_support import ACME, ADMIN, MODEL, chat, server_config, serving
 
 pytestmark = pytest.mark.anyio

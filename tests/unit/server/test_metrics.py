@@ -3,7 +3,7 @@
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from reference_engine.core.events import EventKind
+from record.events import EventKind
 from tests.unit.server.server_support import ACME, ADMIN, chat, server_config, serving
 
 pytestmark = pytest.mark.anyio

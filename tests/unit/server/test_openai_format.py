@@ -6,8 +6,8 @@ from openai.types import Completion
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from reference_engine.config import TrafficClass
-from reference_engine.core.request import FinishReason, Request
-from reference_engine.errors import CapacityError
+from reference_engine.request import FinishReason, Request
+from record.errors import CapacityError
 from reference_engine.server.openai_format import DONE, ResponseFormat, error_event, extension
 
 

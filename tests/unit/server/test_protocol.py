@@ -3,7 +3,7 @@
 import pytest
 from pydantic import ValidationError
 
-from reference_engine.errors import InvalidRequestError
+from record.errors import InvalidRequestError
 from reference_engine.server.protocol import ChatCompletionRequest, CompletionRequest
 from reference_engine.tokenizer import WordTokenizer, apply_chat_template
 

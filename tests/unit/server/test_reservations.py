@@ -3,8 +3,8 @@
 import pytest
 
 from reference_engine.clock import VirtualClock
-from reference_engine.core.events import EventKind
-from reference_engine.server.merged_events import MergedEventLog
+from record.events import EventKind
+from reference_engine.server.merged_events import MERGED_COLUMNS, MergedEventLog
 from reference_engine.server.reservations import ReservationLedger
 
 
@@ -45,8 +45,8 @@ def test_a_dead_worker_loses_every_reservation_with_events():
     rows, _, _ = events.page(0, 100)
     kinds = [row[2] for row in rows]
     assert kinds == [EventKind.WORKER_DIED.value] + [EventKind.RESERVATION_RELEASED.value] * 3
-    assert all(row[-1] == 0 for row in rows) and rows[0][10] == "killed by SIGKILL"
-    assert {row[10] for row in rows[1:]} == {"worker_lost"}
+    assert all(row[-1] == 0 for row in rows) and rows[0][MERGED_COLUMNS.index("reason")] == "killed by SIGKILL"
+    assert {row[MERGED_COLUMNS.index("reason")] for row in rows[1:]} == {"worker_lost"}
 
 
 def test_the_broken_router_keeps_a_dead_worker_s_reservations_where_nothing_frees_them():

@@ -8,9 +8,9 @@ import pytest
 from starlette.requests import Request
 
 from reference_engine.config import TenantConfig
-from reference_engine.core.events import EventKind
-from reference_engine.errors import AuthError, InvalidRequestError
-from reference_engine.server.merged_events import MergedEventLog, WorkerEventPuller
+from record.events import EventKind
+from record.errors import AuthError, InvalidRequestError
+from reference_engine.server.merged_events import MERGED_COLUMNS, MergedEventLog, WorkerEventPuller
 from reference_engine.server.router import ProxyResponse, Router
 from reference_engine.server.router_app import aggregate_snapshots, merge_worker_metrics
 from reference_engine.server.state import bearer_key, check_admin_key, session_rebuildable
@@ -143,7 +143,9 @@ async def test_an_unreachable_worker_is_retried_elsewhere_without_two_reservatio
     sent = await relay(router, {"model": "m", "prompt": "x"})
     assert sent[0]["status"] == 200 and held == [2, 2]  # "other" + this request, never a third
     rows, _, _ = router.events.page(0, 10)
-    assert [(r[3], r[10], r[-1]) for r in rows] == [("r-1", "worker_lost", 0), ("r-1", "finished", 1)]
+    events = [dict(zip(MERGED_COLUMNS, row)) for row in rows]
+    assert [(e["request_id"], e["reason"], e["worker"]) for e in events] == [("r-1", "worker_lost", 0),
+                                                                            ("r-1", "finished", 1)]
     assert router.num_retries == 1 and router.ledger.get("r-1") is None
 
 

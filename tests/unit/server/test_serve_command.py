@@ -9,7 +9,7 @@ from harness.cli import build_parser
 from harness.commands import serve
 from reference_engine import load_config, with_overrides
 from reference_engine.config import DEV_ADMIN_KEY
-from reference_engine.errors import StartupError
+from record.errors import StartupError
 from reference_engine.server import http_edge, with_admin_key
 
 

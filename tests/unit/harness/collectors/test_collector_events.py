@@ -4,7 +4,7 @@ from typing import Any
 
 from harness.collectors import events as events_module
 from harness.collectors.events import EventCollector
-from harness.run_record import RECORD_EVENT_COLUMNS
+from record.run_record import RECORD_EVENT_COLUMNS
 
 COLUMNS = list(RECORD_EVENT_COLUMNS)
 

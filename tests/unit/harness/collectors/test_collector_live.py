@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from harness.collectors.live import CollectorSettings, LiveCollectors
-from harness.run_record import RunRecordWriter
+from record.run_record import RunRecordWriter
 from tests.stub_http import stub_server
 from tests.unit.harness.collectors.test_collector_prometheus import VLLM
 

@@ -4,7 +4,7 @@ import pytest
 from prometheus_client import generate_latest
 
 from harness.collectors.prometheus import ScrapeError, parse_metrics
-from harness.run_record import SAMPLE_COLUMNS
+from record.run_record import SAMPLE_COLUMNS
 from reference_engine import EngineCore
 from reference_engine.server.metrics import EngineMetrics
 from tests.helpers import small_config

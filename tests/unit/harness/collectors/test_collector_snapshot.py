@@ -4,7 +4,7 @@ from dataclasses import asdict
 
 from harness.collectors.snapshot import in_flight, sample_row, tenant_rows
 from harness.replay import samples as replay_samples
-from harness.run_record import SAMPLE_COLUMNS, TENANT_SAMPLE_COLUMNS
+from record.run_record import SAMPLE_COLUMNS, TENANT_SAMPLE_COLUMNS
 from reference_engine import EngineCore
 from tests.helpers import small_config
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from harness.loadgen.outcome import RequestOutcome, error_of_body
-from harness.run_record import REQUEST_COLUMNS
+from record.run_record import REQUEST_COLUMNS
 
 
 def outcome(**fields) -> RequestOutcome:

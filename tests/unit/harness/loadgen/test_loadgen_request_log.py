@@ -6,7 +6,7 @@ import pandas as pd
 
 from harness.loadgen.outcome import RequestOutcome
 from harness.loadgen.request_log import RequestLog
-from harness.run_record import REQUEST_COLUMNS
+from record.run_record import REQUEST_COLUMNS
 
 
 def outcome(i: int, **fields) -> RequestOutcome:

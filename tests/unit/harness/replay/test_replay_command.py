@@ -5,7 +5,7 @@ from pathlib import Path
 
 from harness.cli import main
 from harness.replay.loaders import load_trace
-from harness.run_record import TABLES, RunRecord
+from record.run_record import TABLES, RunRecord
 from reports.page import LIBRARY_FILE
 
 REPO = Path(__file__).resolve().parents[4]

@@ -7,7 +7,7 @@ import pytest
 
 from harness.replay.loaders import LOADERS, detect_format, load_trace
 from harness.replay.trace import TraceError
-from reference_engine.errors import UnknownNameError
+from record.errors import UnknownNameError
 
 TRACES = Path(__file__).resolve().parents[3] / "data" / "traces"
 MOONCAKE = TRACES / "mooncake" / "conversation_trace_head200.jsonl"

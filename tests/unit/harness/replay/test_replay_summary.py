@@ -3,7 +3,7 @@
 import pytest
 
 from harness.replay.summary import ReplaySummary
-from harness.run_record import Phase, PoolInfo, RunMeta, RunRecord, RunRecordWriter
+from record.run_record import Phase, PoolInfo, RunMeta, RunRecord, RunRecordWriter
 
 
 @pytest.fixture

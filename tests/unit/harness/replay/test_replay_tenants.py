@@ -8,7 +8,7 @@ import pytest
 from harness.replay.tenants import AssignmentSpecError, default_tenants, make_assigner
 from harness.replay.trace import TraceRequest
 from reference_engine import EngineConfig, load_config
-from reference_engine.errors import UnknownNameError
+from record.errors import UnknownNameError
 
 CONFIG = load_config(Path(__file__).resolve().parents[4] / "configs" / "default.toml")
 

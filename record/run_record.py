@@ -4,7 +4,7 @@
       meta.json            RunMeta: config + digest, policy, scenarios, target, mode, pool,
                            watermarks, tenants, phases, signals, versions, hardware, final state
       requests.csv         client view, one row per request (REQUEST_COLUMNS)
-      events.csv           engine event log (EVENT_COLUMNS; kinds in reference_engine.core.events)
+      events.csv           engine event log (EVENT_COLUMNS; kinds in record.events)
       samples.csv          periodic usage samples (SAMPLE_COLUMNS)
       tenant_samples.csv   per-tenant live blocks at each sample (TENANT_SAMPLE_COLUMNS)
       verdict.json         written by gates
@@ -14,7 +14,7 @@ All times are seconds since `meta.started_unix` (live) or since the trace start 
 are CSV with a header, so `pandas.read_csv` reads them and a diff shows them. A signal the target
 could not provide is `false` in `meta.signals` and its table may be empty: gates that depend on
 it say *not measurable*, never *passed*. The schema is versioned (`SCHEMA_VERSION`); a reader
-refuses a newer major version instead of misreading it. docs/run_record.md documents every column.
+refuses any other version instead of misreading it. docs/run_record.md documents every column.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
-from reference_engine.core.events import WORKER_EVENT_COLUMNS
+from record.events import WORKER_EVENT_COLUMNS
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the events' `value` column became typed columns (deadline_s, usage, ...)
 
 REQUEST_COLUMNS: tuple[str, ...] = (
     "request_id", "engine_request_id", "scenario", "phase", "tenant", "traffic_class", "session_id",
@@ -122,7 +122,7 @@ class Pressure(BaseModel):
     `source`: `engine` (the engine's `watermark` events: every level change, at step ends),
     `samples` (live usage of the periodic samples against `meta.watermarks`: a target without
     events, at the sample interval), or `none` (neither: nothing is known). `decisions` counts
-    the engine's answers to pressure by kind (harness/pressure.py lists them)."""
+    the engine's answers to pressure by kind (record/pressure.py lists them)."""
 
     model_config = ConfigDict(extra="forbid")
     source: str
@@ -163,7 +163,7 @@ class RunMeta(BaseModel):
     final: dict[str, Any] = Field(default_factory=dict,
                                   description="state after the run drained: live_blocks, reservations, ...")
     notes: list[str] = []
-    pressure: Pressure | None = Field(None, description="rungs reached and decisions taken (harness/pressure.py)")
+    pressure: Pressure | None = Field(None, description="rungs reached and decisions taken (record/pressure.py)")
 
     def phase(self, name: str) -> Phase | None:
         return next((p for p in self.phases if p.name == name), None)
@@ -255,6 +255,9 @@ class RunRecord:
         if version > SCHEMA_VERSION:
             raise RecordError(f"{d}: run record schema {version} is newer than this kvgate ({SCHEMA_VERSION}); "
                               f"upgrade kvgate to read it")
+        if version < SCHEMA_VERSION:
+            raise RecordError(f"{d}: run record schema {version} is older than this kvgate's ({SCHEMA_VERSION}); "
+                              f"its event columns differ: run it again, or judge it with the kvgate that wrote it")
         meta = RunMeta.model_validate(raw)
         tables = {name: _read_table(d / f"{name}.csv", columns, _DTYPES[name]) for name, columns in TABLES.items()}
         return cls(dir=d, meta=meta, **tables)

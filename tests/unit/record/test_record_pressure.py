@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.pressure import decisions_never_run, measure_pressure, missing_rungs, record_pressure
-from harness.run_record import RunRecord
+from record.pressure import decisions_never_run, measure_pressure, missing_rungs, record_pressure
+from record.run_record import RunRecord
 from tests.fixtures.records import RecordBuilder
 
 
@@ -17,7 +17,7 @@ def ladder_run() -> RecordBuilder:
     b = RecordBuilder()
     for t, level, usage in ((10, "warn", 0.75), (12, "evict", 0.86), (20, "preempt", 0.93),
                             (22, "evict", 0.86), (40, "normal", 0.5), (90, "preempt", 0.921)):
-        b.event("watermark", float(t), reason=level, value=usage)
+        b.event("watermark", float(t), reason=level, usage=usage)
     b.event("preempted", 21.0, mode="swap", request_id="r1").event("preempted", 21.0, mode="recompute",
                                                                      request_id="r2")
     b.event("evicted", 13.0, num_blocks=8, reason="watermark").event("expired", 50.0, request_id="s1")
@@ -49,7 +49,7 @@ def test_decisions_are_counted_from_events_and_final_state(tmp_path: Path) -> No
 
 
 def test_a_run_that_stayed_low_is_missing_the_rungs_that_matter(tmp_path: Path) -> None:
-    p = measure_pressure(RecordBuilder().event("watermark", 5.0, reason="warn", value=0.76).build(tmp_path))
+    p = measure_pressure(RecordBuilder().event("watermark", 5.0, reason="warn", usage=0.76).build(tmp_path))
     assert p.reached("warn") and missing_rungs(p) == ("evict", "preempt")
     assert missing_rungs(None) == ("evict", "preempt")
 

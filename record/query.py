@@ -12,7 +12,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from harness.run_record import RunMeta, RunRecord
+from record.run_record import RunMeta, RunRecord
 
 Window = tuple[float, float]
 

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from gates.query import percentile
+from record.query import percentile
 
 
 def test_percentile_is_the_nearest_rank_not_one_rank_above_it():

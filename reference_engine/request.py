@@ -6,7 +6,10 @@ KV in the cache; a step schedules some of the rest; a step that reaches `num_tok
 new output token. A decode step is simply a step that schedules one token. After a recompute
 preemption `num_computed_tokens` drops to 0 and the same accounting re-prefills prompt + output.
 
-Only the scheduler mutates a request once it has been added to the engine.
+Who writes what: the engine core fills the intake fields (estimate, reservation, deadline,
+session) before it hands a request to the scheduler, and stamps a cancel's arrival; from then on
+the scheduler changes its state and counters, and the KV manager alone its blocks (`block_ids`,
+`block_hashes`, the tokens a prefix hit computes, the positions a compaction keeps).
 """
 
 from __future__ import annotations

@@ -1,26 +1,27 @@
-"""The engine's event log: an append-only record of everything the gates need.
+"""Engine events as a run record keeps them: the kinds, and the typed columns each one fills.
 
 Every event is one flat `Event` row (so a log is a table: pandas-ready, CSV-ready), with the
-columns a kind does not use left as None. The catalogue below is the single place that says
-which kinds exist and what each carries; `docs/run_record.md` repeats it for readers of a record.
+columns a kind does not use left as None. Each column means one thing for every kind that uses
+it. The catalogue below is the single place that says which kinds exist and what each carries;
+`docs/run_record.md` repeats it for readers of a record.
 
     kind                  request_id tenant  other columns
     admitted              yes        yes     num_tokens = prompt tokens, num_blocks = estimate,
                                              client_request_id = the client's X-Request-Id (a label)
-    queued                yes        yes     num_blocks = estimate, value = deadline (engine s),
+    queued                yes        yes     num_blocks = estimate, deadline_s (engine s),
                                              client_request_id
     rejected              yes        yes     reason = kv_capacity | tenant_quota | queue_deadline |
                                              context_length_exceeded | context_expired; refused on
                                              arrival: num_tokens = prompt, num_blocks = estimate,
-                                             value = the tenant's live blocks then, mode = the
-                                             limit behind a tenant_quota (kv_share | active_seqs |
-                                             reserved_tokens); client_request_id
+                                             tenant_live_blocks = the tenant's live blocks then,
+                                             mode = the limit behind a tenant_quota (kv_share |
+                                             active_seqs | reserved_tokens); client_request_id
     scheduled             yes        yes     num_tokens = prefix-cache hit tokens
     first_token           yes        yes     latency_s = TTFT measured by the engine
     preempted             yes        yes     mode = recompute | swap | kill, num_blocks freed,
                                              num_tokens = computed tokens discarded, to be
                                              computed again (recompute; 0 for swap and kill), reason
-    swapped               yes        yes     num_blocks moved to host, value = bytes
+    swapped               yes        yes     num_blocks moved to host, num_bytes moved
     resumed               yes        yes     mode = recompute | swap
     cancel_received       yes        yes
     blocks_released       yes        yes     num_blocks, latency_s = cancel_received -> released,
@@ -34,18 +35,15 @@ which kinds exist and what each carries; `docs/run_record.md` repeats it for rea
     approximated          yes        yes     num_tokens dropped by a token-level policy, num_blocks
                                              freed, mode = policy name
     oom                   opt        opt     num_blocks that could not be allocated, reason
-    watermark             -          -       reason = level name entered (warn, evict, ...), value = usage
-    worker_died           -          -       value = worker id, reason = signal/exit
+    watermark             -          -       reason = level name entered (warn, evict, ...), usage =
+                                             live blocks / pool blocks at that step
+    worker_died           -          -       worker (the `worker` column), reason = signal/exit
     reservation_released  yes        yes     num_blocks, reason = worker_lost | finished
     orphan_reconciled     -          -       num_blocks freed by the periodic orphan check
-
-A log keeps at most `capacity` recent events; `since(cursor)` says how many a slow reader missed.
 """
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from enum import Enum
 
@@ -83,7 +81,10 @@ class Event:
     num_blocks: int | None = None
     num_tokens: int | None = None
     latency_s: float | None = None
-    value: float | None = None
+    deadline_s: float | None = None
+    tenant_live_blocks: int | None = None
+    num_bytes: int | None = None
+    usage: float | None = None
     reason: str | None = None
     mode: str | None = None
     client_request_id: str | None = None
@@ -93,7 +94,8 @@ class Event:
         out by hand (not `dataclasses.asdict`, which deep-copies): it runs once per event exported."""
         return {"seq": self.seq, "t_s": self.t_s, "kind": self.kind.value, "request_id": self.request_id,
                 "tenant": self.tenant, "traffic_class": self.traffic_class, "num_blocks": self.num_blocks,
-                "num_tokens": self.num_tokens, "latency_s": self.latency_s, "value": self.value,
+                "num_tokens": self.num_tokens, "latency_s": self.latency_s, "deadline_s": self.deadline_s,
+                "tenant_live_blocks": self.tenant_live_blocks, "num_bytes": self.num_bytes, "usage": self.usage,
                 "reason": self.reason, "mode": self.mode, "client_request_id": self.client_request_id}
 
 
@@ -101,49 +103,3 @@ EVENT_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Event))
 # Events as /admin/events serves them and a run record keeps them: each also names the worker
 # that made it (None: a single engine process, or the router itself).
 WORKER_EVENT_COLUMNS: tuple[str, ...] = (*EVENT_COLUMNS, "worker")
-
-
-@dataclass(frozen=True, slots=True)
-class EventPage:
-    events: list[Event]
-    next_cursor: int
-    missed: int  # events dropped from the ring before the reader asked for them
-
-
-class EventLog:
-    """Append-only with a monotonically increasing cursor; a bounded ring of recent events.
-
-    Invariant: event `seq` numbers are 0, 1, 2, ... with no gaps; the ring holds the newest
-    `capacity` of them. Append is O(1); `since(cursor)` is O(returned).
-    """
-
-    def __init__(self, capacity: int = 1_000_000) -> None:
-        self._ring: deque[Event] = deque(maxlen=capacity)
-        self._next_seq = 0
-        self.counts: dict[EventKind, int] = {k: 0 for k in EventKind}
-
-    def emit(self, t_s: float, kind: EventKind, **columns) -> Event:
-        event = Event(self._next_seq, t_s, kind, **columns)
-        self._next_seq += 1
-        self._ring.append(event)
-        self.counts[kind] += 1
-        return event
-
-    @property
-    def next_cursor(self) -> int:
-        return self._next_seq
-
-    def since(self, cursor: int, limit: int | None = None) -> EventPage:
-        oldest = self._next_seq - len(self._ring)
-        start = max(cursor, oldest)
-        missed = max(0, oldest - cursor)
-        stop = self._next_seq if limit is None else min(self._next_seq, start + limit)
-        first = start - oldest
-        events = [self._ring[i] for i in range(first, first + (stop - start))]
-        return EventPage(events, stop, missed)
-
-    def __iter__(self) -> Iterator[Event]:
-        return iter(self._ring)
-
-    def __len__(self) -> int:
-        return len(self._ring)

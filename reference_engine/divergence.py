@@ -26,7 +26,7 @@ from torch import Tensor
 
 from reference_engine.clock import VirtualClock
 from reference_engine.config import EngineConfig, with_overrides
-from reference_engine.core.request import Request
+from reference_engine.request import Request
 from reference_engine.executors.torch_attention import DenseAttention
 from reference_engine.executors.torch_executor import TorchExecutor
 

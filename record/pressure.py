@@ -20,8 +20,8 @@ import math
 from collections.abc import Iterable
 from pathlib import Path
 
-from gates.query import live_usage
-from harness.run_record import RUNGS, Pressure, RunRecord, RungReached
+from record.query import live_usage
+from record.run_record import RUNGS, Pressure, RunRecord, RungReached
 
 MUST_REACH: tuple[str, ...] = ("evict", "preempt")
 """The rungs where the policies' decisions act (evict idle state; preempt running work): a run
@@ -128,7 +128,7 @@ def _decisions(record: RunRecord) -> dict[str, int]:
 def _peak(record: RunRecord) -> float | None:
     values = [*live_usage(record.samples).dropna()]
     events = record.events
-    values += [*events.loc[events["kind"] == "watermark", "value"].dropna()]
+    values += [*events.loc[events["kind"] == "watermark", "usage"].dropna()]
     return float(max(values)) if values else None
 
 
