@@ -70,7 +70,7 @@ def assert_same_record(fast: RunRecord, slow: RunRecord) -> None:
 
 
 @pytest.mark.parametrize("policy", ["lru", "vllm_like", "none", "multi_queue", "value_density"])
-def test_fast_forward_equals_step_by_step_under_pressure(tmp_path, policy):
+def test_event_driven_equals_step_by_step_under_pressure(tmp_path, policy):
     config = with_overrides(load_config(DEFAULT_CONFIG), {**PRESSURE, "kv_cache.policy": policy})
     (fast, slow), (fast_calls, slow_calls) = replay_both(tmp_path, load_trace(MOONCAKE, limit=100), config)
     assert_same_record(fast, slow)
@@ -94,7 +94,7 @@ def spy_steps(monkeypatch) -> list:
     return outputs
 
 
-def test_fast_forward_equals_step_by_step_on_the_default_config(tmp_path, monkeypatch):
+def test_event_driven_equals_step_by_step_on_the_default_config(tmp_path, monkeypatch):
     """The whole slice: it once caught fused runs letting a finished request's freed blocks feed
     the next request's growth (same live blocks, a different cached/free split in samples.csv).
     Samples answered by plans of several steps (a snapshot where they stopped) are part of it."""
@@ -189,7 +189,7 @@ def test_every_config_replays_fused_exactly_as_step_by_step(tmp_path, config_pat
     assert bool(kept[0]) == (config_path.stem in ("streamingllm", "h2o"))  # token-level configs compact
 
 
-def test_fast_forward_equals_step_by_step_on_azure_compressed_in_time(tmp_path):
+def test_event_driven_equals_step_by_step_on_azure_compressed_in_time(tmp_path):
     (fast, slow), _ = replay_both(tmp_path, load_trace(AZURE, limit=120), load_config(DEFAULT_CONFIG),
                                   ReplaySettings(rate_scale=4.0, tenants="round_robin"))
     assert_same_record(fast, slow)

@@ -61,7 +61,7 @@ def replay(seed: int, fast: bool, **overrides):
     return summary, kinds, (d.core.num_steps, d.core.num_computed_tokens), steps, gpu_s
 
 
-def test_fast_forward_equals_step_by_step():
+def test_plans_of_several_steps_equal_step_by_step():
     for seed in range(3):
         slow, slow_events, slow_steps, slow_calls, slow_gpu_s = replay(seed, fast=False)
         fast, fast_events, fast_steps, fast_calls, fast_gpu_s = replay(seed, fast=True)
