@@ -143,11 +143,17 @@ class Gate(Protocol):
     """A gate: a name, the metrics its thresholds table may set, and one pure method.
 
     `metrics` maps each metric name to what it bounds; the thresholds file may set only these.
+    All three are read-only to callers, so a gate may hold them as plain class attributes.
     """
 
-    name: str
-    title: str
-    metrics: Mapping[str, str]
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def title(self) -> str: ...
+
+    @property
+    def metrics(self) -> Mapping[str, str]: ...
 
     def evaluate(self, record: RunRecord, limits: Limits) -> GateResult:
         ...

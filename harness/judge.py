@@ -40,10 +40,13 @@ class PartialRecord(KvgateError):
 
 def check_complete(record: RunRecord) -> None:
     """Raise PartialRecord for a run that ended early: the gates would judge what little it
-    measured, and could pass it (an interrupted run is no evidence of a healthy engine)."""
+    measured, and could pass it (an interrupted run is no evidence of a healthy engine); and for
+    a run the harness itself failed (a lagging open-loop client measured itself, not the target)."""
     note = record.meta.ended_early
     if note is not None:
         raise PartialRecord(f"{record.dir}: not judged, the record is partial ({note}); run it again")
+    if (error := record.meta.harness_error) is not None:
+        raise PartialRecord(f"{record.dir}: not judged ({error}); run it again")
 
 
 def judge(run_dir: Path, thresholds: Path | None = None, outputs: Sequence[str] = VERDICT_OUTPUTS,

@@ -6,7 +6,8 @@ Phases, on one clock (seconds since `meta.started_unix`, taken just before the b
 
     baseline  a few sequential interactive requests, nothing else in flight (baseline.py)
     load      the scenarios under locust (locust_process.py), from the first request sent to
-              the moment locust exited
+              the moment locust exited; or an open-loop load sent from this process
+              (open_load.py), from its first intended send to its last answer
     cooldown  after the load: until the engine holds no request (bounded by cooldown_max_s), and
               at least cooldown_min_s, sampling all along, so memory fall-back can be judged
 
@@ -38,9 +39,11 @@ from typing import Any, Protocol
 from harness.baseline import run_baseline
 from harness.collectors.live import CollectorSettings, LiveCollectors
 from harness.live_meta import engine_config_of, live_meta, public_settings
+from harness.loadgen.request_log import tally
 from harness.loadgen.settings import LoadSettings
 from harness.loadgen.tenants import TenantSet, parse_tenants
 from harness.locust_process import LocustProcess, RowTail, locust_command
+from harness.open_load import OpenLoad, run_open_load
 from harness.preflight import preflight
 from record.pressure import record_pressure
 from record.run_record import ENDED_EARLY, Phase, RunMeta, RunRecordWriter
@@ -104,6 +107,12 @@ class LivePlan:
     is started with that config, saved beside the record as engine_config.json."""
     followed: FollowedLoad | None = None
     """Record a load that another process drives instead of starting locust (no baseline then)."""
+    open_loop: OpenLoad | None = None
+    """Send an open-loop load (arrivals at a rate, a trace) from this process instead of starting
+    locust (harness/open_load.py)."""
+
+    def scenario_names(self) -> list[str]:
+        return [self.open_loop.workload.name] if self.open_loop is not None else [s.name for s in self.scenarios]
 
 
 @dataclass(frozen=True)
@@ -182,7 +191,15 @@ def _record(plan: LivePlan, settings: LoadSettings, target: Target, tenants: Ten
                                     model=settings.model, num_requests=plan.baseline_requests)
             writer.append("requests", [o.row(started_unix) for o in baseline])
             phases.append(Phase(name="baseline", start_s=b0, end_s=clock()))
-        if plan.followed is None:
+        if plan.open_loop is not None:
+            opened = run_open_load(plan.open_loop, base_url=target.url, settings=settings.with_(phase="load"),
+                                   tenants=tenants, duration_s=plan.duration_s, writer=writer, progress=progress,
+                                   clock=clock, started_unix=started_unix,
+                                   usage=lambda: collectors.last_snapshot["usage"] if collectors.last_snapshot else None)
+            load_start, load_end, counts = opened.start_s, opened.end_s, opened.counts
+            live["open_loop"] = opened.summary
+            notes += opened.notes
+        elif plan.followed is None:
             load_start, load_end, counts = _load(plan, settings.with_(t0_unix=started_unix), target, writer,
                                                  collectors, progress, clock, live)
         else:
@@ -209,7 +226,7 @@ def _record(plan: LivePlan, settings: LoadSettings, target: Target, tenants: Ten
         snap = collectors.last_snapshot
         meta = live_meta(run_id=plan.run_dir.name, started_unix=started_unix, duration_s=clock(), config=config,
                          digest=digest, config_path=str(plan.config_path or ""),
-                         scenarios=[s.name for s in plan.scenarios], target=target.describe(settings.model),
+                         scenarios=plan.scenario_names(), target=target.describe(settings.model),
                          num_blocks=snap["num_blocks"] if snap else None, phases=phases,
                          signals=collectors.signals(), initial=initial, final=final,
                          notes=collectors.notes + notes, gpu_name=collectors.gpu.name, live=live)
@@ -286,10 +303,8 @@ def _copy_rows(tail: RowTail, writer: RunRecordWriter, counts: Counter[str], fir
                     row[column] = float(row[column]) + shift_s
     if rows:
         writer.append("requests", rows)
+        tally(counts, rows)
         for row in rows:
-            counts[row["status"]] += 1
-            if row["http_status"] == "429":
-                counts["429"] += 1
             sent = float(row["sent_s"])
             first_sent = sent if first_sent is None else min(first_sent, sent)
     return first_sent

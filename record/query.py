@@ -49,10 +49,12 @@ def window_duration_s(record: RunRecord, window: Window) -> float | None:
     """A window's length; an open-ended one is clipped to the run's duration."""
     start, end = window
     if math.isinf(end):
-        end = record.meta.duration_s or None
+        if not record.meta.duration_s:
+            return None  # the run's duration is unknown, so an open window has no length
+        end = record.meta.duration_s
     if math.isinf(start):
         start = 0.0
-    return None if end is None or end <= start else end - start
+    return None if end <= start else end - start
 
 
 def in_window(df: pd.DataFrame, column: str, window: Window) -> pd.DataFrame:

@@ -40,10 +40,13 @@ REQUEST_COLUMNS: tuple[str, ...] = (
     "status", "http_status", "error_code", "finish_reason",
     "prompt_tokens", "completion_tokens", "max_tokens",
     "streaming", "cancel_intended", "session_rebuilt", "max_tokens_clamped", "approximate", "worker",
+    "intended_s",
 )
 """status: ok | error | cancelled (an intended cancel) | timeout. error_code: the OpenAI error
 `code` (kv_capacity, tenant_quota, queue_deadline, context_expired, context_length_exceeded,
-worker_lost, ...) or a client-side code (connection_error, timeout, bad_response)."""
+worker_lost, ...) or a client-side code (connection_error, timeout, bad_response). intended_s: when
+an open-loop request was meant to be sent (empty for closed-loop users); its client lag is
+sent_s − intended_s."""
 
 SAMPLE_COLUMNS: tuple[str, ...] = (
     "t_s", "num_blocks", "live_blocks", "retained_blocks", "pinned_blocks", "cached_blocks", "free_blocks",
@@ -174,8 +177,15 @@ class RunMeta(BaseModel):
         such a record is partial and may not pass (harness/judge.py)."""
         return next((n for n in self.notes if n.startswith(ENDED_EARLY)), None)
 
+    @property
+    def harness_error(self) -> str | None:
+        """The note saying the harness, not the target, failed the run (an open-loop client that
+        lagged beyond its bound): such a record is kept and never judged (harness/judge.py)."""
+        return next((n for n in self.notes if n.startswith(HARNESS_ERROR)), None)
+
 
 ENDED_EARLY = "run ended early"
+HARNESS_ERROR = "harness error"
 
 
 class RecordError(Exception):

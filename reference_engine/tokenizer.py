@@ -19,6 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
 VOCAB_SIZE = 4096
+# bytes -> 0 for the ASCII characters str.split() separates on, 1 for every other byte
+_WORD_BYTES = bytes(0 if chr(b).isspace() else 1 for b in range(128)) + bytes([1]) * 128
 _SYLLABLES = ("ka", "lo", "mi", "nu", "pe", "ra", "si", "to", "ve", "zu", "an", "el", "in", "or", "ul", "ys")
 SPECIAL_TOKENS = ("<|system|>", "<|user|>", "<|assistant|>", "<|tool|>", "<|end|>")
 ROLES = ("system", "user", "assistant", "tool")
@@ -38,6 +40,11 @@ class Tokenizer(Protocol):
 
     def decode(self, token_ids: Sequence[int]) -> str: ...
 
+    def min_tokens(self, text: str) -> int:
+        """A lower bound on `len(encode(text))` at a small fraction of its cost: what admission
+        may refuse a long prompt on before it is tokenized."""
+        ...
+
 
 class WordTokenizer:
     """Whitespace words -> ids; see the module docstring for the exact rules."""
@@ -56,8 +63,16 @@ class WordTokenizer:
         self.special_ids = specials
 
     def encode(self, text: str) -> list[int]:
-        get = self._ids.get
-        return [get(w) if w in self._ids else VOCAB_SIZE + zlib.crc32(w.encode()) for w in text.split()]
+        ids = self._ids
+        return [ids[w] if w in ids else VOCAB_SIZE + zlib.crc32(w.encode()) for w in text.split()]
+
+    def min_tokens(self, text: str) -> int:
+        """Exactly `len(encode(text))`: the words of an ASCII text counted at C speed as the
+        starts of runs of word bytes (no word list built), `len(text.split())` otherwise."""
+        if not text.isascii():
+            return len(text.split())
+        marks = text.encode().translate(_WORD_BYTES)
+        return marks.count(b"\0\1") + (marks[:1] == b"\1")
 
     def decode(self, token_ids: Sequence[int]) -> str:
         words = self._words

@@ -82,7 +82,7 @@ def comparison_metrics(runs: Sequence[ComparedRun]) -> list[Metric]:
         Metric("prefix_hit_ratio", "prefix hit ratio (load)", lambda r: r.summary.prefix_hit_ratio, share,
                Better.HIGHER, "the number eviction_thrash reports and bounds by min_prefix_hit_rate", deciding=True),
         *(Metric(f"evicted_sessions:{reason}", f"sessions evicted: {reason}",
-                 lambda r, k=reason: _get(r.summary.evicted_sessions_by_reason, k), count,
+                 _by_key(lambda r, k: _get(r.summary.evicted_sessions_by_reason, k), reason), count,
                  gate_note="whole run, sessions (`evicted` events) by reason") for reason in eviction_reasons),
         Metric("evicted_blocks", "blocks of evicted sessions", lambda r: r.summary.evicted_blocks, count,
                gate_note="whole run; eviction_thrash judges the load phase's rate per second, as a share of the pool"),
@@ -101,22 +101,24 @@ def comparison_metrics(runs: Sequence[ComparedRun]) -> list[Metric]:
                "the recompute_tax gate's own measurement; n/a where the verdict has no such gate"),
         Metric("peak_live_usage", "peak live usage", lambda r: r.summary.peak_live_usage, share,
                gate_note="whole run; memory_level_off judges the load phase's peak"),
-        *(Metric(f"p95_ttft:{c}", f"P95 TTFT {c} (load)", lambda r, c=c: r.summary.p95_ttft_ms.get(c), milliseconds,
-                 Better.LOWER, _TTFT_NOTES[c], deciding=c == "interactive") for c in classes),
+        *(Metric(f"p95_ttft:{c}", f"P95 TTFT {c} (load)", _by_key(lambda r, k: r.summary.p95_ttft_ms.get(k), c),
+                 milliseconds, Better.LOWER, _TTFT_NOTES[c], deciding=c == "interactive") for c in classes),
         Metric("goodput_tokens", "goodput (completion tokens/s, load)", lambda r: r.summary.goodput_tokens_per_s,
                per_second, Better.HIGHER, "completion tokens of ok answers per second of the load phase; no gate",
                deciding=True),
         Metric("goodput_requests", "goodput (ok requests/s, load)", lambda r: r.summary.goodput_rps, per_second,
                Better.HIGHER, _GOODPUT_NOTE),
         *(Metric(f"goodput:{c}", f"goodput {c} (ok requests/s, load)",
-                 lambda r, c=c: r.summary.goodput_rps_by_class.get(c), per_second, Better.HIGHER, _GOODPUT_NOTE)
+                 _by_key(lambda r, k: r.summary.goodput_rps_by_class.get(k), c), per_second, Better.HIGHER,
+                 _GOODPUT_NOTE)
           for c in classes),
         Metric("unanswered", "requests without an answer", lambda r: float(sum(r.summary.rejections.values())),
                count, Better.LOWER, _UNANSWERED_NOTE, deciding=True),
-        *(Metric(f"rejected:{reason}", f"no answer: {reason}", lambda r, k=reason: r.summary.rejections.get(k, 0),
-                 count, gate_note="client view, whole run") for reason in reasons),
+        *(Metric(f"rejected:{reason}", f"no answer: {reason}",
+                 _by_key(lambda r, k: r.summary.rejections.get(k, 0), reason), count,
+                 gate_note="client view, whole run") for reason in reasons),
         *(Metric(f"tenant:{tenant}", f"no answer, tenant {tenant}",
-                 lambda r, k=tenant: r.summary.rejections_by_tenant.get(k, 0), count,
+                 _by_key(lambda r, k: r.summary.rejections_by_tenant.get(k, 0), tenant), count,
                  gate_note="client view, whole run; the rejections gate judges refusals per class and a tenant "
                            "refused under its cap") for tenant in tenants),
     ]
@@ -140,9 +142,9 @@ _UNANSWERED_NOTE = ("client view, whole run: errors and timeouts; explicit_overf
 
 def _pressure_rows() -> list[Metric]:
     """What the verdicts above were earned under (meta.pressure): not ranked, not judged."""
-    held = [Metric(f"held:{name}", f"time at or above {name}", lambda r, n=name: _held_s(r, n), seconds,
+    held = [Metric(f"held:{name}", f"time at or above {name}", _by_key(_held_s, name), seconds,
                    gate_note=_PRESSURE_NOTE) for name in ("evict", "preempt")]
-    decisions = [Metric(f"decision:{key}", DECISION_LABELS[key], lambda r, k=key: _decision(r, k), count,
+    decisions = [Metric(f"decision:{key}", DECISION_LABELS[key], _by_key(_decision, key), count,
                         gate_note=note) for key, note in (
         ("evicted_sessions", "no gate judges the count; eviction_thrash judges their rate under load"),
         ("expired_sessions", "no gate"),
@@ -174,8 +176,13 @@ def _decision(run: ComparedRun, key: str) -> float | None:
 
 
 def _reprefill_total(run: ComparedRun) -> float | None:
-    parts = (run.summary.reprefill_preempted_tokens, run.summary.reprefill_rebuilt_tokens)
-    return None if None in parts else float(sum(parts))
+    preempted, rebuilt = run.summary.reprefill_preempted_tokens, run.summary.reprefill_rebuilt_tokens
+    return None if preempted is None or rebuilt is None else float(preempted + rebuilt)
+
+
+def _by_key(read: Callable[[ComparedRun, str], float | None], key: str) -> Callable[[ComparedRun], float | None]:
+    """`read` with `key` bound now: a lambda written in a loop would see the loop's last key."""
+    return lambda run: read(run, key)
 
 
 def _gate_value(gate: str) -> Callable[[ComparedRun], float | None]:

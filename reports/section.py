@@ -18,6 +18,7 @@ from reports.sections.churn import ChurnSection
 from reports.sections.config import ConfigSection
 from reports.sections.gate_table import GateTableSection
 from reports.sections.kv_usage import KvUsageSection
+from reports.sections.open_loop import OpenLoopSection
 from reports.sections.pressure import PressureSection
 from reports.sections.queues import QueuesSection
 from reports.sections.rejections import RejectionsSection
@@ -35,7 +36,7 @@ class ReportSection(Protocol):
 
 SECTIONS: dict[str, ReportSection] = {s.name: s for s in (
     GateTableSection(), PressureSection(), KvUsageSection(), TenantShareSection(), QueuesSection(), TtftSection(),
-    CancelReleaseSection(), ChurnSection(), RejectionsSection(), ConfigSection(),
+    CancelReleaseSection(), ChurnSection(), RejectionsSection(), OpenLoopSection(), ConfigSection(),
 )}
 
 DEFAULT_SECTIONS: tuple[str, ...] = tuple(SECTIONS)

@@ -25,11 +25,11 @@ class RecomputeTaxGate:
     metrics = {METRIC: "tokens recompute preemptions discarded / tokens the engine computed"}
 
     def evaluate(self, record: RunRecord, limits: Limits) -> GateResult:
-        totals = [record.meta.final.get(key) for key in TOTALS]
-        if None in totals:
+        raw_recomputed, raw_computed = (record.meta.final.get(key) for key in TOTALS)
+        if raw_recomputed is None or raw_computed is None:
             return GateResult.not_measurable(
                 self.name, "no run totals of recomputed and computed tokens (meta.final) in the record")
-        recomputed, computed = map(float, totals)
+        recomputed, computed = float(raw_recomputed), float(raw_computed)
         if computed <= 0:
             return GateResult.not_measurable(self.name, "the engine computed no token in this run")
         tax = recomputed / computed

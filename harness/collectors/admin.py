@@ -7,6 +7,7 @@ Any other target has no admin API: `AdminUnavailable` says why (no route, wrong 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
@@ -16,7 +17,7 @@ class AdminUnavailable(Exception):
     """The admin API did not answer usefully; the message says how."""
 
 
-def run_time(t_engine_s: float, answer: dict[str, Any], started_unix: float) -> float:
+def run_time(t_engine_s: float, answer: Mapping[str, Any], started_unix: float) -> float:
     """An engine-clock time of `answer`'s process as seconds since the run started."""
     return t_engine_s + float(answer["engine_clock_offset_unix"]) - started_unix
 

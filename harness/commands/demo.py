@@ -52,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
     core = EngineCore(load_config(args.config), clock=clock)
     core.pin_prefixes()
     arrivals = _workload(random.Random(args.seed), args.seconds, args.rate)
-    label_of, rejected = {}, Counter()
+    label_of: dict[str, str] = {}  # request id -> its traffic kind
+    rejected: Counter[tuple[str, str]] = Counter()  # (kind, error code) -> refusals
     i = 0
     with console.status("running the engine on a virtual clock..."):
         while i < len(arrivals) or core.has_work():
@@ -72,12 +73,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_summary(console: Console, core: EngineCore, label_of: dict, rejected: Counter) -> None:
-    ttft, done, preempted, queued = defaultdict(list), Counter(), Counter(), Counter()
+def _print_summary(console: Console, core: EngineCore, label_of: dict[str, str],
+                   rejected: Counter[tuple[str, str]]) -> None:
+    ttft: defaultdict[str, list[float]] = defaultdict(list)
+    done: Counter[tuple[str, str | None]] = Counter()  # (kind, finish reason)
+    preempted: Counter[str] = Counter()
+    queued: Counter[str] = Counter()
     peak = 0.0
     for ev in core.events:
-        kind = label_of.get(ev.request_id)
-        if ev.kind.value == "first_token" and kind:
+        kind = None if ev.request_id is None else label_of.get(ev.request_id)
+        if ev.kind.value == "first_token" and kind and ev.latency_s is not None:
             ttft[kind].append(ev.latency_s)
         elif ev.kind.value == "finished" and kind:
             done[(kind, ev.reason)] += 1

@@ -74,7 +74,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def plan_entries(configs: list[Path], baselines: list[Path]) -> tuple[list[Entry], list[str]]:
     """Unique configs by digest (candidates first), with a directory name each, and notes on
     what was skipped. Every config is loaded (and so validated) before any run starts."""
-    entries, notes, seen = [], [], {}
+    entries: list[Entry] = []
+    notes: list[str] = []
+    seen: dict[str, Path] = {}  # digest -> the first config with it
     for path, baseline in [(c, False) for c in configs] + [(b, True) for b in baselines]:
         digest = config_digest(load_config(path))
         if digest in seen:

@@ -39,8 +39,9 @@ def run(args: argparse.Namespace) -> int:
     if args.baseline and not args.compare:
         print("kvgate: --baseline labels runs of a comparison: add --compare", file=sys.stderr)
         return EXIT_HARNESS_ERROR
-    records = [load_record(d) for d in [*args.run_dirs, *args.baseline]]
-    if any(r is None for r in records):
+    loaded = [load_record(d) for d in [*args.run_dirs, *args.baseline]]
+    records = [r for r in loaded if r is not None]
+    if len(records) < len(loaded):  # load_record said why
         return EXIT_HARNESS_ERROR
     verdicts = [stored_or_evaluated(r, args.gates) for r in records]
     if args.compare:

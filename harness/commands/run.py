@@ -3,13 +3,16 @@
     kvgate run --policy configs/multi_queue.toml                      # start the engine, mixed default
     kvgate run --policy configs/lru.toml --scenarios cancel_storm,short_qa --profile quick
     kvgate run --target http://127.0.0.1:8000 --model my-model --tenants me=sk-123   # any server
+    kvgate run --target URL --rate 4 --arrivals poisson --duration 60   # open loop: chat at 4 requests/s
+    kvgate run --target URL --trace conversation_trace.jsonl --rate-scale 0.5 --limit 200   # a trace, live
 
 Without --target the reference engine is started with --policy (and stopped afterwards, also on
 Ctrl-C or failure). Then: preflight, baseline, load (locust, headless), cooldown, the run
 record under --out (default runs/<timestamp>-<policy>/), the gates (verdict.json, JUnit XML,
 a table), report.html. Exit codes: 0 every measurable gate passed, 1 a gate failed, 2 a harness
 error (preflight failed, the engine did not start, nothing measurable, ...). docs/scenarios.md
-explains the scenarios, profiles and settings.
+explains the scenarios, profiles and settings; docs/load.md the open-loop options (--rate,
+--trace), which replace locust's users by arrivals on a schedule sent from this process.
 """
 
 from __future__ import annotations
@@ -31,14 +34,21 @@ from gates import load_thresholds
 from harness.commands.gate import names
 from harness.judge import judge
 from harness.live_run import LivePlan, run_live
+from harness.loadgen.arrivals import ArrivalKind, Arrivals, arrival_kind
+from harness.loadgen.chat_workload import ChatWorkload
+from harness.loadgen.client_lag import MAX_LAG_P99_MS
+from harness.loadgen.open_loop import Workload
 from harness.loadgen.prompts import DEFAULT_SYSTEM_PROMPT
 from harness.loadgen.settings import LoadSettings, SettingsError
 from harness.loadgen.tenants import TenantSpecError, format_tenants, tenants_of_config
+from harness.open_load import DEFAULT_MAX_IN_FLIGHT, OpenLoad
 from harness.profiles import PROFILES, format_overrides, get_profile
-from record.run_record import Pressure
+from harness.replay.loaders import AUTO, LOADERS, load_trace
 from harness.scenario_catalog import scenarios_dir, select
-from reference_engine import EngineConfig, load_config, with_overrides
+from harness.trace_workload import TraceWorkload
 from record.errors import KvgateError
+from record.run_record import Pressure
+from reference_engine import EngineConfig, load_config, with_overrides
 from reports.pressure import missing_rungs_warning, pressure_line
 
 
@@ -53,7 +63,56 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", metavar="NAME", help="model name (default: the config's, else the first of /v1/models)")
     p.add_argument("--tenants", metavar="SPEC", help="name=key[:class],... (default: the config's tenants)")
     p.add_argument("--out", type=Path, metavar="DIR", help="run record directory (default runs/<timestamp>-<policy>)")
+    load = p.add_argument_group("open-loop load (instead of locust's users; docs/load.md)")
+    which = load.add_mutually_exclusive_group()
+    which.add_argument("--rate", type=positive(float), metavar="R",
+                       help="send chat requests (short_qa's) at R per second on average, on the --arrivals schedule")
+    which.add_argument("--trace", type=Path, metavar="FILE",
+                       help="send a request trace (Mooncake JSONL, Azure 2023 or BurstGPT CSV) at its own times")
+    load.add_argument("--trace-format", default=AUTO, choices=[AUTO, *LOADERS], help="trace format (default: auto)")
+    load.add_argument("--rate-scale", type=positive(float), default=1.0, metavar="X",
+                      help="--trace: multiply its arrival rate by X (arrival times divided by X)")
+    load.add_argument("--time-scale", type=positive(float), default=1.0, metavar="X",
+                      help="--trace: stretch its time axis by X (arrival times multiplied by X)")
+    load.add_argument("--limit", type=positive(int), metavar="N",
+                      help="send at most N requests (--duration bounds them too)")
+    add_arrival_arguments(load)
     p.set_defaults(func=run)
+
+
+def add_arrival_arguments(p: argparse._ActionsContainer) -> None:
+    """How an open-loop load is timed and bounded: shared by `kvgate run` and `kvgate sweep`."""
+    p.add_argument("--arrivals", choices=[k.value for k in ArrivalKind], default=ArrivalKind.POISSON.value,
+                   help="arrival schedule at the rate (default: poisson)")
+    p.add_argument("--burst-size", type=positive(int), default=8, metavar="N",
+                   help="--arrivals bursts: requests per burst")
+    p.add_argument("--seed", type=at_least_zero, default=0, metavar="N", help="seed of the arrival schedule")
+    p.add_argument("--max-lag-ms", type=positive(float), default=MAX_LAG_P99_MS, metavar="MS",
+                   help=f"P99 client lag beyond which the run is a harness error, not a verdict "
+                        f"(default {MAX_LAG_P99_MS:.0f})")
+    p.add_argument("--max-in-flight", type=positive(int), default=DEFAULT_MAX_IN_FLIGHT, metavar="N",
+                   help=f"requests the client holds open at once; more wait, and show as lag "
+                        f"(default {DEFAULT_MAX_IN_FLIGHT})")
+
+
+def open_load_of(args: argparse.Namespace) -> OpenLoad | None:
+    """The open-loop load `kvgate run`'s options ask for, or None (locust's users)."""
+    if args.trace is not None:
+        trace = load_trace(args.trace, args.trace_format)
+        return _open_load(args, TraceWorkload(trace=trace, rate_scale=args.rate_scale, time_scale=args.time_scale,
+                                              max_requests=args.limit))
+    return chat_load(args, args.rate, args.limit) if args.rate is not None else None
+
+
+def chat_load(args: argparse.Namespace, rate_per_s: float, max_requests: int | None = None) -> OpenLoad:
+    """Chat at `rate_per_s` on the schedule `add_arrival_arguments` asked for."""
+    schedule = Arrivals(kind=arrival_kind(args.arrivals), rate_per_s=rate_per_s, seed=args.seed,
+                        burst_size=args.burst_size)
+    return _open_load(args, ChatWorkload(schedule=schedule, max_requests=max_requests))
+
+
+def _open_load(args: argparse.Namespace, workload: Workload) -> OpenLoad:
+    return OpenLoad(workload=workload, max_lag_ms=args.max_lag_ms, max_in_flight=args.max_in_flight)
 
 
 def add_load_arguments(p: argparse.ArgumentParser) -> None:
@@ -103,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
     console = Console()
     plan = build_plan(args)
     console.print(f"[bold]kvgate run[/] {plan.run_dir} — policy {_policy(plan.config)}, "
-                  f"scenarios {', '.join(s.name for s in plan.scenarios)}, profile {plan.profile}")
+                  f"scenarios {', '.join(plan.scenario_names())}, profile {plan.profile}")
     if plan.engine_overrides:
         console.print(f"  the {plan.profile} profile sets {format_overrides(plan.engine_overrides)}")
     with RichProgress(console) as progress:
@@ -146,19 +205,23 @@ def build_plan(args: argparse.Namespace) -> LivePlan:
         settings = _settings(args, config, profile.settings)
     except (SettingsError, TenantSpecError) as err:
         raise KvgateError(str(err)) from None
+    open_loop = open_load_of(args)
+    if open_loop is not None and args.scenarios:
+        raise KvgateError("--scenarios picks locust scenarios; --rate and --trace send an open-loop load instead")
     directory = args.scenarios_dir or scenarios_dir()
-    scenarios = select(directory, args.scenarios)
+    scenarios = select(directory, args.scenarios) if open_loop is None else []
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = args.out or _unique(Path("runs") / f"{stamp}-{_policy(config)}")
     sample_interval = args.sample_interval or (config.server.sample_interval_s if config is not None else 0.5)
     return LivePlan(run_dir=run_dir, config=config, config_path=args.policy, scenarios=scenarios,
-                    mixed_dir=None if args.scenarios else directory, settings=settings,
+                    mixed_dir=None if args.scenarios or open_loop else directory, settings=settings,
                     duration_s=args.duration or profile.duration_s, users=args.users or profile.users,
                     spawn_rate=args.spawn_rate or profile.spawn_rate, processes=args.processes,
                     engine_workers=args.workers, target_url=args.target, metrics_url=args.metrics_url,
                     baseline_requests=profile.baseline_requests, cooldown_max_s=profile.cooldown_max_s,
                     cooldown_min_s=profile.cooldown_min_s, stop_timeout_s=profile.stop_timeout_s,
-                    sample_interval_s=sample_interval, profile=profile.name, engine_overrides=overrides)
+                    sample_interval_s=sample_interval, profile=profile.name, engine_overrides=overrides,
+                    open_loop=open_loop)
 
 
 def _settings(args: argparse.Namespace, config: EngineConfig | None, profile: Mapping[str, object]) -> LoadSettings:

@@ -8,7 +8,8 @@ progress display) sees them within a second, and a crash keeps what was measured
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO
 
@@ -16,6 +17,14 @@ from harness.loadgen.outcome import RequestOutcome
 from record.run_record import REQUEST_COLUMNS
 
 REJECTED_STATUS = 429
+
+
+def tally(counts: Counter[str], rows: Iterable[Mapping[str, object]]) -> None:
+    """Count rows by status, and 429s apart (the progress display of a live run)."""
+    for row in rows:
+        counts[str(row["status"])] += 1
+        if str(row["http_status"]) == str(REJECTED_STATUS):
+            counts[str(REJECTED_STATUS)] += 1
 
 
 class RequestLog:

@@ -61,19 +61,21 @@ class ClientView:
         """Apply engine events; returns the rows of requests that finished."""
         done: list[dict] = []
         for e in events:
-            kind = e.kind
+            kind, request_id = e.kind, e.request_id
+            if request_id is None:  # engine-wide (watermark, worker_died): no request to update
+                continue
             if kind is EventKind.FIRST_TOKEN:
-                entry = self._open.get(e.request_id)
+                entry = self._open.get(request_id)
                 if entry is not None:
                     row = entry[0]
                     row["first_token_s"] = e.t_s
                     row["ttft_s"] = e.t_s - row["sent_s"]
             elif kind is EventKind.REJECTED:
-                entry = self._open.get(e.request_id)
+                entry = self._open.get(request_id)
                 if entry is not None:  # left the queue (queue_deadline); refusals at arrival are not open
                     entry[0]["error_code"] = e.reason
             elif kind is EventKind.FINISHED:
-                entry = self._open.pop(e.request_id, None)
+                entry = self._open.pop(request_id, None)
                 if entry is not None:
                     done.append(self._finish(*entry, e))
         return done

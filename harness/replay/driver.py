@@ -184,7 +184,7 @@ class ReplayDriver:
     def _samples_before(self, next_arrival_s: float) -> tuple[list[float], float]:
         """The due sample times the engine may reach in one call (it stops at the first and
         answers those it reached with snapshots), and the next arrival, before which it stops."""
-        times = []
+        times: list[float] = []
         for i in range(_SAMPLES_PER_CALL):
             t = self._next_sample_s(i)
             if t >= next_arrival_s:

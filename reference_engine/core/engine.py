@@ -194,6 +194,36 @@ class EngineCore:
         self.scheduler.add(r, admitted, session)
         return r
 
+    def refuse_early(self, *, tenant: str, min_prompt_tokens: int, max_new_tokens: int | None,
+                     request_id: str, client_request_id: str | None = None) -> None:
+        """Raise now the refusal `add_request` would give a prompt of at least `min_prompt_tokens`
+        tokens, so that a server can refuse a long prompt before it pays for tokenizing it.
+
+        Refusal only grows with the prompt's length (a larger estimate never fits where a smaller
+        one did not), so a lower bound never refuses what `add_request` would take. A tenant with
+        idle sessions is left to `add_request`, which may reclaim them first; so is a session
+        turn (the caller does not ask), which reuses its session's blocks. A refusal is counted
+        and logged as `add_request` counts and logs one; nothing else changes."""
+        t = self.tenants[tenant]
+        if min_prompt_tokens < 1 or t.retained_blocks:
+            return
+        now = self.clock.now()
+        granted, clamped = self.admission.resolve_max_new_tokens(max_new_tokens, self.pool.num_live)
+        r = Request(request_id=request_id, tenant=t.name, traffic_class=t.traffic_class,
+                    num_prompt_tokens=min_prompt_tokens, max_new_tokens=granted, arrival_s=now,
+                    requested_max_new_tokens=max_new_tokens, max_tokens_clamped=clamped, hash_scope=t.scope,
+                    client_request_id=client_request_id)
+        try:
+            self.admission.check_context(min_prompt_tokens, granted, t)
+            r.estimated_blocks = self.admission.estimate_blocks(r)
+            decision = self._decide(r, t, 0, None)  # no idle sessions: nothing to reclaim, no side effect
+            if decision.action is AdmissionAction.REJECT:
+                raise decision.to_error()
+        except RequestError as err:
+            t.note_request(now)
+            self._record_rejection(r, err, now)
+            raise
+
     def _decide(self, r: Request, t: TenantState, session_blocks: int, session_id: str | None):
         adm, sched = self.admission, self.scheduler
         quota = adm.check_tenant(r, t, r.estimated_blocks, session_blocks)

@@ -55,7 +55,7 @@ def reconcile_orphans(core: "EngineCore") -> int:
         expected_refs.update(r.block_ids)
     now = core.clock.now()
     freed = 0
-    for b in range(pool.num_blocks):
+    for b in pool.blocks_with_request_refs():  # a block with no request reference has no orphan
         extra_refs = pool.ref_count(b) - pool.hold_count(b) - expected_refs.get(b, 0)
         if extra_refs > 0:
             pool.decref([b] * extra_refs, now)

@@ -14,7 +14,7 @@ An executor that runs one step per plan says so (`max_steps_per_plan = 1`) and n
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -96,9 +96,9 @@ class StepOutcome:
     durations_s: list[float]  # of each step run, in order (at least one)
     sampled: list[list[int]]  # aligned with plan.chunks: the tokens each sampled over the steps, in order
     # Per request id: the attention mass each of its KV tokens (after the step, in KV order)
-    # received, summed over the step's queries; from the sim, the same in closed form.
-    # Supplied when the policy needs it (h2o).
-    attention: dict[str, Attention] | None = None
+    # received, summed over the step's queries; from the sim, the same in closed form. One
+    # executor gives one kind for every request. Supplied when the policy needs it (h2o).
+    attention: Mapping[str, Sequence[float]] | Mapping[str, SyntheticAttention] | None = None
 
     @property
     def num_steps(self) -> int:

@@ -134,7 +134,11 @@ class PagedAttention:
     def attention_mass(self) -> list[list[float]]:
         """Per sequence (in step order), the mass each KV token received; see the module doc."""
         assert self._mass, "built without record_mass"
-        return [(m / self._num_layers).tolist() for m in self._mass]
+        masses: list[list[float]] = []
+        for m in self._mass:
+            assert m is not None, "every sequence attends in every layer"
+            masses.append((m / self._num_layers).tolist())
+        return masses
 
 
 class DenseAttention:

@@ -94,6 +94,12 @@ class HfTokenizer:
         self._tok = Tokenizer.from_file(str(path))
         self.name = f"hf:{Path(directory).name}"
         self.max_token_id = self._tok.get_vocab_size() - 1
+        self._max_token_chars = max(map(len, self._tok.get_vocab()), default=1) or 1
+
+    def min_tokens(self, text: str) -> int:
+        """No token covers more characters than the longest vocabulary entry has (for a
+        normalizer that never shortens text, which a byte-level BPE's does not)."""
+        return -(-len(text) // self._max_token_chars)
 
     def encode(self, text: str) -> list[int]:
         return self._tok.encode(text, add_special_tokens=False).ids

@@ -150,6 +150,8 @@ class DecoderLayer(nn.Module):
 class LlamaDecoder(nn.Module):
     """The decoder over a flat stream of tokens (any number of sequences, one backend call per layer)."""
 
+    inv_freq: Tensor  # a registered buffer, which nn.Module's attribute lookup alone types as Tensor | Module
+
     def __init__(self, shape: DecoderShape) -> None:
         super().__init__()
         self.shape = shape

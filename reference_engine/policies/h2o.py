@@ -44,6 +44,9 @@ if TYPE_CHECKING:
     from reference_engine.executors.base import Attention
 
 
+_ONE_KIND = "a request's scores keep the kind of attention its first step had: one executor gives one kind"
+
+
 class DenseScores:
     """Accumulated scores from attention given per KV token (the torch executor's; or none): the
     recurrence applied as written, O(KV tokens) per step."""
@@ -100,10 +103,16 @@ class H2oCompressor:
             scores = self._scores[r.request_id] = (SyntheticScores(attention.seed, self.score_decay)
                                                    if isinstance(attention, SyntheticAttention)
                                                    else DenseScores(self.score_decay))
-        if num_steps > 1:  # the steps before the last, at once (only synthetic scores hold for several)
-            chunk = attention.num_new
-            scores.add_steps(r.num_computed_tokens - chunk * num_steps, chunk, num_steps - 1)
-        scores.add_step(r, attention)
+        if isinstance(scores, SyntheticScores):
+            assert isinstance(attention, SyntheticAttention), _ONE_KIND
+            if num_steps > 1:  # the steps before the last, at once (only synthetic scores hold for several)
+                chunk = attention.num_new
+                scores.add_steps(r.num_computed_tokens - chunk * num_steps, chunk, num_steps - 1)
+            scores.add_step(r, attention)
+        else:
+            assert not isinstance(attention, SyntheticAttention), _ONE_KIND
+            assert num_steps == 1, "dense scores learn one step at a time (compaction_rule says so)"
+            scores.add_step(r, attention)
         if self.heavy_budget(n, r.num_computed_tokens, 0) is None:  # before asking for the protected prefix
             return None
         lo, hi = protected_tokens(), n - self.recent_tokens
@@ -157,9 +166,8 @@ class HeavyHitterRule:
             return budget(kv_tokens + step * chunk, computed_tokens + step * chunk, protected)
 
         step = bisect.bisect_left(range(1, within + 1), True, key=lambda step: heavy(step) is not None) + 1
-        if step > within:
-            return None
-        return step, protected + heavy(step) + self.h2o.recent_tokens
+        held = heavy(step) if step <= within else None  # None past `within`: no step compacts
+        return None if held is None else (step, protected + held + self.h2o.recent_tokens)
 
 
 def make_h2o(config: EngineConfig, plan: MemoryPlan) -> Policy:

@@ -96,7 +96,9 @@ class HeapIndex(Generic[K]):
 
     def _pop(self) -> K:
         """Pop the lowest live entry (callers check len(self) first)."""
-        key, priority, _ = self._peek()
+        top = self._peek()
+        assert top is not None, "_pop on an empty index"
+        key, priority, _ = top
         self._heap[0][2].popleft()
         self._slots -= 1
         del self._live[key]
@@ -118,7 +120,9 @@ class HeapIndex(Generic[K]):
         freed = 0
         live = self._live
         while freed < num_blocks and live:
-            _, priority, size = self._peek()  # the front item now starts with a live key
+            top = self._peek()  # the front item now starts with a live key
+            assert top is not None, "every live key sits in an item of the heap"
+            _, priority, size = top
             if strict and freed + size > num_blocks:
                 break
             _, stamp, keys = self._heap[0]

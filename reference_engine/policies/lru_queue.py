@@ -118,7 +118,7 @@ class LruQueueIndex(Generic[K]):
     def __len__(self) -> int:
         return self._len
 
-    def __contains__(self, key: object) -> bool:
+    def __contains__(self, key: K) -> bool:
         """O(n): for consistency checks only (the pool knows a cached block by its refcount and
         hash, and never asks the index)."""
         return self._queue[self._head:].count(key) > self._stale.get(key, 0)

@@ -288,8 +288,7 @@ class MultiQueueBlockIndex(_MultiQueueRules[K]):
         """As `MultiQueueIndex._rebalance`; the LRU's excess moves to FIFO 1 in one batch."""
         fifo2, lru, where = self._fifos[Queue.FIFO2], self._lru, self._where
         cap2 = self.capacity(Queue.FIFO2)
-        while len(fifo2):
-            key = fifo2.first()
+        while (key := fifo2.first()) is not None:
             since = where[key][1]
             if now_s - since < self.active_s and len(fifo2) <= cap2:
                 break

@@ -49,6 +49,7 @@ def create_app(config: EngineConfig, *, worker: int | None = None, clock: Clock 
             yield
         finally:
             await loop.stop()
+            state.tokenize_pool.close()
 
     app = FastAPI(title="kvgate reference engine", version="0.1.0", lifespan=lifespan,
                   description="OpenAI-compatible API over the kvgate reference engine (docs/server.md)")

@@ -5,8 +5,11 @@ for the client going away during the *whole* request, streaming or not, queued, 
 decoding, and abort the engine request at once; (2) hold back the status line until the
 request has either produced its first token or ended, so a request that leaves the queue at
 its deadline, or fails for memory before any token, still answers with a real HTTP status
-(429 queue_deadline, 503 out_of_memory) instead of a 200 with an error inside; (3) send each
-step's tokens in one write, built from prepared templates (the per-token budget is tens of µs).
+(429 queue_deadline, 503 out_of_memory) instead of a 200 with an error inside; (3) send every
+token as its own SSE event as soon as the engine loop wakes the writer (in the step after the
+one that produced it), built from prepared templates and per-token JSON pieces made once per
+process (the per-token budget is tens of µs). A writer that wakes late still sends one event per
+token, never one event for several.
 
 After the first byte, an engine-side failure ends the stream with an SSE error event and
 `[DONE]`. A disconnect watcher task waits on `receive()` for `http.disconnect`; it logs one line,
@@ -25,7 +28,7 @@ from starlette.types import Message, Receive, Scope, Send
 from reference_engine.request import FinishReason
 from reference_engine.server.engine_loop import EngineLoop, RequestStream
 from reference_engine.server.errors import error_response, finish_error
-from reference_engine.server.openai_format import DONE, ResponseFormat, error_event, extension
+from reference_engine.server.openai_format import DONE, ResponseFormat, TokenPieces, error_event, extension
 from reference_engine.tokenizer import Tokenizer
 
 _COMPLETED = (FinishReason.STOP, FinishReason.LENGTH)
@@ -56,11 +59,12 @@ class CompletionResponse(Response):
     status_code = 200
 
     def __init__(self, loop: EngineLoop, stream: RequestStream, fmt: ResponseFormat, tokenizer: Tokenizer,
-                 worker: int | None) -> None:
+                 pieces: TokenPieces, worker: int | None) -> None:
         self.loop = loop
         self.stream = stream
         self.fmt = fmt
         self.tokenizer = tokenizer
+        self.pieces = pieces
         self.worker = worker
         self.disconnected = False
 
@@ -102,16 +106,16 @@ class CompletionResponse(Response):
         headers = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache")]
         headers += [(k.encode(), v.encode()) for k, v in request_headers(stream, self.worker).items()]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
-        decode = self.tokenizer.decode
+        piece = self.pieces.piece
+        chunk = fmt.content_chunk_json
         parts = [fmt.role_chunk()]
         num_sent = 0
         while True:
             ids = r.output_token_ids
             n = len(ids)
-            if n > num_sent:
-                text = decode(ids[num_sent:n])
-                parts.append(fmt.content_chunk(" " + text if num_sent else text))
-                num_sent = n
+            while num_sent < n:  # one SSE event per token, even when the writer woke a step late
+                parts.append(chunk(piece(ids[num_sent], num_sent == 0)))
+                num_sent += 1
             if stream.finished:
                 parts.append(self._ending())
                 await send({"type": "http.response.body", "body": b"".join(parts), "more_body": False})

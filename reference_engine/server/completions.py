@@ -3,6 +3,9 @@
 A completion request is checked in this order, each failure a typed error with an OpenAI body:
 API key (401) -> body shape (400, via the pydantic models) -> model name (404) -> the engine's
 admission (400 context_length_exceeded, 410 context_expired, 429 kv_capacity / tenant_quota).
+A long prompt meets admission twice: first on its token count alone, before it is tokenized (a
+refusal then costs no tokenizing and never waits behind other prompts' tokenizing), then with its
+token ids, which the tokenizer process makes off the event loop.
 Priority is the tenant's configured class alone: headers such as `X-Priority` are never read.
 
 The server names every request itself (`ServerState.new_request_id`): a client can never pick,
@@ -18,8 +21,10 @@ cannot resend the context, so an evicted session answers 410 instead of being re
 
 from __future__ import annotations
 
+import functools
 import re
 import time
+from collections.abc import Callable
 from typing import Annotated, TypeVar
 
 from fastapi import APIRouter, Depends, Request
@@ -31,11 +36,13 @@ from starlette.datastructures import Headers
 from reference_engine.core.tenants import TenantState
 from record.errors import InvalidRequestError
 from reference_engine.server.completion_response import CompletionResponse
+from reference_engine.server.engine_loop import RequestStream
 from reference_engine.server.openai_format import Kind, ResponseFormat, models_list
 from reference_engine.server.protocol import ChatCompletionRequest, CompletionRequest
 from reference_engine.server.state import ServerState, session_rebuildable
 
 Body = TypeVar("Body", ChatCompletionRequest, CompletionRequest)
+LONG_PROMPT_CHARS = 16_384  # prompts from this long (≈ 2K words) are judged by count, tokenized off the loop
 _bearer = HTTPBearer(auto_error=False, description="a tenant API key from the engine config")
 _ERRORS = {code: {"description": what} for code, what in (
     (400, "malformed input or context_length_exceeded"), (401, "unknown API key"), (404, "unknown model"),
@@ -118,14 +125,36 @@ async def _start(request: Request, kind: Kind, model: type[Body]) -> CompletionR
     state.check_model(body.model)
     session_id, label = _session_and_request_ids(request.headers)
     rebuild_ok = session_rebuildable(request.headers.get("x-session-rebuildable"), tenant.config)
-    prompt_ids = body.prompt_token_ids(state.core.tokenizer)
     request_id = state.forwarded_request_id(request.headers) or state.new_request_id(kind)
     request.state.request_id = request_id
-    stream = state.loop.submit(tenant=tenant.name, prompt_token_ids=prompt_ids, max_new_tokens=body.max_new_tokens(),
+    submit = functools.partial(state.loop.submit, tenant=tenant.name, max_new_tokens=body.max_new_tokens(),
                                session_id=session_id, session_rebuildable=rebuild_ok, streaming=body.stream,
                                request_id=request_id, client_request_id=label, cache_salt=body.cache_salt)
+    text = body.prompt_text()
+    if text is None or len(text) < LONG_PROMPT_CHARS:
+        stream = submit(prompt_token_ids=body.prompt_token_ids(state.core.tokenizer))
+    else:
+        stream = await _submit_long(state, text, submit, tenant.name, session_id=session_id,
+                                    max_new_tokens=body.max_new_tokens(), request_id=request_id, label=label)
     fmt = ResponseFormat(kind, request_id, body.model, int(time.time()), body.include_usage)
-    return CompletionResponse(state.loop, stream, fmt, state.core.tokenizer, state.worker)
+    return CompletionResponse(state.loop, stream, fmt, state.core.tokenizer, state.pieces, state.worker)
+
+
+async def _submit_long(state: ServerState, text: str, submit: Callable[..., RequestStream], tenant: str, *,
+                       session_id: str | None, max_new_tokens: int | None, request_id: str,
+                       label: str | None) -> RequestStream:
+    """Submit a long prompt. It is first judged by admission on its token count
+    (`Tokenizer.min_tokens`, a fraction of the cost of its ids), so that a refusal answers before
+    any tokenizing; then it is tokenized in the tokenizer process (`tokenize_pool.py`), so that a
+    burst of long prompts never holds the event loop (and every stream on it) for the
+    milliseconds each one takes. A tenant's long prompts pass one at a time (`intake_lock`): the
+    count check of the next one then sees the reservation of the one before, instead of letting
+    a whole burst through to the tokenizer only to refuse it after."""
+    async with state.intake_lock(tenant):
+        if session_id is None:  # a session turn may reuse its session's blocks: add_request judges it
+            state.core.refuse_early(tenant=tenant, min_prompt_tokens=state.core.tokenizer.min_tokens(text),
+                                    max_new_tokens=max_new_tokens, request_id=request_id, client_request_id=label)
+        return submit(prompt_token_ids=await state.tokenize_pool.encode(text))
 
 
 # The hot endpoints read their body and headers by hand: FastAPI's parameter machinery cost more

@@ -22,7 +22,6 @@ loop goes on serving; an observer that raises is logged and skipped.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import time
 from collections.abc import Sequence
@@ -36,9 +35,6 @@ log = logging.getLogger("kvgate.engine")
 
 _BLOCKED_POLL_S = 0.005  # work waiting but nothing schedulable: re-check this often
 _ERROR_BACKOFF_S = 0.01
-_TIMER_SLACK_S = 0.0015
-_LATE_S = 0.002  # steps ending this late on average: coalesce stream writes
-_MAX_FLUSH_EVERY = 8
 
 
 class LoopObserver(Protocol):
@@ -56,12 +52,11 @@ class RequestStream:
     only ever grow, preemption included), so nothing is copied per token. One waiter at most.
     """
 
-    __slots__ = ("request", "streaming", "turn", "finished", "_waiter")
+    __slots__ = ("request", "streaming", "finished", "_waiter")
 
-    def __init__(self, request: Request, streaming: bool, turn: int = 0) -> None:
+    def __init__(self, request: Request, streaming: bool) -> None:
         self.request = request
         self.streaming = streaming
-        self.turn = turn  # staggers coalesced writes across steps
         self.finished = False
         self._waiter: asyncio.Future[None] | None = None
 
@@ -104,9 +99,6 @@ class EngineLoop:
         self.engine_clock_offset_unix = time.time() - core.clock.now()
         self.ready = False
         self.num_step_errors = 0
-        self.flush_every = 1  # steps between writes of a stream past its first token (see _deliver)
-        self._late_ewma_s = 0.0
-        self._turns = itertools.count()
         self._observers: list[LoopObserver] = []
         self._streams: dict[str, RequestStream] = {}
         self._cursor = core.events.next_cursor
@@ -146,7 +138,7 @@ class EngineLoop:
     def submit(self, *, streaming: bool, **request_args) -> RequestStream:
         """Add a request to the engine; raises the core's `RequestError` when it is refused."""
         r = self.core.add_request(streaming=streaming, **request_args)
-        stream = RequestStream(r, streaming, turn=next(self._turns))
+        stream = RequestStream(r, streaming)
         self._streams[r.request_id] = stream
         if not self._wakeup.is_set():
             self._wake_requested_s = self.core.clock.now()
@@ -224,39 +216,26 @@ class EngineLoop:
         await self._sleep_until(step.t_end_s)
         out = core.end_step()
         self._prev_step_end_s = out.t_end_s
-        self._deliver(out.outputs, clock.now() - out.t_end_s)
+        self._deliver(out.outputs)
         self.pump()
 
-    def _deliver(self, outputs: list, late_s: float) -> None:
-        """Wake the streams that got tokens. While the loop keeps ending steps late (the CPU
-        cannot write every stream every step), a stream past its first token is woken only every
-        `flush_every` steps, in staggered turns, and then sends the tokens it accumulated in one
-        chunk: steps stay on the time model and first tokens stay immediate. Back to 1 when the
-        loop is on time again."""
-        self._late_ewma_s += 0.2 * (late_s - self._late_ewma_s)
-        if self._late_ewma_s > _LATE_S and self.flush_every < _MAX_FLUSH_EVERY:
-            self.flush_every += 1
-        elif self._late_ewma_s < _LATE_S / 4 and self.flush_every > 1:
-            self.flush_every -= 1
-        every, turn = self.flush_every, self.core.num_steps
+    def _deliver(self, outputs: list) -> None:
+        """Wake every stream that got a token in this step, every step: its writer sends it
+        during the next step's sleep, so a client sees the engine's own inter-token timing."""
         streams = self._streams
         for o in outputs:
             stream = streams.get(o.request.request_id)
-            if stream is not None and stream.streaming and (
-                    every == 1 or len(o.request.output_token_ids) == 1 or (stream.turn + turn) % every == 0):
+            if stream is not None and stream.streaming:
                 stream.notify()
 
     async def _sleep_until(self, t_end_s: float) -> None:
-        """Let the step's modelled time pass. asyncio timers fire up to a millisecond or two late
-        (epoll counts whole milliseconds), which would stretch every step; so sleep short and
-        yield to the other tasks for the rest. Always yields at least once: handlers never starve."""
-        clock = self.core.clock
-        delay = t_end_s - clock.now()
-        if delay > _TIMER_SLACK_S:
-            await asyncio.sleep(delay - _TIMER_SLACK_S)
-        await asyncio.sleep(0)
-        while clock.now() < t_end_s:
-            await asyncio.sleep(0)
+        """Let the step's modelled time pass, asleep: the loop costs no CPU while a step runs
+        and the writers woken by the last step use that time. A timer fires a little late
+        (epoll counts whole milliseconds, and the kernel adds its slack); bench/bench_live.py
+        measures by how much. Always yields at least once, so handlers never starve."""
+        # One sleep, never a second for what is left: asyncio may fire a timer up to its clock
+        # resolution early, and sleeping those nanoseconds would cost a whole epoll millisecond.
+        await asyncio.sleep(max(0.0, t_end_s - self.core.clock.now()))
 
     async def _wait_for_work(self) -> None:
         core = self.core

@@ -1,11 +1,12 @@
 """OpenAI's response shapes: SSE chunks and whole bodies for chat and text completions.
 
-Every token passes through `content_chunk`, so it is built from byte templates made once per
-request: one JSON string encoding of the new text and two concatenations per chunk, no dict building.
+Every token passes through `content_chunk_json`, so it is built from byte templates made once per
+request and the token's JSON string made once per process (`TokenPieces`): two concatenations
+per chunk, no dict building, no encoding.
 The templates are pinned against the `openai` client's own models in the tests.
 
     data: {"id":…,"object":"chat.completion.chunk",…,"choices":[{"delta":{"role":"assistant","content":""}…}]}
-    data: {…"delta":{"content":"kalomi"}…}            the tokens of one engine step (or of a few, under load)
+    data: {…"delta":{"content":"kalomi"}…}            one event per token
     data: {…"delta":{},"finish_reason":"length"}],"kvgate":{…}}
     data: {…"choices":[],"usage":{…}}                   only with stream_options.include_usage
     data: [DONE]
@@ -22,8 +23,9 @@ from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii as _json_str
 from typing import Literal
 
-from reference_engine.request import Request
 from record.errors import RequestError
+from reference_engine.request import Request
+from reference_engine.tokenizer import Tokenizer
 
 DONE = b"data: [DONE]\n\n"
 _compact = json.JSONEncoder(separators=(",", ":")).encode
@@ -52,6 +54,32 @@ def models_list(model_name: str, created: int, max_model_len: int) -> dict:
 
 def error_event(err: RequestError) -> bytes:
     return b"data: " + _compact(err.to_openai()).encode() + b"\n\n"
+
+
+class TokenPieces:
+    """Each token's streamed text as a JSON string literal, made once per process and token.
+
+    A stream's text is its tokens decoded one by one: the first as decoded, every later one
+    with the separator the tokenizer puts between tokens (`decode([a, b]) == piece(a) + piece(b)`
+    for the word tokenizer, whose separator is a space). Ids past `max_cached` distinct ones are
+    encoded each time: a vocabulary is bounded, the cache is too. O(1) per token once cached.
+    """
+
+    def __init__(self, tokenizer: Tokenizer, max_cached: int = 1 << 16) -> None:
+        self._decode = tokenizer.decode
+        self._max_cached = max_cached
+        self._first: dict[int, bytes] = {}
+        self._next: dict[int, bytes] = {}
+
+    def piece(self, token_id: int, first: bool) -> bytes:
+        cache = self._first if first else self._next
+        json_text = cache.get(token_id)
+        if json_text is None:
+            text = self._decode([token_id])
+            json_text = _json_str(text if first else " " + text).encode()
+            if len(cache) < self._max_cached:
+                cache[token_id] = json_text
+        return json_text
 
 
 @dataclass(slots=True)
@@ -87,7 +115,11 @@ class ResponseFormat:
         return self._chunk({"role": "assistant", "content": ""}, None)
 
     def content_chunk(self, text: str) -> bytes:
-        return self._head + _json_str(text).encode() + self._content_tail
+        return self.content_chunk_json(_json_str(text).encode())
+
+    def content_chunk_json(self, json_text: bytes) -> bytes:
+        """The chunk of a text already encoded as a JSON string literal (quotes included)."""
+        return self._head + json_text + self._content_tail
 
     def final_chunk(self, finish_reason: str, ext: dict) -> bytes:
         return self._chunk({} if self.kind == "chat" else "", finish_reason, ext)

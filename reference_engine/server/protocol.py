@@ -75,11 +75,14 @@ class ChatCompletionRequest(_CompletionParams):
     def max_new_tokens(self) -> int | None:
         return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
 
-    def prompt_token_ids(self, tokenizer: Tokenizer) -> list[int]:
+    def prompt_text(self) -> str:
         """The prompt as the chat template renders it (`developer` is the system role)."""
         messages = [{"role": "system" if m.role == "developer" else m.role, "content": m.text()}
                     for m in self.messages]
-        return tokenizer.encode(apply_chat_template(messages))
+        return apply_chat_template(messages)
+
+    def prompt_token_ids(self, tokenizer: Tokenizer) -> list[int]:
+        return tokenizer.encode(self.prompt_text())
 
 
 class CompletionRequest(_CompletionParams):
@@ -88,15 +91,23 @@ class CompletionRequest(_CompletionParams):
     def max_new_tokens(self) -> int | None:
         return self.max_tokens
 
-    def prompt_token_ids(self, tokenizer: Tokenizer) -> list[int]:
+    def prompt_text(self) -> str | None:
+        """The prompt's text, or None when it was sent as token ids."""
         p = self.prompt
         if isinstance(p, str):
-            return tokenizer.encode(p)
+            return p
         if p and isinstance(p[0], str):
             if len(p) != 1:
                 raise InvalidRequestError(f"'prompt' holds {len(p)} prompts; batched prompts are not supported, "
                                           f"send one prompt per request", param="prompt")
-            return tokenizer.encode(p[0])
+            return p[0]
+        return None
+
+    def prompt_token_ids(self, tokenizer: Tokenizer) -> list[int]:
+        text = self.prompt_text()
+        if text is not None:
+            return tokenizer.encode(text)
+        p = self.prompt
         too_large = max(p, default=0)
         if too_large > tokenizer.max_token_id:
             raise InvalidRequestError(f"token id {too_large} is out of the vocabulary: ids run from 0 to "

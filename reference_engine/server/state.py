@@ -10,6 +10,7 @@ request is a router that proves it holds the admin key (`forwarded_request_id`).
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import secrets
 import time
@@ -24,6 +25,8 @@ from reference_engine.core.tenants import TenantState
 from record.errors import AuthError, InvalidRequestError, NotFoundError
 from reference_engine.server.engine_loop import EngineLoop
 from reference_engine.server.metrics import EngineMetrics
+from reference_engine.server.openai_format import TokenPieces
+from reference_engine.server.tokenize_pool import TokenizePool
 
 _ID_PREFIX = {"chat": "chatcmpl", "text": "cmpl"}
 
@@ -90,6 +93,21 @@ class ServerState:
     started_unix: float = field(default_factory=time.time)
     _nonce: str = field(default_factory=lambda: secrets.token_hex(3))
     _ids: itertools.count = field(default_factory=itertools.count)
+    pieces: TokenPieces = field(init=False)  # every stream's per-token JSON, shared
+    tokenize_pool: TokenizePool = field(init=False)  # long prompts: tokenized off the event loop
+    _intake_locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.pieces = TokenPieces(self.core.tokenizer)
+        self.tokenize_pool = TokenizePool(self.core.tokenizer)
+
+    def intake_lock(self, tenant: str) -> asyncio.Lock:
+        """The lock a tenant's long prompts take, one at a time, from their count check to their
+        submission (completions.py)."""
+        lock = self._intake_locks.get(tenant)
+        if lock is None:
+            lock = self._intake_locks[tenant] = asyncio.Lock()
+        return lock
 
     @property
     def model_name(self) -> str:

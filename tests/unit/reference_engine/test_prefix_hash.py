@@ -1,5 +1,8 @@
 """Block hashes: a chain from a secret root over fixed-width fields, scoped by tenant and salt."""
 
+import hashlib
+from array import array
+
 import pytest
 
 from reference_engine.config import TrafficClass
@@ -45,3 +48,15 @@ def test_tenants_and_salts_never_share_and_a_salt_shares_with_itself():
     assert len({h for s in scopes for h in hashes(hasher, tokens, s)}) == 2 * len(scopes)
     # a public prefix is shared across tenants: its blocks ignore the tenant's scope
     assert hashes(hasher, tokens, acme, public_tokens=16)[0] == hashes(hasher, tokens, globex, public_tokens=16)[0]
+
+
+def test_a_block_hash_is_the_documented_blake2b_chain_so_it_is_stable_for_a_key():
+    """Pins the layout: a faster implementation must give the very same hashes."""
+    hasher, tokens = BlockHasher(16, "m", KEY), list(range(40, 72))
+    scope = hasher.tenant_scope("acme").to_bytes(8, "little")
+    parent = hashlib.blake2b(b"model:m", key=KEY, digest_size=16).digest()
+    expected = []
+    for lo in (0, 16):
+        parent = hashlib.blake2b(parent + scope + array("q", tokens[lo:lo + 16]).tobytes(), digest_size=16).digest()
+        expected.append(int.from_bytes(parent, "little"))
+    assert hashes(hasher, tokens, hasher.tenant_scope("acme")) == expected

@@ -60,3 +60,10 @@ def test_the_model_digest_covers_every_shape_field_but_the_source():
     for change in ({"intermediate_size": 1}, {"vocab_size": 1}, {"sliding_window_tokens": 4096}, {"num_layers": 1}):
         assert dataclasses.replace(spec, **change).digest(DType.BF16, DType.BF16) != digest, change
     assert spec.digest(DType.BF16, DType.FP8) != digest
+
+
+def test_min_tokens_counts_exactly_what_encode_gives_without_building_the_ids():
+    tok = WordTokenizer()
+    texts = ["", " ", "a", " a ", "a  b\tc\nd", "\x1c x\x1f y", "é x", "\xa0", "a\xa0b c", "  x  y  ",
+             " ".join(f"w{i}" for i in range(3000))]
+    assert [tok.min_tokens(t) for t in texts] == [len(tok.encode(t)) for t in texts]

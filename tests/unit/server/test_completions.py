@@ -1,5 +1,6 @@
 """The OpenAI routes in-process: shapes, ids, sessions, priority, clamping (one engine, real loop)."""
 
+import asyncio
 import json
 
 import pytest
@@ -43,8 +44,7 @@ async def test_stream_is_role_chunk_then_deltas_then_finish_then_usage_then_done
         assert {c["id"] for c in chunks} == {r.headers["x-request-id"]}
         assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
         deltas = [c["choices"][0]["delta"]["content"] for c in chunks[1:-2]]
-        # four tokens, in one to four chunks: a loop running late coalesces writes (docs/server.md)
-        assert 1 <= len(deltas) <= 4 and all(deltas) and len("".join(deltas).split()) == 4
+        assert len(deltas) == 4 and all(len(d.split()) == 1 for d in deltas)  # one SSE chunk per token
         assert chunks[-2]["choices"][0]["finish_reason"] == "length"
         assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 4
         [finished] = engine_events(app, EventKind.FINISHED)
@@ -60,6 +60,20 @@ async def test_text_completion_streams_and_not():
                                      json={"model": MODEL, "prompt": [1, 2, 3], "max_tokens": 2, "stream": True})
         *chunks, done = sse_payloads(streamed.text)
         assert done == "[DONE]" and json.loads(chunks[-1])["choices"][0]["finish_reason"] == "length"
+        assert [len(json.loads(c)["choices"][0]["text"].split()) for c in chunks[:-1]] == [1, 1]
+
+
+async def test_every_streamed_token_is_its_own_chunk_under_many_streams():
+    """Regression: under load, tokens of several steps were once grouped into one chunk."""
+    async with serving(server_config()) as (client, _):
+        async def one() -> list[dict]:
+            r = await client.post("/v1/chat/completions", headers=ACME, json=chat(max_tokens=24, stream=True))
+            return [json.loads(c) for c in sse_payloads(r.text)[1:-1]]
+
+        streams = await asyncio.gather(*(one() for _ in range(24)))
+        for chunks in streams:
+            contents = [c["choices"][0]["delta"].get("content") for c in chunks[:-1]]
+            assert len(contents) == 24 and all(len(t.split()) == 1 for t in contents)
 
 
 async def test_a_second_turn_that_sends_the_answer_back_hits_the_sessions_prefix():

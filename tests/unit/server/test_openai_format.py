@@ -8,7 +8,8 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from reference_engine.config import TrafficClass
 from reference_engine.request import FinishReason, Request
 from record.errors import CapacityError
-from reference_engine.server.openai_format import DONE, ResponseFormat, error_event, extension
+from reference_engine.server.openai_format import DONE, ResponseFormat, TokenPieces, error_event, extension
+from reference_engine.tokenizer import WordTokenizer
 
 
 def finished_request(output: list[int]) -> Request:
@@ -67,3 +68,13 @@ def test_error_event_is_the_shape_the_openai_client_raises():
     [payload] = events(error_event(CapacityError("full", code="kv_capacity")))
     assert json.loads(payload) == {"error": {"message": "full", "type": "rate_limit_error", "param": None,
                                              "code": "kv_capacity"}}
+
+
+def test_token_pieces_stream_the_very_text_that_decode_gives():
+    tokenizer, ids = WordTokenizer(), [7, 300, 4095, 10**6, 7]
+    pieces = TokenPieces(tokenizer, max_cached=2)  # past the cap: encoded each time, same bytes
+    streamed = "".join(json.loads(pieces.piece(t, i == 0)) for i, t in enumerate(ids))
+    assert streamed == tokenizer.decode(ids)
+    fmt = ResponseFormat("chat", "chatcmpl-x-1", "m", 0, False)
+    chunk = ChatCompletionChunk.model_validate_json(fmt.content_chunk_json(pieces.piece(300, False))[6:])
+    assert chunk.choices[0].delta.content == " " + tokenizer.decode([300])

@@ -1,0 +1,51 @@
+"""A trace as an open-loop workload: times, bounds, sizes and tenants of every format."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.loadgen.prompts import count_tokens
+from harness.loadgen.settings import LoadSettings
+from harness.loadgen.tenants import Tenant, TenantSet
+from harness.replay.loaders import load_trace
+from harness.trace_workload import TraceWorkload
+
+TRACES = Path(__file__).resolve().parents[3] / "tests" / "data" / "traces"
+FILES = {"mooncake": TRACES / "mooncake" / "conversation_trace_head200.jsonl",
+         "azure": TRACES / "azure" / "AzureLLMInferenceTrace_conv_head200.csv",
+         "burstgpt": TRACES / "burstgpt" / "BurstGPT_1_head100.csv"}
+TENANTS = TenantSet([Tenant("acme", "sk-acme"), Tenant("globex", "sk-globex"), Tenant("bulk", "sk-bulk", "batch")])
+SETTINGS = LoadSettings(model="m")
+
+
+@pytest.mark.parametrize("fmt", list(FILES))
+def test_every_request_keeps_its_time_and_sizes(fmt: str) -> None:
+    trace = load_trace(FILES[fmt])
+    arrivals = list(TraceWorkload(trace=trace, max_requests=30).arrivals(SETTINGS, TENANTS, duration_s=1e9))
+    assert len(arrivals) == 30
+    for arrival, request in zip(arrivals, trace.requests):
+        call = arrival.call
+        assert arrival.at_s == request.arrival_s and call.scenario == f"trace_{fmt}"
+        assert call.request_id == f"trace_{fmt}-{request.row}" and call.max_tokens == request.num_output_tokens
+        assert count_tokens(call.prompt.messages) == call.prompt.num_tokens == max(request.num_prompt_tokens, 4)
+        assert call.tenant.traffic_class == "interactive"
+
+
+def test_rate_scale_compresses_time_and_duration_cuts_the_trace() -> None:
+    trace = load_trace(FILES["azure"])
+    plain = [a.at_s for a in TraceWorkload(trace=trace).arrivals(SETTINGS, TENANTS, duration_s=60.0)]
+    fast = [a.at_s for a in TraceWorkload(trace=trace, rate_scale=2.0).arrivals(SETTINGS, TENANTS, duration_s=60.0)]
+    assert all(t < 60.0 for t in plain + fast) and len(fast) > len(plain)
+    assert fast[: len(plain) // 2] == pytest.approx([t / 2 for t in plain[: len(plain) // 2]])
+
+
+def test_a_conversation_stays_with_one_tenant() -> None:
+    """Requests that share their first two hash ids (one conversation) come from one tenant."""
+    trace = load_trace(FILES["mooncake"])
+    tenant_of: dict[tuple[int, ...], set[str]] = {}
+    for arrival, request in zip(TraceWorkload(trace=trace).arrivals(SETTINGS, TENANTS, 1e9), trace.requests):
+        tenant_of.setdefault(request.prefix_ids[:2], set()).add(arrival.call.tenant.name)
+    assert all(len(names) == 1 for names in tenant_of.values())
+    assert {n for names in tenant_of.values() for n in names} == {"acme", "globex"}
