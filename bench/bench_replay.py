@@ -5,7 +5,10 @@
     .venv/bin/python bench/bench_replay.py --limit 2000 --repeat 3
     .venv/bin/python bench/bench_replay.py --verify      # + step-by-step replays: identical records, same kept tokens?
 
-Target: ≥ 600x real time on one core (59 min of trace in ≤ 5.9 s). Reports, per config, the
+Targets, as ratios to `baselines/none` in the same run (printed after the table, from CPU time,
+which other work on the machine disturbs least): `none` itself ≥ 600x real time on a quiet core
+(59 min of trace in ≤ 5.9 s), exact policies ≥ 0.7x of none's speed, token-level policies
+(streamingllm, h2o) ≥ 0.25x. Reports, per config, the
 wall and CPU time of the replay (trace loading excluded and shown apart; CPU time is what the
 process itself used, so it is less disturbed by other work on the machine), the speed-up of each
 over the trace's virtual duration, requests per wall second and the number of engine steps; each
@@ -38,10 +41,14 @@ from harness.replay.loaders import load_trace  # noqa: E402
 from harness.replay.run import ReplaySettings, run_replay  # noqa: E402
 from record.run_record import TABLES, RunRecord  # noqa: E402
 from reference_engine import load_config  # noqa: E402
+from reference_engine.memory import MemoryPlan  # noqa: E402
+from reference_engine.policies.registry import make_policy  # noqa: E402
 from reference_engine.core.kv_manager import KVCacheManager  # noqa: E402
 
 DEFAULT_TRACE = REPO.parent / "shared" / "traces" / "mooncake_fast25" / "conversation_trace.jsonl"
-TARGET_SPEEDUP = 600.0
+TARGET_SPEEDUP = 600.0  # baselines/none, real time over wall time on a quiet core
+BASELINE = "baselines/none.toml"
+TARGET_RATIO = {False: 0.7, True: 0.25}  # of none's speed, by whether the policy is approximate
 
 
 def _parse() -> argparse.Namespace:
@@ -53,7 +60,7 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--tenants", default="hash")
     p.add_argument("--profile", type=int, default=0, metavar="N", help="cProfile once more, print the top N")
     p.add_argument("--verify", action="store_true",
-                   help="also replay fused and step by step (no fast-forward) once more and check that every table of "
+                   help="also replay event-driven and step by step once more and check that every table of "
                         "the record is identical, and that every compaction kept the same KV tokens")
     return p.parse_args()
 
@@ -83,7 +90,7 @@ def _differences(fast: Path, slow: Path) -> str:
 def _kept_tokens() -> Iterator[list[tuple[str, int, str]]]:
     """Every compaction a replay applies inside the block: (request, tokens computed, a digest of
     the KV indices kept). The record says how many tokens each dropped, not which: h2o's choice
-    follows its scores, which fused runs advance many steps at once."""
+    follows its scores, which a plan of several steps advances at once."""
     compact, kept = KVCacheManager.compact, []
 
     def spy(self, r, keep, *args):
@@ -98,7 +105,7 @@ def _kept_tokens() -> Iterator[list[tuple[str, int, str]]]:
 
 
 def _verify(trace, engine_config, settings: ReplaySettings, out: Path) -> str:
-    """Replay fused and step by step; what differs between the two (records, kept tokens)."""
+    """Replay event-driven and step by step; what differs between the two (records, kept tokens)."""
     runs = []
     for step_by_step in (False, True):
         with _kept_tokens() as kept:
@@ -112,8 +119,9 @@ def _verify(trace, engine_config, settings: ReplaySettings, out: Path) -> str:
     return f"step-by-step {slow.wall_s:.0f} s: {differences or checked}"
 
 
-def _measure(config: Path, args: argparse.Namespace) -> tuple[str, float]:
-    """Replay one config `args.repeat` times; returns its table line and best speed-up. Runs in a
+def _measure(config: Path, args: argparse.Namespace) -> tuple[str, float, float]:
+    """Replay one config `args.repeat` times; returns its table line and best speed-ups (wall,
+    CPU). Runs in a
     fresh process per config: in one long process a config replayed after h2o ran 15-35 % slower
     (the heap h2o leaves behind), which measured the order of the list, not the policy."""
     trace = load_trace(args.trace, "auto", args.limit)
@@ -129,7 +137,7 @@ def _measure(config: Path, args: argparse.Namespace) -> tuple[str, float]:
         speedup = r.stats.end_s / wall
         line = (f"{_label(config):<28}{wall:>9.2f}{cpu:>8.2f}{speedup:>9.0f}x{r.stats.end_s / cpu:>9.0f}x"
                 f"{len(trace.requests) / wall:>9.0f}{r.meta.final['num_engine_steps']:>9}{r.stats.num_iterations:>8}"
-                f"  {'ok' if speedup >= TARGET_SPEEDUP else 'MISSED'}")
+                f"  {'' if _label(config) != BASELINE else 'ok' if speedup >= TARGET_SPEEDUP else 'MISSED'}")
         if args.verify:
             line += "  " + _verify(trace, engine_config, settings, Path(tmp) / f"{config.stem}-verify")
         if args.profile:
@@ -137,7 +145,26 @@ def _measure(config: Path, args: argparse.Namespace) -> tuple[str, float]:
             prof = cProfile.Profile()
             prof.runcall(run_replay, trace, engine_config, settings, Path(tmp) / f"{config.stem}-profile")
             pstats.Stats(prof).sort_stats("tottime").print_stats(args.profile)
-    return line, speedup
+    return line, speedup, r.stats.end_s / cpu
+
+
+def _ratios(cpu_speedups: dict[Path, float]) -> bool:
+    """Print each config's speed as a ratio to none's (CPU time) against its target; True if
+    every one meets it."""
+    base = next((s for c, s in cpu_speedups.items() if _label(c) == BASELINE), None)
+    if base is None:
+        print(f"(no {BASELINE} in this run: no ratios)")
+        return True
+    ok = True
+    print(f"\n{'config':<28}{'÷ none (cpu)':>13}  target")
+    for config, speedup in cpu_speedups.items():
+        if _label(config) == BASELINE:
+            continue
+        engine_config = load_config(config)
+        target = TARGET_RATIO[make_policy(engine_config, MemoryPlan.from_config(engine_config)).approximate]
+        ok &= speedup / base >= target
+        print(f"{_label(config):<28}{speedup / base:>13.2f}  ≥ {target}  {'ok' if speedup / base >= target else 'MISSED'}")
+    return ok
 
 
 def main() -> int:
@@ -153,15 +180,17 @@ def main() -> int:
           f"(loaded in {load_s:.2f} s); cpu count {os.cpu_count()}, load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"{'config':<28}{'wall s':>9}{'cpu s':>8}{'speed-up':>10}{'cpu x':>10}{'req/s':>9}{'steps':>9}{'iters':>8}"
-          f"  target {TARGET_SPEEDUP:.0f}x (wall)", flush=True)
-    worst = float("inf")
+          f"  none: {TARGET_SPEEDUP:.0f}x (wall)", flush=True)
+    worst, cpu_speedups = float("inf"), {}
     spawn = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=1, mp_context=spawn, max_tasks_per_child=1) as pool:
         for config in configs:
-            line, speedup = pool.submit(_measure, config, args).result()
-            worst = min(worst, speedup)
+            line, speedup, cpu_speedups[config] = pool.submit(_measure, config, args).result()
+            if _label(config) == BASELINE:
+                worst = speedup
             print(line, flush=True)
-    return 0 if worst >= TARGET_SPEEDUP else 1
+    ratios_met = _ratios(cpu_speedups)
+    return 0 if worst >= TARGET_SPEEDUP and ratios_met else 1
 
 
 if __name__ == "__main__":

@@ -67,7 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sample-interval", type=float, metavar="S",
                    help="virtual seconds between samples (default: the config's server.sample_interval_s)")
     p.add_argument("--step-by-step", action="store_true",
-                   help="one engine step per call, no fast-forward (slow; for checking equivalence)")
+                   help="one engine step per call, every plan one step (slow; for checking equivalence)")
     p.add_argument("--jobs", type=int, metavar="N",
                    help="--compare: replay N configs at once, one process each (default: one per CPU, at most one "
                         "per config; 1 replays them one after the other in this process)")

@@ -2,16 +2,16 @@
 
     while arrivals remain or the engine has work:
         add every arrival whose time has come
-        busy -> core.step(until_s=next arrival, observe_s=due samples)  event-driven (fast-forward)
+        busy -> core.step(until_s=next arrival, observe_s=due samples)  event-driven (plans of k steps)
                 core.step()                                             --step-by-step
                 clock.advance_to(step end)
         idle -> clock jumps to the next arrival
         engine events -> events.csv and the client view (requests.csv); samples due -> samples.csv
 
-Fast-forward fuses only steps that all start before `until_s`, so arrivals are added at exactly
-the same step boundaries in both modes; a fused run passes sample times without stopping and
-answers each with a snapshot of the step boundary step-by-step would have sampled at (the first
-at or after it). The two write identical records (tests/integration/test_replay_equivalence.py
+A plan of several steps runs only steps that start before `until_s` and before the first
+sample time, so arrivals are added and samples taken at exactly the same step boundaries in
+both modes; the engine answers the sample times it reached with a snapshot of where it stopped
+(the first boundary at or after them). The two write identical records (tests/integration/test_replay_equivalence.py
 holds them to it).
 
 A step that finds nothing to run while requests wait (all blocked on memory) would leave the clock
@@ -38,7 +38,7 @@ from reference_engine.core.snapshot import UsageSnapshot
 from record.errors import KvgateError, RequestError
 
 _FLUSH_ROWS = 4096
-_SAMPLES_PER_CALL = 64  # sample times handed to one fast-forward call at most
+_SAMPLES_PER_CALL = 64  # sample times handed to one engine call at most
 
 
 class ReplayStalled(KvgateError):
@@ -182,8 +182,8 @@ class ReplayDriver:
         return (self._num_samples + ahead) * self.sample_interval_s  # by index: no drift from repeated addition
 
     def _samples_before(self, next_arrival_s: float) -> tuple[list[float], float]:
-        """The due sample times a fused run may pass (it answers them with snapshots), and where
-        the run must stop: the next arrival, or the first sample past the batch handed over."""
+        """The due sample times the engine may reach in one call (it stops at the first and
+        answers those it reached with snapshots), and the next arrival, before which it stops."""
         times: list[float] = []
         for i in range(_SAMPLES_PER_CALL):
             t = self._next_sample_s(i)
@@ -200,7 +200,7 @@ class ReplayDriver:
         return due
 
     def _sample(self, snap: UsageSnapshot | None = None) -> None:
-        """Take the next sample: from the engine now, or the snapshot a fused run took for it."""
+        """Take the next sample: from the engine now, or the snapshot the engine took for it."""
         t_s = self._next_sample_s()
         assert snap is None or snap.t_s >= t_s, "a snapshot answers the sample due at or before it"
         snap = snap or self.core.snapshot()

@@ -65,12 +65,6 @@ class BlockPool:
         return len(self._cached)
 
     @property
-    def evictions_depend_on_time(self) -> bool:
-        """Whether which cached blocks an allocation evicts depends on when it asks (multi_queue
-        demotes by age), not only on the order of requests: fast-forward then allocates step by step."""
-        return getattr(self._cached, "evictions_depend_on_time", False)
-
-    @property
     def num_allocatable(self) -> int:
         return len(self._free) + len(self._cached)
 

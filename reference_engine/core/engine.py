@@ -11,10 +11,12 @@ Live serving splits a step in two so the GPU time can pass for real in between:
 abort that arrives while a step is in flight is *deferred* to `end_step()`: a block is never
 freed while the step that reads it is still running.
 
-`step(until_s=...)` (replay) may fast-forward: when nothing but token counts can change before
-`until_s` — no arrival, start, finish, watermark crossing, session expiry — it fuses many steps
-into one call with results identical to stepping one by one (core/fast_forward.py), and reports
-snapshots at the step boundaries inside the run that `observe_s` asks for.
+`step(until_s=...)` (replay) may take several steps in one call: the scheduler's plan says how
+many steps it holds for (nothing it decides changes before then: no start, finish, first token,
+compaction, rung crossing, timer; `Scheduler._num_steps_held`), the executor runs it that many
+times and `update` applies them through the path of a single step, so the results are the ones
+stepping one by one gives. No step of it starts at or after `until_s` or the first time in
+`observe_s`; those it reaches are answered with a snapshot of where it stopped.
 
 Pure: time only from the injected clock, no I/O, no globals.
 """
@@ -55,10 +57,10 @@ class StepOutput:
     t_start_s: float
     t_end_s: float
     outputs: list[RequestOutput] = field(default_factory=list)
-    num_steps: int = 0  # 0: nothing to do; >1: fast-forwarded decode steps
+    num_steps: int = 0  # 0: nothing to do; >1: one plan run several times
     num_scheduled_tokens: int = 0
-    # (observe time, snapshot) for the observe times a fused run passed: each snapshot shows the
-    # engine at the first step boundary at or after its time, inside the run
+    # (observe time, snapshot) for the observe times the steps reached: each snapshot shows the
+    # engine at the first step boundary at or after its time, where the steps stopped
     observations: list[tuple[float, UsageSnapshot]] = field(default_factory=list)
 
     @property
@@ -70,8 +72,15 @@ class StepOutput:
 class InFlightStep:
     plan: StepPlan
     outcome: StepOutcome
-    t_start_s: float
-    t_end_s: float
+    boundaries_s: list[float]  # each step's start, then the last one's end
+
+    @property
+    def t_start_s(self) -> float:
+        return self.boundaries_s[0]
+
+    @property
+    def t_end_s(self) -> float:
+        return self.boundaries_s[-1]
 
 
 class EngineCore:
@@ -269,11 +278,13 @@ class EngineCore:
         s = self.scheduler
         return bool(s.running or len(s.waiting) or s.swapped)
 
-    def begin_step(self) -> InFlightStep | None:
+    def begin_step(self, stop_s: float | None = None) -> InFlightStep | None:
+        """Schedule and execute; with `stop_s`, the plan may hold for several steps, none of
+        which starts at or after it."""
         assert self._in_flight is None, "end_step() the step in flight first"
         now = self.clock.now()
         self.scheduler.level = self.marks.level(self.pool.num_live)
-        plan = self.scheduler.schedule(now)
+        plan = self.scheduler.schedule(now, stop_s)
         if plan.is_empty():
             return None
         try:
@@ -281,21 +292,24 @@ class EngineCore:
         except DeviceOutOfMemoryError as err:
             self._fail_step_oom(plan, now, str(err))
             return None
-        self._in_flight = InFlightStep(plan, outcome, now, now + outcome.duration_s)
+        self._in_flight = InFlightStep(plan, outcome, outcome.boundaries_s(now))
         return self._in_flight
 
     def end_step(self) -> StepOutput:
         step, self._in_flight = self._in_flight, None
         assert step is not None, "no step in flight"
-        outputs = self.scheduler.update(step.plan, step.outcome, step.t_end_s)
-        self.count_steps(1, step.plan.num_tokens)
+        outputs = self.scheduler.update(step.plan, step.outcome, step.boundaries_s)
+        num_steps = step.outcome.num_steps
+        num_tokens = num_steps * step.plan.num_tokens
+        self.num_steps += num_steps
+        self.num_computed_tokens += num_tokens
         aborts, self._deferred_aborts = self._deferred_aborts, []
         for rid in aborts:
             r = self.scheduler.requests.get(rid)
             if r is not None:  # a live loop may end a step after its modelled end: never release before the cancel
                 self.scheduler.finish(r, FinishReason.CANCELLED, max(step.t_end_s, r.cancel_received_s))
         self._note_level(step.t_end_s)
-        return StepOutput(step.t_start_s, step.t_end_s, outputs, 1, step.plan.num_tokens)
+        return StepOutput(step.t_start_s, step.t_end_s, outputs, num_steps, num_tokens)
 
     def _fail_step_oom(self, plan: StepPlan, now: float, detail: str) -> None:
         """The device ran out of memory mid-step: the step's KV may be half-written, so every
@@ -308,23 +322,20 @@ class EngineCore:
             self.scheduler.finish(r, FinishReason.OOM, now, detail)
 
     def step(self, until_s: float | None = None, observe_s: Sequence[float] = ()) -> StepOutput:
-        """One step, or a fast-forwarded run of steps that all start before `until_s`. A run
-        does not stop at the (sorted, future) times `observe_s`: it answers those it passes
-        with a snapshot in `StepOutput.observations`, as if stopped at their step boundary."""
-        if until_s is not None:
-            fused = self._fast_forward(until_s, observe_s)
-            if fused is not None:
-                return fused
+        """One plan: a step, or with `until_s` (replay) the steps the plan holds for, none
+        starting at or after `until_s` or the first of the (sorted, future) `observe_s`. The
+        observe times it reaches are answered in `StepOutput.observations` with a snapshot of
+        where it stopped, the first step boundary at or after them."""
         now = self.clock.now()
-        if self.begin_step() is None:
+        stop_s = None if until_s is None else min(until_s, observe_s[0]) if observe_s else until_s
+        if self.begin_step(stop_s) is None:
             return StepOutput(now, now)
-        return self.end_step()
-
-    def count_steps(self, num_steps: int, num_tokens: int) -> None:
-        """Steps applied and the tokens they computed: the one count of both, for a step and for
-        a fast-forwarded run (the denominator of the recompute tax)."""
-        self.num_steps += num_steps
-        self.num_computed_tokens += num_tokens
+        out = self.end_step()
+        reached = [t for t in observe_s if t <= out.t_end_s]
+        if reached:
+            snapshot = take_snapshot(self, out.t_end_s)
+            out.observations = [(t, snapshot) for t in reached]
+        return out
 
     def _note_level(self, now: float) -> None:
         level = self.marks.level(self.pool.num_live)
@@ -332,11 +343,6 @@ class EngineCore:
             self.events.emit(now, EventKind.WATERMARK, reason=level.name.lower(),
                              usage=self.pool.num_live / self.pool.num_blocks)
             self.scheduler.level = level
-
-    # ------------------------------------------------------------- fast path
-    def _fast_forward(self, until_s: float, observe_s: Sequence[float]) -> StepOutput | None:
-        from reference_engine.core.fast_forward import fast_forward
-        return fast_forward(self, until_s, observe_s)
 
     # --------------------------------------------------------------- warm-up
     def _tokenize_public_prefixes(self) -> list[list[int]]:

@@ -29,13 +29,6 @@ class KVCacheManager:
     def new_blocks_needed(self, r: Request, num_new_tokens: int) -> int:
         return max(0, self.blocks_for(r.num_kv_tokens + num_new_tokens) - len(r.block_ids))
 
-    def growth_owners(self, r: Request, num_new_tokens: int) -> tuple[int, int]:
-        """The new blocks `allocate` takes for `num_new_tokens` more tokens of `r`: (public, owned
-        by `r.tenant`)."""
-        need = self.new_blocks_needed(r, num_new_tokens)
-        num_public = self._num_public(r, need)
-        return num_public, need - num_public
-
     def _num_public(self, r: Request, need: int) -> int:
         """Of `need` new blocks of `r`, those inside its declared public prefix."""
         return min(need, max(0, r.public_prefix_tokens // self.block_tokens - len(r.block_ids)))

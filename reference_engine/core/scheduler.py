@@ -17,10 +17,20 @@ One `schedule(now)` builds the next step under a token budget, in this order:
    share of the budget (`min_batch_token_share`) goes to the batch head however many
    higher-priority requests wait ahead of it.
 
-`update(plan, outcome, t_end)` applies a finished step: computed tokens, sampled tokens, first
-token and finish events, hashes of blocks that became full, token-level compression (the
-policy's compressor sees each request's attention; the KV moves it implies travel in the next
-step's plan, `StepPlan.compactions`, which an executor applies before anything else).
+**A plan holds for several steps** when the caller can take them (replay: `schedule(now,
+stop_s)`): every rule's owner says how long its decision stands — a running request until it
+finishes, samples its first token or its prefill chunk would change; the compressor until its
+next compaction; the waiting queue while nobody can start; the watermarks until the next rung;
+the pool while it can give the blocks; the timers and the caller's stop time — and the plan
+carries the least of them (`StepPlan.num_steps`, `_num_steps_held`). The executor runs it that
+many times and `update` applies them all through the path a single step takes. Stepping one by
+one takes the same decisions at the same times: the results are identical, float for float.
+
+`update(plan, outcome, boundaries)` applies a finished plan: the blocks its later steps grew
+into (at each step's start), computed tokens, sampled tokens, first token and finish events,
+hashes of blocks that became full, token-level compression (the policy's compressor sees each
+request's attention; the KV moves it implies travel in the next step's plan,
+`StepPlan.compactions`, which an executor applies before anything else).
 
 The scheduler owns the request states and the tenant ledger lines; it is the only writer of both.
 """
@@ -200,10 +210,13 @@ class Scheduler:
         return min(times) if times else None
 
     # -------------------------------------------------------------- schedule
-    def schedule(self, now_s: float) -> StepPlan:
-        plan = StepPlan()
+    def schedule(self, now_s: float, stop_s: float | None = None) -> StepPlan:
+        """The next step. With `stop_s` (replay: the next arrival or sample), the plan also says
+        how many steps it holds for (`_num_steps_held`), none of them starting at or after
+        `stop_s` or a timer of the engine's own."""
+        plan = StepPlan(start_s=now_s)
         if self._compactions:
-            plan.compactions = self.take_compactions()
+            plan.compactions = self._take_compactions()
         self._housekeeping(now_s)
         preempted = self._relieve_pressure(now_s, plan)
         budget = self.token_budget
@@ -231,10 +244,89 @@ class Scheduler:
                 budget -= n
             else:
                 preempted = True
-        if not preempted:
-            budget = self._swap_in(now_s, plan, budget)
-            self._start_waiting(now_s, plan, budget)
+        if preempted:
+            return plan
+        num_running_chunks, budget_left = len(plan.chunks), budget
+        budget = self._swap_in(now_s, plan, budget)
+        self._start_waiting(now_s, plan, budget)
+        if stop_s is not None and len(plan.chunks) == num_running_chunks and not (plan.swap_in or self.swapped):
+            plan.num_steps = self._num_steps_held(plan, budget_left)
+            if plan.num_steps > 1:
+                timer = self.next_timer_s()
+                plan.stop_s = stop_s if timer is None else min(stop_s, timer)
         return plan
+
+    def _num_steps_held(self, plan: StepPlan, budget_left: int) -> int:
+        """How many steps `plan` (nothing started, preempted or swapped; `budget_left` tokens of
+        the budget unused) holds for: the least that each rule's owner says its decision holds.
+
+        The rules, in the order they are cheap to ask: the executor (how many steps it runs per
+        plan); each running request (a decode until it finishes, a one-token prompt remainder for
+        the step that samples its first token, a prefill while its chunk stays the same: up to the
+        step that completes its prompt exactly, since the chunks `prefill_chunks` gives keep
+        their order and size while no remainder binds); the compressor (up to the step it next
+        compacts a request in); the waiting queue (no request can start); the watermarks (usage
+        stays on its rung, below the evict rung where every step acts) and the pool (the blocks
+        later steps add come from what it can give without taking anyone's). The timers (queue
+        deadlines, idle sessions) and the caller's stop time go in `StepPlan.stop_s`."""
+        k = self.executor.max_steps_per_plan
+        max_ctx, prefilling, compressor = self.admission.max_context_tokens, self.prefilling, self.policy.compressor
+        for chunk in plan.chunks:
+            if k <= 1:
+                return 1
+            r, n = chunk.request, chunk.num_new_tokens
+            left = r.num_prompt_tokens + len(r.output_token_ids) - r.num_computed_tokens
+            if n == 1 and left == 1:
+                if r.request_id in prefilling:  # its first token (or the recompute's) comes in this step
+                    return 1
+                finishes_in = min(r.output_limit - len(r.output_token_ids), max_ctx - r.num_tokens)
+                # a compressor learns from every step but the one `r` finishes in: end before it
+                k = min(k, finishes_in - 1 if compressor is not None and finishes_in > 1 else finishes_in)
+            else:
+                k = min(k, left // n)
+            if compressor is not None:
+                rule = compressor.compaction_rule(r, self.kv.shared_prefix_tokens(r))
+                if rule is None:
+                    return 1
+                compaction = rule.next_compaction(r.num_kv_tokens, r.num_computed_tokens, n, k)
+                if compaction is not None:
+                    k = compaction[0]
+        if k <= 1 or not self._waiting_stay_waiting(budget_left):
+            return 1
+        live = self.live_blocks
+        if self.marks.level(live) != self.level or self._at_evict_rung():
+            return 1
+        limit = min(self.pool.num_allocatable, self.marks.room_below_next_rung(live))
+        if self._later_growth(plan, k) <= limit:
+            return k
+        lo, hi = 1, k  # growth(lo) fits (none), growth(hi) does not
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if self._later_growth(plan, mid) <= limit else (lo, mid)
+        return lo
+
+    def _later_growth(self, plan: StepPlan, num_steps: int) -> int:
+        """Blocks the steps after the first of `plan` add in its first `num_steps` steps (the
+        first step's are allocated)."""
+        needed = self.kv.new_blocks_needed
+        return sum(needed(c.request, num_steps * c.num_new_tokens) for c in plan.chunks)
+
+    def _waiting_stay_waiting(self, budget_left: int) -> bool:
+        """Whether no waiting request can start in steps that leave `budget_left` tokens: none
+        is tried (nothing waits, every sequence slot is taken, no budget is left: the head of
+        the queue goes back untouched), or each is over its class limit, checked against a
+        projected usage that cannot fall while only running requests grow."""
+        if not len(self.waiting) or len(self.running) >= self.max_num_seqs or budget_left <= 0:
+            return True
+        if not self.admission.enabled:
+            return False  # then only the pool decides, and its free blocks change every step
+        projected = self.projected_blocks()
+        return all(self._over_class_limit(r, projected) for r in self.waiting)
+
+    def _over_class_limit(self, r: Request, projected_blocks: int) -> bool:
+        """Admission's rule for starting `r`: its estimate on top of the projected usage (less
+        what is already promised to it) must fit its class limit."""
+        return projected_blocks - r.pending_blocks + r.estimated_blocks > self.admission.class_limit(r)
 
     def _schedule_chunk(self, r: Request, n: int, now_s: float, scheduled: set[str], plan: StepPlan) -> bool:
         """Give running `r` `n` tokens in this step, growing its blocks when they are full; False
@@ -268,8 +360,7 @@ class Scheduler:
 
     def prefill_chunks(self, remaining: Sequence[int], budget: int) -> list[int]:
         """The chunk `schedule()` gives each running prefill (in running order, with `remaining`
-        tokens each and `budget` left after the decodes) when nothing is preempted: what
-        fast-forward plans its steps with.
+        tokens each and `budget` left after the decodes) when nothing is preempted.
 
         Shortest remaining prompt first: each takes up to the cap in that order, and while nobody
         waits to start, what the caps leave goes to them in the same order (no step idles
@@ -277,7 +368,8 @@ class Scheduler:
         tenant's batch) otherwise serves its chat-sized members after the 20K-token ones that
         happened to start first, seconds later (vLLM lets short prompts jump long partial
         prefills for the same reason). The order is stable between steps: the prefill served
-        first stays the shortest until it completes, so a fused run's chunks stay fixed."""
+        first gets the most and stays the shortest until it completes, so the chunks stay the
+        same while no remainder binds (a plan holds for those steps)."""
         cap, keep = self.prefill_limits(len(remaining), budget)
         avail = max(0, budget - keep)
         order = sorted(range(len(remaining)), key=remaining.__getitem__)
@@ -302,10 +394,14 @@ class Scheduler:
             self.events.emit(now_s, EventKind.EXPIRED, tenant=s.tenant.name, num_blocks=None, reason="idle_timeout",
                              request_id=s.session_id)
 
+    def _at_evict_rung(self) -> bool:
+        """At or above the evict rung, where a step's start may act (evict, preempt)."""
+        return self.policy.watermarks and self.live_blocks >= self.marks.evict
+
     def _relieve_pressure(self, now_s: float, plan: StepPlan) -> bool:
         if not self.policy.watermarks:
             return False
-        if self.live_blocks >= self.marks.evict and now_s >= self._next_session_tick_s:
+        if self._at_evict_rung() and now_s >= self._next_session_tick_s:
             policy = self.policy
             self._next_session_tick_s = now_s + policy.session_tick_s
             excess = self.live_blocks - self.marks.evict + 1
@@ -499,10 +595,8 @@ class Scheduler:
         return room < left <= min(self.long_prefill_cap or self.token_budget, self.token_budget // 2)
 
     def _try_start(self, r: Request, now_s: float, plan: StepPlan, budget: int) -> bool:
-        if self.admission.enabled:
-            projected = self.projected_blocks() - r.pending_blocks
-            if projected + r.estimated_blocks > self.admission.class_limit(r):
-                return False
+        if self.admission.enabled and self._over_class_limit(r, self.projected_blocks()):
+            return False
         hits = self.kv.take_prefix_hits(r, now_s) if r.num_computed_tokens == 0 and not r.block_ids else 0
         n = min(r.num_tokens - r.num_computed_tokens, budget)
         while not self.kv.allocate(r, n, now_s):
@@ -531,7 +625,15 @@ class Scheduler:
         return True
 
     # ---------------------------------------------------------------- update
-    def update(self, plan: StepPlan, outcome: StepOutcome, t_end_s: float) -> list[RequestOutput]:
+    def update(self, plan: StepPlan, outcome: StepOutcome, boundaries_s: Sequence[float]) -> list[RequestOutput]:
+        """Apply the `outcome.num_steps` steps `plan` ran, which started at `boundaries_s[:-1]`
+        and ended at `boundaries_s[-1]`: the blocks steps after the first grow into, at each
+        step's start, then every request's tokens. Nothing but the last step can finish a
+        request, sample a prompt's first token or compact one (`_num_steps_held`), so the
+        steps before it change counters only."""
+        num_steps, t_end_s = outcome.num_steps, boundaries_s[-1]
+        if num_steps > 1:
+            self._grow_later_steps(plan, boundaries_s)
         outputs: list[RequestOutput] = []
         gpu_s_per_token = outcome.duration_s / max(1, plan.num_tokens)
         max_ctx = self.admission.max_context_tokens
@@ -539,30 +641,49 @@ class Scheduler:
         finished = RequestState.FINISHED
         compressor = self.policy.compressor
         attention = outcome.attention or {}
-        for chunk, token in zip(plan.chunks, outcome.sampled):
+        for chunk, tokens in zip(plan.chunks, outcome.sampled):
             r = chunk.request
             if r.state is finished:
                 continue
             n = chunk.num_new_tokens
-            r.num_computed_tokens += n
+            r.num_computed_tokens += n * num_steps
             r.gpu_time_s += gpu_s_per_token * n
             r.last_step_s = t_end_s
-            if token is None:
+            if not tokens:
                 if r.num_computed_tokens // bt > r.num_registered_blocks and not r.approximate:  # a block filled up
                     self.kv.register_full_blocks(r)
                 if compressor is not None:
-                    self.compress(r, attention.get(r.request_id), t_end_s)
+                    self._compress(r, attention.get(r.request_id), t_end_s, num_steps)
                 continue
-            out = self.apply_sampled(r, [token], t_end_s, max_ctx)
+            out = self._apply_sampled(r, tokens, t_end_s, max_ctx)
             outputs.append(out)
             if not out.finished and compressor is not None:
-                self.compress(r, attention.get(r.request_id), t_end_s)
+                self._compress(r, attention.get(r.request_id), t_end_s, num_steps)
         return outputs
 
-    def apply_sampled(self, r: Request, tokens: list[int], t_end_s: float, max_ctx: int) -> RequestOutput:
-        """`r` computed its tokens and sampled `tokens` in steps ending by `t_end_s` (one per step;
-        fast-forward gives several): append them, publish blocks that became full, note a first
-        token, finish `r` if it reached its limit."""
+    def _grow_later_steps(self, plan: StepPlan, boundaries_s: Sequence[float]) -> None:
+        """Allocate the blocks of a plan's steps after the first as stepping one by one does:
+        at each step's start, in plan order, for each request whose tokens pass its last block
+        (`_num_steps_held` checked that they fit). O(allocations)."""
+        bt, num_steps = self.kv.block_tokens, len(boundaries_s) - 1
+        growing: dict[int, list[tuple[Request, int]]] = {}  # step (from 0) -> (request, its tokens so far)
+        for chunk in plan.chunks:
+            r, n = chunk.request, chunk.num_new_tokens
+            held, capacity = r.num_kv_tokens, len(r.block_ids) * bt
+            step = (capacity - held) // n  # the first whose tokens pass the last block
+            while step < num_steps:
+                growing.setdefault(step, []).append((r, (step + 1) * n))
+                capacity = self.kv.blocks_for(held + (step + 1) * n) * bt
+                step = (capacity - held) // n
+        for step in sorted(growing):
+            for r, tokens in growing[step]:
+                grown = self.kv.allocate(r, tokens, boundaries_s[step])
+                assert grown, "a plan holds only while the pool can give its later steps' blocks"
+
+    def _apply_sampled(self, r: Request, tokens: list[int], t_end_s: float, max_ctx: int) -> RequestOutput:
+        """`r` computed its tokens and sampled `tokens` in steps ending by `t_end_s` (one per
+        step): append them, publish blocks that became full, note a first token, finish `r` if
+        it reached its limit."""
         if r.state is RequestState.RECOMPUTING:
             r.state = RequestState.RUNNING
         self.prefilling.pop(r.request_id, None)
@@ -581,15 +702,16 @@ class Scheduler:
             out.finished = True
         return out
 
-    def take_compactions(self) -> list[KVCompaction]:
+    def _take_compactions(self) -> list[KVCompaction]:
         """The data moves compactions queued for the next step (its plan applies them), which
-        leave the queue; fast-forward drops those of the steps it fuses (the sim moves no data)."""
+        leave the queue."""
         moves, self._compactions = [c for c in self._compactions if not c.request.is_finished], []
         return moves
 
-    def compress(self, r: Request, attention: Attention | None, now_s: float) -> None:
-        """Let the token-level policy drop KV of `r` after a step; the move goes to the next plan."""
-        keep = self.policy.compressor.plan_keep(r, attention, lambda: self.kv.shared_prefix_tokens(r))
+    def _compress(self, r: Request, attention: Attention | None, now_s: float, num_steps: int = 1) -> None:
+        """Let the token-level policy drop KV of `r` after the `num_steps` steps of a plan; the
+        move goes to the next plan."""
+        keep = self.policy.compressor.plan_keep(r, attention, lambda: self.kv.shared_prefix_tokens(r), num_steps)
         if keep is None:
             return
         before = r.num_kv_tokens

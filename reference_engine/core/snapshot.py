@@ -53,19 +53,9 @@ class UsageSnapshot:
         return self.tenant_live_blocks.get(tenant, 0) / self.num_blocks
 
 
-@dataclass(frozen=True, slots=True)
-class Growth:
-    """What the first steps of a fused run add before anything in it finishes or starts: new
-    live blocks per owner (tenant, None for public blocks) and new KV tokens of running requests.
-    Blocks come from the free stack first, then from the cached tier, as allocation takes them."""
-
-    blocks_by_owner: dict[str | None, int]
-    kv_tokens: int
-
-
-def take_snapshot(core: "EngineCore", now_s: float | None = None, grown: Growth | None = None) -> UsageSnapshot:
-    """The engine now, or at `now_s` after `grown`: a step boundary inside a fused run, which
-    fast-forward reports without stopping there (the run allocates its growth at once)."""
+def take_snapshot(core: "EngineCore", now_s: float | None = None) -> UsageSnapshot:
+    """The engine as it is, stamped `now_s` (default: the clock's now): the end of the steps
+    just applied, before the caller's clock moves there."""
     pool, sched = core.pool, core.scheduler
     now = core.clock.now() if now_s is None else now_s
     bt = pool.block_tokens
@@ -74,15 +64,7 @@ def take_snapshot(core: "EngineCore", now_s: float | None = None, grown: Growth 
         cap += len(r.block_ids) * bt
         waste += len(r.block_ids) * bt - r.num_kv_tokens
     live, cached, free = pool.num_live, pool.num_cached, pool.num_free
-    by_tenant = dict(pool.live_by_tenant)
-    if grown is not None:
-        num_grown = sum(grown.blocks_by_owner.values())
-        from_free = min(num_grown, free)
-        live, free, cached = live + num_grown, free - from_free, cached - (num_grown - from_free)
-        cap += bt * num_grown
-        waste += bt * num_grown - grown.kv_tokens
-        for owner, n in grown.blocks_by_owner.items():
-            by_tenant[owner] = by_tenant.get(owner, 0) + n
+    by_tenant = pool.live_by_tenant
     oldest: dict[str, float] = {c.value: 0.0 for c in TrafficClass}
     for r in sched.waiting:
         c = r.traffic_class.value

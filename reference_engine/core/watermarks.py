@@ -44,17 +44,18 @@ class Watermarks:
         # Batch traffic may never take the interactive reserve.
         self.batch_limit = math.floor((1 - guard.interactive_reserve_percent / 100) * num_blocks)
 
-    @property
-    def thresholds(self) -> tuple[int, ...]:
-        """The rungs in blocks, lowest first."""
-        return tuple(self._thresholds)
-
     def level(self, live_blocks: int) -> PressureLevel:
         level = PressureLevel.NORMAL
         for i, threshold in enumerate(self._thresholds, start=1):
             if live_blocks >= threshold:
                 level = PressureLevel(i)
         return level
+
+    def room_below_next_rung(self, live_blocks: int) -> int:
+        """How many blocks usage may grow by from `live_blocks` without reaching the next rung
+        (crossing any rung is a `watermark` event): what a plan of several steps may add."""
+        above = [mark for mark in self._thresholds if mark > live_blocks]
+        return above[0] - live_blocks - 1 if above else self.num_blocks - live_blocks
 
     def check_headroom(self, max_growth_blocks_per_step: int) -> None:
         names = ("warn", "admission", "evict", "pause_batch_prefill", "preempt", "reject")

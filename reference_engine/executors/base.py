@@ -4,10 +4,16 @@ The scheduler decides *what* runs; an executor says how long the step took and w
 finished-prefill/decode sequence sampled. `sim` computes both from a calibrated roofline model
 on any machine; `torch` runs a real model over a real paged KV tensor. Both see the same
 `StepPlan`, so a policy can be checked for exactness on torch and measured at scale on sim.
+
+A plan may hold for several steps (`StepPlan.num_steps`, set by the scheduler when nothing it
+decides can change before then): the executor runs it that many times, stopping early before a
+step that would start at or after `StepPlan.stop_s`, and says how long each step it ran took.
+An executor that runs one step per plan says so (`max_steps_per_plan = 1`) and never gets more.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
@@ -64,10 +70,18 @@ class KVCompaction:
 
 @dataclass(slots=True)
 class StepPlan:
+    """One step's work, which holds for up to `num_steps` steps: each runs the same chunks (every
+    request's tokens of a step; a request's next chunk starts where its last one ended). Swaps
+    and compactions happen once, before the first. The steps run back to back from `start_s`,
+    and none starts at or after `stop_s` (the first always runs)."""
+
     chunks: list[ScheduledChunk] = field(default_factory=list)
     swap_out: list[BlockCopy] = field(default_factory=list)
     swap_in: list[BlockCopy] = field(default_factory=list)
     compactions: list[KVCompaction] = field(default_factory=list)
+    num_steps: int = 1
+    start_s: float = 0.0
+    stop_s: float = math.inf
 
     @property
     def num_tokens(self) -> int:
@@ -79,16 +93,34 @@ class StepPlan:
 
 @dataclass(slots=True)
 class StepOutcome:
-    duration_s: float
-    sampled: list[int | None]  # aligned with plan.chunks; None where no token was sampled
+    durations_s: list[float]  # of each step run, in order (at least one)
+    sampled: list[list[int]]  # aligned with plan.chunks: the tokens each sampled over the steps, in order
     # Per request id: the attention mass each of its KV tokens (after the step, in KV order)
     # received, summed over the step's queries; from the sim, the same in closed form. One
     # executor gives one kind for every request. Supplied when the policy needs it (h2o).
     attention: Mapping[str, Sequence[float]] | Mapping[str, SyntheticAttention] | None = None
 
+    @property
+    def num_steps(self) -> int:
+        return len(self.durations_s)
+
+    @property
+    def duration_s(self) -> float:
+        return sum(self.durations_s)
+
+    def boundaries_s(self, start_s: float) -> list[float]:
+        """Each step's start and the last one's end, accumulated as stepping one by one does
+        (t_end = t_start + duration, step after step), so the floats are the same."""
+        out, t = [start_s], start_s
+        for d in self.durations_s:
+            t = t + d
+            out.append(t)
+        return out
+
 
 class Executor(Protocol):
     name: str
+    max_steps_per_plan: int  # 1: every plan runs one step
 
     def execute(self, plan: StepPlan) -> StepOutcome: ...
 
@@ -102,12 +134,4 @@ class Executor(Protocol):
 
     def forget(self, request_id: str) -> None:
         """The request ended (any reason, any state): drop what the executor kept for it."""
-        ...
-
-    def steady_durations_s(self, num_decodes: int, decode_kv_tokens: int, num_steps: int,
-                           chunks: Sequence[tuple[int, int]] = ()) -> list[float]:
-        """Durations of `num_steps` consecutive steps in which `num_decodes` sequences (holding
-        `decode_kv_tokens` in total before the first) decode one token each and each prefill of
-        `chunks`, given as (tokens per step, KV tokens before the first step), advances by its
-        tokens every step: what the engine fast-forwards over."""
         ...

@@ -12,6 +12,10 @@ fixed cost, which together give the published anchor of ≈ 6.5 ms per decode st
 Llama-3-8B at small batch on an H200 (16.1 GB of weights / (4.8 TB/s · 0.70) = 4.8 ms + 1.7 ms).
 A profile written by `kvgate calibrate` replaces the three constants with measured ones.
 
+A plan that holds for k steps is priced step by step from the same integer sums one step forms
+(a chunk of c tokens over s held KV tokens attends c·s + c(c+1)/2 pairs, and in the next step
+starts at s + c), so its durations are the floats stepping one by one gives.
+
 Output tokens are a pure function of (request id, position), so every run is reproducible and
 a preempted-and-recomputed request produces the same text as an uninterrupted one. Under h2o the
 sim also returns a synthetic attention distribution (`sim_attention`) for the policy to rank
@@ -21,14 +25,13 @@ tokens by; token-level compactions (`StepPlan.compactions`) move no data here an
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from reference_engine.config import EngineConfig, PolicyName
 from reference_engine.stable_id import stable_id
-from reference_engine.executors.base import StepOutcome, StepPlan
+from reference_engine.executors.base import ScheduledChunk, StepOutcome, StepPlan
 from reference_engine.executors.sim_attention import SyntheticAttention
 from reference_engine.memory import MemoryPlan
 from reference_engine.tokenizer import SPECIAL_TOKENS, VOCAB_SIZE
@@ -45,8 +48,8 @@ def _token_table(size: int) -> list[int]:
 
 
 # A request's tokens are a window into one fixed pseudo-random sequence, starting at an offset
-# its seed picks: a token costs a list index, and a fused run of them one slice (replay appends
-# about 1.5 million of them). The period, 65,536 tokens, is beyond any answer's length.
+# its seed picks: a token costs a list index, and the tokens of a plan run k times one slice
+# (replay appends about 1.5 million of them). The period, 65,536 tokens, is beyond any answer's length.
 _TABLE_BITS = 16
 _TABLE_MASK = (1 << _TABLE_BITS) - 1
 _TOKENS = _token_table(1 << _TABLE_BITS)
@@ -57,8 +60,18 @@ def fake_token(request_seed: int, position: int) -> int:
     return _TOKENS[(request_seed + position) & _TABLE_MASK]
 
 
+def fake_tokens(request_seed: int, position: int, num: int) -> list[int]:
+    """`fake_token` at positions position .. position + num - 1, as one slice of the table."""
+    lo = (request_seed + position) & _TABLE_MASK
+    out = _TOKENS[lo: lo + num]
+    while len(out) < num:  # the window wraps around the table's end
+        out += _TOKENS[: num - len(out)]
+    return out
+
+
 class SimExecutor:
     name = "sim"
+    max_steps_per_plan = 4096  # bounds the lists one plan's outcome holds
 
     def __init__(self, config: EngineConfig, plan: MemoryPlan) -> None:
         sim = config.sim
@@ -93,20 +106,37 @@ class SimExecutor:
         return max(compute, memory) + self._overhead_s
 
     def execute(self, plan: StepPlan) -> StepOutcome:
-        new = pairs = read = 0
-        sampled: list[int | None] = []
+        new = pairs = read = pairs_growth = 0
         for chunk in plan.chunks:
             r, n = chunk.request, chunk.num_new_tokens
             start = r.num_computed_tokens - r.num_dropped_tokens
             new += n
             pairs += n * start + n * (n + 1) // 2
             read += start
-            end = r.num_computed_tokens + n
-            samples = end >= r.num_prompt_tokens + len(r.output_token_ids)
-            sampled.append(fake_token(self._seed(r.request_id), end) if samples else None)
-        moved = sum(c.num_bytes for c in plan.swap_out) + sum(c.num_bytes for c in plan.swap_in)
-        duration = (self._step_s(new, pairs, read) if plan.chunks else self._overhead_s) + self.transfer_time_s(moved)
-        return StepOutcome(duration, sampled, self._attention(plan) if self.record_attention else None)
+            pairs_growth += n * n  # in the next step it starts n further on
+        transfer_s = self.transfer_time_s(sum(c.num_bytes for c in plan.swap_out) + sum(c.num_bytes for c in plan.swap_in))
+        if not plan.chunks:
+            return StepOutcome([self._overhead_s + transfer_s], [])
+        durations, t = [], plan.start_s
+        for k in range(plan.num_steps):
+            if k and not t < plan.stop_s:
+                break
+            d = self._step_s(new, pairs + k * pairs_growth, read + k * new) + transfer_s
+            durations.append(d)
+            t = t + d
+        sampled = [self._sampled(chunk, len(durations)) for chunk in plan.chunks]
+        return StepOutcome(durations, sampled, self._attention(plan) if self.record_attention else None)
+
+    def _sampled(self, chunk: ScheduledChunk, num_steps: int) -> list[int]:
+        """The tokens `chunk` samples over `num_steps` steps: from the first whose end reaches
+        the request's known tokens on, one per step at the position it ends on."""
+        r, n = chunk.request, chunk.num_new_tokens
+        end = r.num_computed_tokens + n
+        before = max(0, -(-(r.num_prompt_tokens + len(r.output_token_ids) - end) // n))  # steps that do not sample
+        if before >= num_steps:
+            return []
+        assert n == 1 or before == num_steps - 1, "a chunk past its known tokens samples one token per step"
+        return fake_tokens(self._seed(r.request_id), end + before * n, num_steps - before)
 
     def _attention(self, plan: StepPlan) -> dict[str, SyntheticAttention]:
         """Synthetic attention of each scheduled request over its KV after the step (a closed form
@@ -114,45 +144,9 @@ class SimExecutor:
         return {c.request.request_id: SyntheticAttention(self._seed(c.request.request_id), c.num_new_tokens)
                 for c in plan.chunks}
 
-    def attention_of(self, request_id: str, num_new: int) -> SyntheticAttention | None:
-        """What `execute` reports as a request's attention in a step where it computes `num_new`
-        tokens (fast-forward hands it to the compressor for fused steps)."""
-        return SyntheticAttention(self._seed(request_id), num_new) if self.record_attention else None
-
     def prefill_time_s(self, num_tokens: int, num_cached_tokens: int = 0) -> float:
         n, s = num_tokens, num_cached_tokens
         return self._step_s(n, n * s + n * (n + 1) / 2, s) - self._overhead_s
 
     def transfer_time_s(self, num_bytes: float) -> float:
         return num_bytes / self._link_bytes_per_s
-
-    def steady_durations_s(self, num_decodes: int, decode_kv_tokens: int, num_steps: int,
-                           chunks: Sequence[tuple[int, int]] = ()) -> list[float]:
-        """The same integer sums `execute` forms for such a step, so the floats are identical. In
-        step k a chunk of c tokens starts at s + k·c, so the sums are linear in k."""
-        step, d = self._step_s, num_decodes
-        chunk_tokens = sum(c for c, _ in chunks)
-        pairs0 = sum(c * s + c * (c + 1) // 2 for c, s in chunks)  # the chunks' pairs in step 0 ...
-        pairs_k = sum(c * c for c, _ in chunks)  # ... and their growth per step
-        read0 = sum(s for _, s in chunks)
-        out = []
-        for k in range(num_steps):
-            ctx = decode_kv_tokens + k * d
-            out.append(step(d + chunk_tokens, ctx + d + pairs0 + k * pairs_k, ctx + read0 + k * chunk_tokens))
-        return out
-
-    def fused_durations_s(self, num_new: int, pairs: Sequence[int], reads: Sequence[int]) -> list[float]:
-        """The duration `execute` gives each of a run of steps of `num_new` tokens whose integer
-        sums are pairs[i] attended pairs and reads[i] KV tokens read (so the same floats):
-        fast-forward's price for runs whose KV also falls (token-level compactions)."""
-        step = self._step_s
-        return [step(num_new, p, r) for p, r in zip(pairs, reads)]
-
-    def sample_run(self, request_id: str, start: int, num: int) -> list[int]:
-        """The tokens the sim samples for a request at positions start .. start + num - 1 (what
-        `fake_token` gives one by one): what fast-forward appends for a fused run."""
-        lo = (self._seed(request_id) + start) & _TABLE_MASK
-        out = _TOKENS[lo: lo + num]
-        while len(out) < num:  # the window wraps around the table's end
-            out += _TOKENS[: num - len(out)]
-        return out

@@ -86,6 +86,7 @@ class TorchExecutor:
     swapped requests; the engine owns which block holds what."""
 
     name = "torch"
+    max_steps_per_plan = 1  # every step is a real forward pass over the model: one per plan
 
     def __init__(self, config: EngineConfig, plan: MemoryPlan) -> None:
         if config.engine.kv_bytes_safety != 1.0:
@@ -139,6 +140,7 @@ class TorchExecutor:
 
     # ------------------------------------------------------------------ steps
     def execute(self, plan: StepPlan) -> StepOutcome:
+        assert plan.num_steps == 1, "the torch executor runs one step per plan (max_steps_per_plan)"
         t0 = time.perf_counter()
         try:
             with torch.inference_mode():
@@ -152,7 +154,7 @@ class TorchExecutor:
             raise DeviceOutOfMemoryError(f"{self.device} ran out of memory in a step of {plan.num_tokens} tokens "
                                          f"over {len(plan.chunks)} sequences: {err}") from None
         duration = self._pricing.execute(plan).duration_s if self._modeled else time.perf_counter() - t0
-        return StepOutcome(duration, sampled, attention)
+        return StepOutcome([duration], sampled, attention)
 
     def _compact(self, plan: StepPlan) -> None:
         if not plan.compactions:
@@ -171,7 +173,7 @@ class TorchExecutor:
         for copy in plan.swap_in:
             self.cache.copy_in(self._host.pop(copy.request.request_id), copy.device_blocks)
 
-    def _forward(self, chunks: Sequence[ScheduledChunk]) -> tuple[list[int | None], dict[str, list[float]] | None]:
+    def _forward(self, chunks: Sequence[ScheduledChunk]) -> tuple[list[list[int]], dict[str, list[float]] | None]:
         if not chunks:
             return [], None
         vocab = self.model.shape.vocab_size
@@ -191,14 +193,14 @@ class TorchExecutor:
             end += c.num_new_tokens
             if c.samples:
                 last_rows.append(end - 1)
-        sampled: list[int | None] = [None] * len(chunks)
+        sampled: list[list[int]] = [[] for _ in chunks]
         if last_rows:
             logits = self.model.logits(hidden[torch.tensor(last_rows, device=dev)])
             lo, hi = self.sampled_ids.start, self.sampled_ids.stop
             tokens = (logits[:, lo:hi].argmax(dim=-1) + lo).tolist()
             sampling = [i for i, c in enumerate(chunks) if c.samples]
             for row, (i, token) in enumerate(zip(sampling, tokens)):
-                sampled[i] = token
+                sampled[i] = [token]
                 if self.keep_logits:
                     r = chunks[i].request
                     self.logits.setdefault(r.request_id, {})[r.num_output_tokens] = logits[row].cpu()
@@ -218,10 +220,6 @@ class TorchExecutor:
 
     def transfer_time_s(self, num_bytes: float) -> float:
         return self._pricing.transfer_time_s(num_bytes)
-
-    def steady_durations_s(self, num_decodes: int, decode_kv_tokens: int, num_steps: int,
-                           chunks: Sequence[tuple[int, int]] = ()) -> list[float]:
-        return self._pricing.steady_durations_s(num_decodes, decode_kv_tokens, num_steps, chunks)
 
     # ------------------------------------------------------------ inspection
     @property

@@ -95,8 +95,8 @@ class H2oCompressor:
         scores = self._scores.get(request_id)
         return None if scores is None else scores.values()
 
-    def plan_keep(self, r: Request, attention: Attention | None,
-                  protected_tokens: Callable[[], int]) -> np.ndarray | None:
+    def plan_keep(self, r: Request, attention: Attention | None, protected_tokens: Callable[[], int],
+                  num_steps: int = 1) -> np.ndarray | None:
         n = r.num_kv_tokens
         scores = self._scores.get(r.request_id)
         if scores is None:
@@ -105,9 +105,13 @@ class H2oCompressor:
                                                    else DenseScores(self.score_decay))
         if isinstance(scores, SyntheticScores):
             assert isinstance(attention, SyntheticAttention), _ONE_KIND
+            if num_steps > 1:  # the steps before the last, at once (only synthetic scores hold for several)
+                chunk = attention.num_new
+                scores.add_steps(r.num_computed_tokens - chunk * num_steps, chunk, num_steps - 1)
             scores.add_step(r, attention)
         else:
             assert not isinstance(attention, SyntheticAttention), _ONE_KIND
+            assert num_steps == 1, "dense scores learn one step at a time (compaction_rule says so)"
             scores.add_step(r, attention)
         if self.heavy_budget(n, r.num_computed_tokens, 0) is None:  # before asking for the protected prefix
             return None
@@ -137,22 +141,13 @@ class H2oCompressor:
 
     def compaction_rule(self, r: Request, protected_tokens: int) -> HeavyHitterRule | None:
         """When plan_keep compacts follows from lengths (the heavy-hitter budget grows with the
-        tokens seen); which tokens it keeps needs the scores, which `skip_steps` keeps up for
-        steps fused in between: only for synthetic scores in step with `r`."""
+        tokens seen); which tokens it keeps needs the scores, which `plan_keep` brings up to date
+        for several steps at once only for synthetic scores in step with `r` (otherwise None:
+        `r`'s plans hold for one step)."""
         scores = self._scores.get(r.request_id)
         if not isinstance(scores, SyntheticScores) or not scores.in_step(r):
             return None
         return HeavyHitterRule(self, protected_tokens)
-
-    def skip_steps(self, r: Request, attention: Attention | None, num_steps: int) -> None:
-        """`r` ran `num_steps` more steps without compacting (its counters as after them): the
-        scores plan_keep would have added, at once."""
-        if num_steps:
-            scores = self._scores[r.request_id]
-            assert isinstance(attention, SyntheticAttention), "only synthetic scores are fused"
-            assert isinstance(scores, SyntheticScores), _ONE_KIND
-            chunk = attention.num_new
-            scores.add_steps(r.num_computed_tokens - chunk * num_steps, chunk, num_steps)
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,8 +63,6 @@ class _MultiQueueRules(ABC, Generic[K]):
     for blocks is split over the queues (`pop_victims`, on each index's `_rebalance` and
     `_pop_from`)."""
 
-    evictions_depend_on_time = True  # pops first demote FIFO 2 entries idle past active_s
-
     def __init__(self, *, capacities: dict[Queue, int], proportional: bool, promotion_window_s: float,
                  water_level: float, long_tokens: int, active_s: float, history_capacity: int) -> None:
         self._history: History[K, bool] = History(history_capacity)

@@ -42,13 +42,15 @@ class Compressor(Protocol):
     marked approximate. A compressor that keeps per-request state is told when to drop it.
     """
 
-    def plan_keep(self, r: Request, attention: Attention | None,
-                  protected_tokens: Callable[[], int]) -> np.ndarray | None:
-        """Sorted KV indices of `r` to keep, or None to keep everything.
+    def plan_keep(self, r: Request, attention: Attention | None, protected_tokens: Callable[[], int],
+                  num_steps: int = 1) -> np.ndarray | None:
+        """Sorted KV indices of `r` to keep, or None to keep everything, after `r` ran
+        `num_steps` steps of the same chunk (its counters as after them; more than one only
+        where `compaction_rule` said none of the steps before the last compacts).
 
-        `attention`: the mass each of `r`'s KV tokens received in this step (None if the
-        executor supplies none). `protected_tokens()` (call it only when about to compact) is
-        a KV prefix shared with other requests or sessions: a plan must keep all of it."""
+        `attention`: the mass each of `r`'s KV tokens received in each of these steps (None if
+        the executor supplies none). `protected_tokens()` (call it only when about to compact)
+        is a KV prefix shared with other requests or sessions: a plan must keep all of it."""
         ...
 
     def forget(self, request_id: str) -> None:
@@ -57,14 +59,9 @@ class Compressor(Protocol):
 
     def compaction_rule(self, r: Request, protected_tokens: int) -> CompactionRule | None:
         """When `plan_keep` will compact `r` (with `protected_tokens` shared) over its coming
-        steps, as a function of lengths; None when that needs more than lengths and what the
-        compressor has learnt (attention not yet seen): then `fast_forward` steps one by one."""
-        ...
-
-    def skip_steps(self, r: Request, attention: Attention | None, num_steps: int) -> None:
-        """`r` ran `num_steps` more steps in which its rule said it does not compact (a fused
-        run; `r`'s counters as after them, `attention` what each step gave): learn from them
-        what `plan_keep` would have learnt one step at a time."""
+        steps, as a function of lengths: how many steps a plan may hold for `r` (the scheduler
+        ends it at the step that compacts). None when that needs more than lengths and what
+        the compressor has learnt (attention not yet seen): then `r`'s plans hold for one step."""
         ...
 
 

@@ -44,8 +44,8 @@ class StreamingLlmCompressor:
         self.window_tokens = window_tokens
         self.block_tokens = block_tokens
 
-    def plan_keep(self, r: Request, attention: Attention | None,
-                  protected_tokens: Callable[[], int]) -> np.ndarray | None:
+    def plan_keep(self, r: Request, attention: Attention | None, protected_tokens: Callable[[], int],
+                  num_steps: int = 1) -> np.ndarray | None:
         n, window = r.num_kv_tokens, self.window_tokens
         if n - self.sink_tokens - window < self.block_tokens:  # the rule with nothing protected: cheap
             return None
@@ -62,9 +62,6 @@ class StreamingLlmCompressor:
         frees a whole block: n − head − window ≥ block_tokens."""
         kept = max(self.sink_tokens, protected_tokens) + self.window_tokens
         return WindowRule(kept + self.block_tokens, kept)
-
-    def skip_steps(self, r: Request, attention: Attention | None, num_steps: int) -> None:
-        """Nothing learnt from steps."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ class SinkAndWindow:
         self.window_blocks = window_blocks
         self.block_tokens = block_tokens
 
-    def plan_keep(self, r, attention, protected_tokens):
+    def plan_keep(self, r, attention, protected_tokens, num_steps=1):
         bt, n = self.block_tokens, r.num_kv_tokens
         excess = n // bt - 1 - self.window_blocks
         return np.concatenate((np.arange(bt), np.arange((1 + excess) * bt, n))) if excess > 0 else None

@@ -11,7 +11,10 @@ pytest.importorskip("torch")
 
 from harness.cli import main  # noqa: E402
 from reference_engine import EngineConfig, with_overrides  # noqa: E402
+from reference_engine.config import TrafficClass  # noqa: E402
+from reference_engine.request import Request  # noqa: E402
 from reference_engine.executors import calibrate as cal  # noqa: E402
+from reference_engine.executors.base import ScheduledChunk, StepPlan  # noqa: E402
 from reference_engine.executors.sim import SimExecutor  # noqa: E402
 from reference_engine.memory import MemoryPlan  # noqa: E402
 
@@ -34,11 +37,22 @@ def synthetic_points(plan, mfu, mbu, overhead_s):
     return points
 
 
+def decode_plan(num_seqs: int, context: int) -> StepPlan:
+    """A step in which `num_seqs` requests holding `context` KV tokens each decode one token."""
+    chunks = []
+    for i in range(num_seqs):
+        r = Request(request_id=f"r{i}", tenant="t", traffic_class=TrafficClass.INTERACTIVE,
+                    num_prompt_tokens=context, max_new_tokens=10, arrival_s=0, output_token_ids=[7])
+        r.num_computed_tokens = context
+        chunks.append(ScheduledChunk(r, 1))
+    return StepPlan(chunks)
+
+
 def test_predictions_are_the_sim_executors_step_times():
     config, plan = sim_plan(**{"sim.mfu": 0.5, "sim.mbu": 0.6, "sim.step_overhead_ms": 2.0})
     sim = SimExecutor(config, plan)
     decode = cal.predict_s(cal.decode_cost(plan, 16, 1000), plan.gpu, 0.5, 0.6, 0.002)
-    assert decode == pytest.approx(sim.steady_durations_s(16, 16 * 1000, 1)[0], rel=1e-9)
+    assert decode == pytest.approx(sim.execute(decode_plan(16, 1000)).duration_s, rel=1e-9)
     prefill = cal.predict_s(cal.prefill_cost(plan, 2048), plan.gpu, 0.5, 0.6, 0.002)
     assert prefill == pytest.approx(sim.prefill_time_s(2048) + 0.002, rel=1e-9)
 

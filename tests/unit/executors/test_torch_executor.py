@@ -95,7 +95,9 @@ def test_a_request_without_token_ids_is_refused_with_what_to_do():
         core.step()
 
 
-def test_replay_fast_forward_steps_one_by_one_on_torch():
+def test_replay_steps_one_by_one_on_torch():
+    """The torch executor runs one step per plan (max_steps_per_plan = 1): a plan never holds
+    for more there, even when the caller could take more."""
     core = make_core(torch_config(64))
     r = core.add_request(tenant="acme", prompt_token_ids=list(range(5, 25)), max_new_tokens=6)
     while core.has_work():

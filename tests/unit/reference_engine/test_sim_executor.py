@@ -4,7 +4,7 @@ from reference_engine import EngineConfig, with_overrides
 from reference_engine.request import Request
 from reference_engine.config import TrafficClass
 from reference_engine.executors.base import ScheduledChunk, StepPlan
-from reference_engine.executors.sim import SimExecutor, fake_token
+from reference_engine.executors.sim import SimExecutor, fake_token, fake_tokens
 from reference_engine.memory import MemoryPlan
 
 
@@ -48,16 +48,38 @@ def test_fake_tokens_are_deterministic_and_in_the_generatable_vocabulary():
     assert all(5 <= fake_token(s, p) < 4096 for s in range(20) for p in range(50))
 
 
-def test_decode_durations_agree_with_executing_step_by_step():
+def test_a_plan_run_several_times_is_priced_as_its_steps_one_by_one():
+    """The same floats: each step priced from the integer sums of that step."""
     s = sim()
-    fused = s.steady_durations_s(4, 4 * 1000, 3)
+    plan = decode_plan(4, 1000)
+    plan.num_steps = 3
     single = [s.execute(decode_plan(4, 1000 + k)).duration_s for k in range(3)]
-    assert fused == pytest.approx(single)
+    assert s.execute(plan).durations_s == single
 
 
-def test_a_fused_run_samples_exactly_the_tokens_of_single_steps():
+def test_a_plan_stops_before_a_step_that_would_start_at_its_stop_time():
     s = sim()
-    seed = s._seed("req-7")
+    one = s.execute(decode_plan(2, 100)).duration_s
+    plan = decode_plan(2, 100)
+    plan.num_steps, plan.start_s, plan.stop_s = 50, 10.0, 10.0 + 2.5 * one
+    outcome = s.execute(plan)
+    assert outcome.num_steps == 3  # starts at 10, 10 + d, 10 + 2d (< stop); the fourth would start after it
+    assert all(len(tokens) == 3 for tokens in outcome.sampled)
+    assert outcome.boundaries_s(10.0)[-2] < plan.stop_s <= outcome.boundaries_s(10.0)[-1]
+
+
+def test_a_plan_run_several_times_samples_exactly_the_tokens_of_single_steps():
+    s = sim()
+    plan = decode_plan(2, 1000)
+    plan.num_steps = 40
+    outcome = s.execute(plan)
+    for chunk, tokens in zip(plan.chunks, outcome.sampled):
+        seed = s._seed(chunk.request.request_id)
+        assert tokens == [fake_token(seed, p) for p in range(1001, 1041)]
+
+
+def test_fake_tokens_wrap_around_the_table_as_fake_token_does():
+    seed = 123_456
     wrap = (1 << 16) - seed % (1 << 16) - 3  # the window crosses the token table's end
     for start, num in ((0, 5), (1000, 40), (2**40, 300), (wrap, 10), (wrap, 3 * (1 << 16))):
-        assert s.sample_run("req-7", start, num) == [fake_token(s._seed("req-7"), p) for p in range(start, start + num)]
+        assert fake_tokens(seed, start, num) == [fake_token(seed, p) for p in range(start, start + num)]

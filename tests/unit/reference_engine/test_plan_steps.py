@@ -1,10 +1,23 @@
-"""Fast-forwarded decode steps give exactly the results of stepping one by one."""
+"""A plan that holds for several steps gives exactly the results of stepping one by one."""
 
 import random
 
 import pytest
 
+from reference_engine.core.scheduler import Scheduler
 from tests.helpers import Driver, small_config
+
+
+def spy_plans(monkeypatch, note):
+    """Call `note(scheduler, plan, outcome)` before each plan of several steps is applied."""
+    update = Scheduler.update
+
+    def spy(self, plan, outcome, boundaries_s):
+        if outcome.num_steps > 1:
+            note(self, plan, outcome)
+        return update(self, plan, outcome, boundaries_s)
+
+    monkeypatch.setattr(Scheduler, "update", spy)
 
 
 def workload(seed: int):
@@ -48,7 +61,7 @@ def replay(seed: int, fast: bool, **overrides):
     return summary, kinds, (d.core.num_steps, d.core.num_computed_tokens), steps, gpu_s
 
 
-def test_fast_forward_equals_step_by_step():
+def test_plans_of_several_steps_equal_step_by_step():
     for seed in range(3):
         slow, slow_events, slow_steps, slow_calls, slow_gpu_s = replay(seed, fast=False)
         fast, fast_events, fast_steps, fast_calls, fast_gpu_s = replay(seed, fast=True)
@@ -60,71 +73,52 @@ def test_fast_forward_equals_step_by_step():
         assert fast_gpu_s == pytest.approx(slow_gpu_s, rel=1e-9) and sum(slow_gpu_s.values()) > 0
 
 
-def test_fused_runs_cover_several_prefills_and_the_step_that_completes_one(monkeypatch):
-    """The equality above holds where it matters: runs with several prefills in flight, ending in
-    the step where one completes and leaves its budget to the next (the serial hand-over)."""
-    from reference_engine.core import fast_forward as ff
+def test_plans_hold_for_prefills_up_to_the_step_that_completes_one(monkeypatch):
+    """The equality above holds where it matters: plans with prefills in flight beside the
+    decodes, up to the step where one completes its prompt (it samples its first token at the
+    plan's end)."""
+    seen = {"prefilling": 0, "completes": 0}
 
-    seen = {"several": 0, "hand_over": 0}
-    last_chunks = ff._Prefills.last_chunks  # called only for a run that includes a completion step
+    def note(sched, plan, outcome):
+        prefills = [(c, tokens) for c, tokens in zip(plan.chunks, outcome.sampled) if c.num_new_tokens > 1]
+        seen["prefilling"] += bool(prefills) and len(prefills) < len(plan.chunks)
+        seen["completes"] += any(tokens for _, tokens in prefills)
 
-    def spy(self):
-        if len(self.requests) > 1:
-            seen["several"] += 1
-            seen["hand_over"] += any(last > c for c, last in zip(self.chunks, self.last))
-        return last_chunks(self)
-
-    monkeypatch.setattr(ff._Prefills, "last_chunks", spy)
+    spy_plans(monkeypatch, note)
     for seed in range(3):
         replay(seed, fast=True)
-    assert seen["several"] and seen["hand_over"], seen
+    assert seen["prefilling"] and seen["completes"], seen
 
 
 @pytest.mark.parametrize("policy", ["none", "vllm_like"])
-def test_without_admission_runs_fuse_while_requests_wait_for_budget(monkeypatch, policy):
+def test_without_admission_plans_hold_while_requests_wait_for_budget(monkeypatch, policy):
     """No admission control: nothing proves a waiting request over its limit, but a step whose
-    prefill takes the whole budget (no long-prefill cap, as in vLLM) tries nobody, so runs fuse
-    with requests waiting, and the results still equal stepping one by one."""
-    from reference_engine.core import fast_forward as ff
-
-    fused_while_waiting = []
-    steps_nothing_starts = ff._steps_nothing_starts
-
-    def spy(core, num_decodes, prefills):
-        k = steps_nothing_starts(core, num_decodes, prefills)
-        if k > 1 and len(core.scheduler.waiting):
-            fused_while_waiting.append(k)
-        return k
-
-    monkeypatch.setattr(ff, "_steps_nothing_starts", spy)
+    prefill takes the whole budget (no long-prefill cap, as in vLLM) tries nobody, so plans hold
+    for several steps with requests waiting, and the results still equal stepping one by one."""
+    held_while_waiting = []
+    spy_plans(monkeypatch, lambda sched, plan, outcome: held_while_waiting.append(len(sched.waiting)))
     overrides = {"kv_cache.policy": policy, "engine.long_prefill_token_threshold": 0}
     for seed in range(3):
         slow, slow_events, slow_steps, _, _ = replay(seed, fast=False, **overrides)
         fast, fast_events, fast_steps, _, _ = replay(seed, fast=True, **overrides)
         assert (fast, fast_events, fast_steps) == (slow, slow_events, slow_steps)
-    assert fused_while_waiting
+    assert any(held_while_waiting)
 
 
-def test_streamingllm_runs_fuse_with_their_compactions_inside(monkeypatch):
-    """Runs of a token-level policy fuse with each request's compactions applied inside them in
-    step order: decodes and prefills, first compactions (hashed blocks unregistered and
-    released) included; the prompts here are token ids, so the outputs' blocks are hashed too."""
-    from reference_engine.core import fast_forward as ff
+def test_streamingllm_plans_hold_up_to_a_compaction(monkeypatch):
+    """Plans of a token-level policy hold for several steps, up to the step in which a request
+    compacts (first compactions included: hashed blocks unregistered and released); the
+    prompts here are token ids, so the outputs' blocks are hashed too."""
+    held = {"plans": 0, "compacting": 0}
 
-    fuse, inside = ff._fuse_compacting, {"runs": 0, "first": 0, "with_prefill": 0}
+    def note(sched, plan, outcome):
+        held["plans"] += 1
+        held["compacting"] += any(sched.policy.compressor.compaction_rule(c.request, 0)
+                                  .next_compaction(c.request.num_kv_tokens, c.request.num_computed_tokens,
+                                                   c.num_new_tokens, outcome.num_steps) is not None
+                                  for c in plan.chunks)
 
-    def spy(core, *args):
-        approximate = {rid for rid, r in core.scheduler.running.items() if r.approximate}
-        prefilling = bool(core.scheduler.prefilling)
-        out = fuse(core, *args)
-        if out is not None:
-            inside["runs"] += 1
-            inside["with_prefill"] += prefilling
-            inside["first"] += sum(1 for rid, r in core.scheduler.running.items()
-                                   if r.approximate and rid not in approximate)
-        return out
-
-    monkeypatch.setattr(ff, "_fuse_compacting", spy)
+    spy_plans(monkeypatch, note)
     overrides = {"kv_cache.policy": "streamingllm", "streamingllm.sink_tokens": 16, "streamingllm.sliding_window_tokens": 48}
     for seed in range(3):
         slow, slow_events, slow_steps, slow_calls, slow_gpu_s = replay(seed, fast=False, **overrides)
@@ -132,20 +126,18 @@ def test_streamingllm_runs_fuse_with_their_compactions_inside(monkeypatch):
         assert (fast, fast_events, fast_steps) == (slow, slow_events, slow_steps)
         assert fast_gpu_s == pytest.approx(slow_gpu_s, rel=1e-9) and fast_calls < slow_calls
         assert any(kind == "approximated" for kind, _, _ in fast_events)
-    assert inside["runs"] > 10 and inside["first"] > 0 and inside["with_prefill"] > 0, inside
+    assert held["plans"] > 10 and held["compacting"] > 0, held
 
 
-def test_an_index_whose_evictions_depend_on_time_is_asked_at_each_steps_time(monkeypatch):
-    """multi_queue demotes by age when asked for victims: a fused run must then evict at the
-    times and in the order stepping one by one does, not all at the run's start."""
+def test_the_pool_is_asked_for_blocks_at_each_steps_time(monkeypatch):
+    """multi_queue demotes by age when asked for victims: a plan of several steps must evict at
+    the times and in the order stepping one by one does, not all at the plan's start."""
     from reference_engine.policies import lru
     from reference_engine.policies.lru_queue import LruQueueIndex
 
     pops: list[tuple[float, int]] = []
 
     class TimedIndex(LruQueueIndex):
-        evictions_depend_on_time = True
-
         def pop_victims(self, num_blocks, now_s, *, strict=False):
             pops.append((now_s, num_blocks))
             return super().pop_victims(num_blocks, now_s, strict=strict)
@@ -162,8 +154,8 @@ def test_an_index_whose_evictions_depend_on_time_is_asked_at_each_steps_time(mon
 
 def test_a_prompt_one_token_short_gets_its_first_token_from_the_next_step():
     """A chunk that leaves one prompt token does not make a decode: the next step computes that
-    token and samples the first one, so it ends a fused run (a run that took it for a decode
-    stamped the first token at the run's end)."""
+    token and samples the first one, so a plan holds for that step only (one that took it for
+    a decode would stamp the first token at its end)."""
     results = []
     for fast in (False, True):
         d = Driver(small_config(512, overrides={"engine.max_num_seqs": 6, "engine.max_num_batched_tokens": 128}))
@@ -176,8 +168,8 @@ def test_a_prompt_one_token_short_gets_its_first_token_from_the_next_step():
 def test_a_prompt_one_token_short_gets_its_token_even_behind_a_prefill_that_takes_the_budget():
     """schedule() gives a one-token remainder its token with the decodes, before the prefills
     ahead of it in running order take the rest: so it completes in the next step whatever they
-    take, and no run fuses past that step. (Found by replaying the Mooncake trace under h2o: a
-    run planned the remainder a chunk of 0 behind a 26K-token prompt and went on without it.)"""
+    take, and no plan holds past that step. (Found by replaying the Mooncake trace under h2o: a
+    fused run once planned the remainder a chunk of 0 behind a 26K-token prompt.)"""
     results = []
     for fast in (False, True):
         d = Driver(small_config(2048, overrides={"engine.max_num_batched_tokens": 128, "engine.long_prefill_token_threshold": 32,
@@ -190,39 +182,3 @@ def test_a_prompt_one_token_short_gets_its_token_even_behind_a_prefill_that_take
         d.run(fast=fast)
         results.append(([(r.first_token_s, r.finish_s) for r in requests], d.core.num_steps))
     assert results[0] == results[1]
-
-
-def test_the_saw_tooth_jumps_to_what_stepping_one_by_one_finds():
-    """`_saw_tooth` (from event to event) against the obvious step-by-step loop, which asks the
-    rule before each step whether that step compacts: streamingllm's window, h2o's heavy hitters."""
-    from reference_engine.core.fast_forward import _saw_tooth
-    from reference_engine.policies.h2o import H2oCompressor, HeavyHitterRule
-    from reference_engine.policies.streamingllm import WindowRule
-
-    def one_by_one(n, computed, blocks, bt, chunk, rule, num_steps):
-        growth, compactions = [], []
-        for step in range(1, num_steps + 1):
-            compaction = rule.next_compaction(n, computed, chunk, 1)
-            n, computed = n + chunk, computed + chunk
-            if n > blocks * bt:
-                growth.append((step, -(-n // bt) - blocks))
-                blocks = -(-n // bt)
-            if compaction is not None:
-                kept = compaction[1]
-                compactions.append((step, n - kept, blocks - -(-kept // bt), kept))
-                n, blocks = kept, -(-kept // bt)
-        return growth, compactions
-
-    rng = random.Random(5)
-    for _ in range(500):
-        bt, chunk = 16, rng.choice([1, 1, 3, 16, 40, 256])
-        if rng.random() < 0.5:
-            kept = rng.randint(20, 300)
-            rule = WindowRule(kept + rng.choice([bt, 2 * bt, 37]), kept)
-        else:
-            h2o = H2oCompressor(heavy_hitter_ratio=rng.choice([0.05, 0.2, 0.5]), recent_tokens=rng.randint(16, 200),
-                                score_decay=0.98, min_tokens=rng.randint(16, 600), block_tokens=bt)
-            rule = HeavyHitterRule(h2o, rng.randint(0, 64))
-        n = rng.randint(1, 800)
-        args = (n, n + rng.randint(0, 2000), -(-n // bt), bt, chunk, rule, rng.randint(1, 120))
-        assert _saw_tooth(*args) == one_by_one(*args), args
