@@ -97,7 +97,7 @@ class EngineMetrics:
                 self.preemptions.labels(e.mode).inc()
                 self.vllm_preemptions.inc()
             elif kind is EventKind.SWAPPED:
-                self.swap_bytes.inc(e.value or 0)
+                self.swap_bytes.inc(e.num_bytes or 0)
             elif kind is EventKind.EVICTED:
                 self.evictions.labels(e.mode, e.reason).inc()
                 self.evicted_blocks.labels(e.mode, e.reason).inc(e.num_blocks or 0)

@@ -67,3 +67,21 @@ async def test_cancellations_land_in_the_release_latency_histogram():
         m = samples((await client.get("/metrics", headers=ADMIN)).text)
         assert value(m, "kvgate_cancel_release_latency_seconds_count") == 1
         assert value(m, "kvgate_requests_finished_total", tenant="acme", reason="cancelled") == 1
+
+
+def test_every_event_kind_updates_the_metrics_without_error():
+    """One event of each kind, each column filled as the catalogue says (record/events.py)."""
+    from prometheus_client import generate_latest
+
+    from record.events import Event
+    from reference_engine import EngineCore, VirtualClock
+    from reference_engine.server.metrics import EngineMetrics
+
+    core = EngineCore(server_config(), clock=VirtualClock())
+    metrics = EngineMetrics(core, "m")
+    events = [Event(i, 1.0, kind, request_id="r", tenant="acme", traffic_class="interactive", num_blocks=2,
+                    num_tokens=3, latency_s=0.5, deadline_s=9.0, tenant_live_blocks=4, num_bytes=4096, usage=0.9,
+                    reason="stop", mode="swap") for i, kind in enumerate(EventKind)]
+    metrics.on_events(events)
+    swapped = samples(generate_latest(metrics.registry).decode())
+    assert value(swapped, "kvgate_swap_out_bytes_total") == 4096
