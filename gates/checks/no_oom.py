@@ -9,10 +9,10 @@ capacity. The whole run is counted, which includes the pressure window and is ne
 from __future__ import annotations
 
 from gates.base import GateResult, Limits, Measurement, Unit
+from record.outcomes import OOM_ERROR_CODES
 from record.query import events_of
 from record.run_record import RunRecord
 
-OOM_ERROR_CODES = ("out_of_memory", "oom")  # the server's code; replay's client view writes "oom"
 
 
 class NoOomGate:

@@ -31,6 +31,7 @@ from gates import load_thresholds
 from harness.commands.gate import names
 from harness.judge import judge
 from harness.live_run import LivePlan, run_live
+from harness.loadgen.outcome import Status
 from harness.loadgen.prompts import DEFAULT_SYSTEM_PROMPT
 from harness.loadgen.settings import LoadSettings, SettingsError
 from harness.loadgen.tenants import TenantSpecError, format_tenants, tenants_of_config
@@ -218,7 +219,7 @@ class RichProgress:
     def load(self, elapsed_s: float, total_s: float, counts: Mapping[str, int], usage: float | None) -> None:
         if self._task is None:
             return
-        statuses = ("ok", "error", "cancelled", "timeout")
+        statuses = tuple(status.value for status in Status)
         parts = [f"{sum(counts.get(k, 0) for k in statuses)} requests"]
         parts += [f"{k} {counts[k]}" for k in (*statuses, "429") if counts.get(k)]
         if usage is not None:
