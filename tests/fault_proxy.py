@@ -4,9 +4,9 @@
         ...
     python -m tests.fault_proxy --upstream http://127.0.0.1:8000 --fault all_503 --port 8100
 
-Every path but the chat completion is relayed to the upstream untouched (models, metrics,
-tokenize), so preflight and collectors see a working server; the chat completion breaks in
-the way `Fault` names. kvgate must fail a run against each fault (exit 1, the failing gate
+Every request but a streamed chat completion is relayed to the upstream untouched (models,
+metrics, tokenize, the preflight's one non-streamed request), so the target looks up and
+working; streamed chat completions — all the load — break in the way `Fault` names. kvgate must fail a run against each fault (exit 1, the failing gate
 named), and pass one through `Fault.NONE`: the proxy is how the gates are shown not to pass a
 target that serves nothing. It runs on 127.0.0.1 only, in front of `kvgate serve` or any engine.
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -65,7 +66,7 @@ def create_app(upstream: str, fault: Fault) -> Starlette:
 
     async def chat(request: Request) -> Response:
         nonlocal in_flight
-        if fault is Fault.NONE:
+        if fault is Fault.NONE or not _is_streamed(await request.body()):
             return await relay(request)
         if fault is Fault.ALL_503:
             return JSONResponse({"error": {"message": "the fault proxy refuses everything", "type": "overloaded",
@@ -89,6 +90,13 @@ def create_app(upstream: str, fault: Fault) -> Starlette:
 
     return Starlette(routes=[Route(CHAT_PATH, chat, methods=["POST"]),
                              Route("/{path:path}", relay, methods=["GET", "POST"])])
+
+
+def _is_streamed(body: bytes) -> bool:
+    try:
+        return json.loads(body).get("stream") is True
+    except (ValueError, AttributeError):
+        return False
 
 
 async def _lines(lines: list[bytes]) -> AsyncIterator[bytes]:

@@ -7,8 +7,9 @@
 Without --target the reference engine is started with --policy (and stopped afterwards, also on
 Ctrl-C or failure). Then: preflight, baseline, load (locust, headless), cooldown, the run
 record under --out (default runs/<timestamp>-<policy>/), the gates (verdict.json, JUnit XML,
-a table), report.html. Exit codes: 0 every measurable gate passed, 1 a gate failed, 2 a harness
-error (preflight failed, the engine did not start, nothing measurable, ...). docs/scenarios.md
+a table), report.html. Exit codes: 0 every measurable gate passed, 1 a gate failed (or a
+--require'd gate was not measurable), 2 a harness error (preflight failed, the engine did not
+start, nothing measurable, most gates not measurable without --allow-partial, ...). docs/scenarios.md
 explains the scenarios, profiles and settings.
 """
 
@@ -28,7 +29,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from gates import load_thresholds
-from harness.commands.gate import names
+from harness.commands.gate import add_partial_argument, names
 from harness.judge import judge
 from harness.live_run import LivePlan, run_live
 from harness.loadgen.outcome import Status
@@ -54,6 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", metavar="NAME", help="model name (default: the config's, else the first of /v1/models)")
     p.add_argument("--tenants", metavar="SPEC", help="name=key[:class],... (default: the config's tenants)")
     p.add_argument("--out", type=Path, metavar="DIR", help="run record directory (default runs/<timestamp>-<policy>)")
+    p.add_argument("--require", metavar="NAMES", type=names, action="extend", default=[],
+                   help="comma-separated gates that must be measurable (not measurable = fail), as kvgate gate")
+    add_partial_argument(p)
     p.set_defaults(func=run)
 
 
@@ -71,6 +75,9 @@ def add_load_arguments(p: argparse.ArgumentParser) -> None:
                    help="engine worker processes behind a router (kvgate serve --workers; worker_kill needs >= 2)")
     p.add_argument("--processes", type=at_least_zero, default=0, metavar="N",
                    help="locust worker processes (locust --processes; 0: one process)")
+    p.add_argument("--request-timeout", type=positive(float), metavar="S",
+                   help="seconds a request may take before it is a timeout (default: the profile's; never more "
+                        "than the load plus its stop timeout, so a hang ends as a timeout within the run)")
     p.add_argument("--gates", type=Path, metavar="FILE",
                    help="thresholds TOML overriding gates/thresholds.toml (read before the load starts)")
     p.add_argument("--sample-interval", type=positive(float), metavar="S",
@@ -110,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     with RichProgress(console) as progress:
         result = run_live(plan, progress)
     console.print(f"run record: [bold]{result.run_dir}[/]")
-    judgement = judge(result.run_dir, args.gates)
+    judgement = judge(result.run_dir, args.gates, require=args.require, allow_partial=args.allow_partial)
     print_pressure(console, judgement.record.meta.pressure)
     console.print(f"verdict: {judgement.record.dir / 'verdict.json'}  report: [bold]{judgement.report}[/]")
     return judgement.exit_code
@@ -147,6 +154,9 @@ def build_plan(args: argparse.Namespace) -> LivePlan:
         settings = _settings(args, config, profile.settings)
     except (SettingsError, TenantSpecError) as err:
         raise KvgateError(str(err)) from None
+    duration_s, stop_timeout_s = args.duration or profile.duration_s, profile.stop_timeout_s
+    settings = settings.with_(request_timeout_s=request_timeout(args.request_timeout or settings.request_timeout_s,
+                                                                duration_s, stop_timeout_s))
     directory = args.scenarios_dir or scenarios_dir()
     scenarios = select(directory, args.scenarios)
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -154,12 +164,20 @@ def build_plan(args: argparse.Namespace) -> LivePlan:
     sample_interval = args.sample_interval or (config.server.sample_interval_s if config is not None else 0.5)
     return LivePlan(run_dir=run_dir, config=config, config_path=args.policy, scenarios=scenarios,
                     mixed_dir=None if args.scenarios else directory, settings=settings,
-                    duration_s=args.duration or profile.duration_s, users=args.users or profile.users,
+                    duration_s=duration_s, users=args.users or profile.users,
                     spawn_rate=args.spawn_rate or profile.spawn_rate, processes=args.processes,
                     engine_workers=args.workers, target_url=args.target, metrics_url=args.metrics_url,
                     baseline_requests=profile.baseline_requests, cooldown_max_s=profile.cooldown_max_s,
-                    cooldown_min_s=profile.cooldown_min_s, stop_timeout_s=profile.stop_timeout_s,
+                    cooldown_min_s=profile.cooldown_min_s, stop_timeout_s=stop_timeout_s,
                     sample_interval_s=sample_interval, profile=profile.name, engine_overrides=overrides)
+
+
+def request_timeout(wanted_s: float, duration_s: float, stop_timeout_s: float) -> float:
+    """The request timeout a run uses: never longer than the load plus locust's stop timeout, the
+    most a request sent as the load begins can run for. A longer one could never fire: a request
+    that hangs would only be cut when the run stops (recorded `unfinished`), never counted as
+    the timeout it is."""
+    return min(wanted_s, duration_s + stop_timeout_s)
 
 
 def _settings(args: argparse.Namespace, config: EngineConfig | None, profile: Mapping[str, object]) -> LoadSettings:
