@@ -102,6 +102,10 @@ class LivePlan:
     engine_overrides: Mapping[str, Any] = field(default_factory=dict)
     """Applied to `config` already (the profile's, for an engine this run starts); the engine
     is started with that config, saved beside the record as engine_config.json."""
+    label_policy: bool = False
+    """On an external target: record `config` as what the target runs, as a label only (its
+    name and digest; never its pool, watermarks or tenant caps, which are kvgate's, not the
+    target's). Without it the config of an external run only supplies tenants, keys and model."""
     followed: FollowedLoad | None = None
     """Record a load that another process drives instead of starting locust (no baseline then)."""
 
@@ -205,14 +209,20 @@ def _record(plan: LivePlan, settings: LoadSettings, target: Target, tenants: Ten
         collectors.stop()
         final = collectors.final_state()
         admin_config = collectors.engine_config
-        config, digest = engine_config_of(admin_config, plan.config)
+        named = plan.config if plan.target_url is None or plan.label_policy else None
+        config, digest = engine_config_of(admin_config, named)
+        is_label = admin_config is None and plan.target_url is not None and named is not None
+        if is_label:
+            notes.append("policy and config digest are a label from --policy: the target's pool, watermarks and "
+                         "tenant caps are its own, unknown here, and nothing is judged against the file's")
         snap = collectors.last_snapshot
         meta = live_meta(run_id=plan.run_dir.name, started_unix=started_unix, duration_s=clock(), config=config,
                          digest=digest, config_path=str(plan.config_path or ""),
                          scenarios=[s.name for s in plan.scenarios], target=target.describe(settings.model),
                          num_blocks=snap["num_blocks"] if snap else None, phases=phases,
                          signals=collectors.signals(), initial=initial, final=final,
-                         notes=collectors.notes + notes, gpu_name=collectors.gpu.name, live=live)
+                         notes=collectors.notes + notes, gpu_name=collectors.gpu.name, live=live,
+                         config_is_label=is_label)
         writer.write_meta(meta)
         meta = meta.model_copy(update={"pressure": record_pressure(plan.run_dir)})
     return LiveResult(plan.run_dir, meta)

@@ -48,9 +48,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="drive a target with the scenarios, record the run, evaluate the gates")
     p.add_argument("--policy", type=Path, metavar="CONFIG",
                    help="engine/policy config (TOML): the reference engine is started with it unless --target is "
-                        "given (then it only names what the target runs)")
+                        "given (then it supplies tenants, keys and model; --label-policy names the run after it)")
     add_load_arguments(p)
     p.add_argument("--target", metavar="URL", help="an already running OpenAI-compatible server (its root URL)")
+    p.add_argument("--label-policy", action="store_true",
+                   help="with --target: record the --policy config's name and digest as what the target runs "
+                        "(a label; its watermarks, pool and caps are never judged against)")
     p.add_argument("--metrics-url", metavar="URL", help="its Prometheus metrics (default: <target>/metrics; '' for none)")
     p.add_argument("--model", metavar="NAME", help="model name (default: the config's, else the first of /v1/models)")
     p.add_argument("--tenants", metavar="SPEC", help="name=key[:class],... (default: the config's tenants)")
@@ -110,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, raise_keyboard_interrupt)  # CI cancels with SIGTERM: clean up as for Ctrl-C
     console = Console()
     plan = build_plan(args)
-    console.print(f"[bold]kvgate run[/] {plan.run_dir} — policy {_policy(plan.config)}, "
+    console.print(f"[bold]kvgate run[/] {plan.run_dir} — policy {_policy(_named(plan.config, args))}, "
                   f"scenarios {', '.join(s.name for s in plan.scenarios)}, profile {plan.profile}")
     if plan.engine_overrides:
         console.print(f"  the {plan.profile} profile sets {format_overrides(plan.engine_overrides)}")
@@ -139,6 +142,11 @@ def _policy(config: EngineConfig | None) -> str:
     return config.kv_cache.policy.value if config is not None else "external"
 
 
+def _named(config: EngineConfig | None, args: argparse.Namespace) -> EngineConfig | None:
+    """The config a run is named for: on an external target only with --label-policy."""
+    return config if args.target is None or args.label_policy else None
+
+
 def build_plan(args: argparse.Namespace) -> LivePlan:
     if args.policy is None and args.target is None:
         raise KvgateError("kvgate run needs --policy CONFIG (start the reference engine) or --target URL")
@@ -160,7 +168,7 @@ def build_plan(args: argparse.Namespace) -> LivePlan:
     directory = args.scenarios_dir or scenarios_dir()
     scenarios = select(directory, args.scenarios)
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    run_dir = args.out or _unique(Path("runs") / f"{stamp}-{_policy(config)}")
+    run_dir = args.out or _unique(Path("runs") / f"{stamp}-{_policy(_named(config, args))}")
     sample_interval = args.sample_interval or (config.server.sample_interval_s if config is not None else 0.5)
     return LivePlan(run_dir=run_dir, config=config, config_path=args.policy, scenarios=scenarios,
                     mixed_dir=None if args.scenarios else directory, settings=settings,
@@ -169,7 +177,8 @@ def build_plan(args: argparse.Namespace) -> LivePlan:
                     engine_workers=args.workers, target_url=args.target, metrics_url=args.metrics_url,
                     baseline_requests=profile.baseline_requests, cooldown_max_s=profile.cooldown_max_s,
                     cooldown_min_s=profile.cooldown_min_s, stop_timeout_s=stop_timeout_s,
-                    sample_interval_s=sample_interval, profile=profile.name, engine_overrides=overrides)
+                    sample_interval_s=sample_interval, profile=profile.name, engine_overrides=overrides,
+                    label_policy=args.target is not None and args.label_policy)
 
 
 def request_timeout(wanted_s: float, duration_s: float, stop_timeout_s: float) -> float:

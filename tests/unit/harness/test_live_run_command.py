@@ -86,6 +86,14 @@ def test_an_external_target_is_never_resized(config: Path) -> None:
     assert p.engine_overrides == {} and p.config.hardware.kv_pool_gib is None
 
 
+def test_on_a_target_the_policy_names_the_run_only_when_the_user_says_so(config: Path) -> None:
+    unlabelled = plan("--policy", str(config), "--target", "http://127.0.0.1:9000")
+    assert unlabelled.run_dir.name.endswith("-external") and not unlabelled.label_policy
+    labelled = plan("--policy", str(config), "--target", "http://127.0.0.1:9000", "--label-policy")
+    assert labelled.label_policy and not labelled.run_dir.name.endswith("-external")
+    assert not plan("--policy", str(config), "--label-policy").label_policy  # an engine it starts: always named
+
+
 def test_an_external_target_needs_no_policy() -> None:
     p = plan("--target", "http://127.0.0.1:9000", "--tenants", "me=sk-1", "--profile", "ci")
     assert (p.config, p.target_url, p.settings.tenants, p.settings.model) == (None, "http://127.0.0.1:9000",
