@@ -5,8 +5,9 @@ none failed, and `not_measurable` when no gate could be measured at all — a ru
 nothing must not read as a pass. A verdict with most of its gates not measurable (more than
 `PARTIAL_ABOVE` of them) and none failed is *partial*: it is `not_measurable` too, unless the
 user asked for a partial verdict (`allow_partial`, `--allow-partial`): two passing gates out of
-eleven say little about a server, and must not read as a pass by default. The JSON keeps measurements with their limits and directions,
-so a reader (a report, a comparison, a CI summary) needs no gate code to show it.
+eleven say little about a server, and must not read as a pass by default. The JSON keeps
+measurements with their limits and directions, so a reader (a report, a comparison, a CI
+summary) needs no gate code to show it.
 """
 
 from __future__ import annotations

@@ -6,9 +6,10 @@
 
 Every request but a streamed chat completion is relayed to the upstream untouched (models,
 metrics, tokenize, the preflight's one non-streamed request), so the target looks up and
-working; streamed chat completions — all the load — break in the way `Fault` names. kvgate must fail a run against each fault (exit 1, the failing gate
-named), and pass one through `Fault.NONE`: the proxy is how the gates are shown not to pass a
-target that serves nothing. It runs on 127.0.0.1 only, in front of `kvgate serve` or any engine.
+working; streamed chat completions — all the load — break in the way `Fault` names. kvgate
+must fail a run against each fault (exit 1, the failing gate named), and pass one through
+`Fault.NONE`: the proxy is how the gates are shown not to pass a target that serves nothing.
+It runs on 127.0.0.1 only, in front of `kvgate serve` or any engine.
 """
 
 from __future__ import annotations

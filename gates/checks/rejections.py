@@ -44,7 +44,7 @@ UNDER_CAP = "max_refused_under_cap"
 class RejectionsGate:
     name = "rejections"
     title = "Refusals bounded, none under the cap"
-    metrics = {**slo.group_metrics("offered under load that were refused for overload (429/503/529)"),
+    metrics = {**slo.group_metrics("offered under load that were refused for overload"),
                UNDER_CAP: "tenant_quota refusals for the KV share while the tenant's worst case left room under its cap"}
 
     def evaluate(self, record: RunRecord, limits: Limits) -> GateResult:

@@ -51,6 +51,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "given (then it supplies tenants, keys and model; --label-policy names the run after it)")
     add_load_arguments(p)
     p.add_argument("--target", metavar="URL", help="an already running OpenAI-compatible server (its root URL)")
+    p.add_argument("--tokenizer", type=Path, metavar="FILE",
+                   help="with --target: a tokenizer.json (tokenizers) that counts the target's prompt tokens when "
+                        "it has no /tokenize (vLLM and llama.cpp have one)")
     p.add_argument("--label-policy", action="store_true",
                    help="with --target: record the --policy config's name and digest as what the target runs "
                         "(a label; its watermarks, pool and caps are never judged against)")
@@ -178,7 +181,8 @@ def build_plan(args: argparse.Namespace) -> LivePlan:
                     baseline_requests=profile.baseline_requests, cooldown_max_s=profile.cooldown_max_s,
                     cooldown_min_s=profile.cooldown_min_s, stop_timeout_s=stop_timeout_s,
                     sample_interval_s=sample_interval, profile=profile.name, engine_overrides=overrides,
-                    label_policy=args.target is not None and args.label_policy)
+                    label_policy=args.target is not None and args.label_policy,
+                    tokenizer=args.tokenizer if args.target is not None else None)
 
 
 def request_timeout(wanted_s: float, duration_s: float, stop_timeout_s: float) -> float:

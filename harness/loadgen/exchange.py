@@ -3,13 +3,14 @@
     result = run_exchange(transport, call, timeout_s=120, on_done=record)
 
 `run_exchange` sends `call` (a streaming chat completion), reads the SSE stream line by line,
-takes TTFT at the first output delta (content, reasoning or a tool call), hangs up when the call's `Cancel` says so
-(after a time: mid-prefill when it is shorter than the prefill; after some content words:
-mid-decode), and turns whatever happened into one `RequestOutcome`. `on_done(outcome)` is called
-exactly once per call, also when the exchange is interrupted from outside (locust killing a
-user at the end of a run: the outcome says `unfinished` / `run_stopped`, and the interrupt
-propagates); only a bug (an unexpected ordinary exception) propagates without a row. The same code measures the locust users (gevent transport) and the harness's
-unloaded baseline probe (httpx transport), so loaded and unloaded TTFT mean the same thing.
+takes TTFT at the first output delta (content, reasoning or a tool call), hangs up when the
+call's `Cancel` says so (after a time: mid-prefill when it is shorter than the prefill; after
+some content words: mid-decode), and turns whatever happened into one `RequestOutcome`.
+`on_done(outcome)` is called exactly once per call, also when the exchange is interrupted from
+outside (locust killing a user at the end of a run: the outcome says `unfinished` /
+`run_stopped`, and the interrupt propagates); only a bug (an unexpected ordinary exception)
+propagates without a row. The same code measures the locust users (gevent transport) and the
+harness's unloaded baseline probe (httpx transport), so loaded and unloaded TTFT mean the same thing.
 
 A `Transport` has two methods: `open` (send the request, return once the status line and
 headers arrived) and `deadline` (raise an error wherever the exchange blocks once some seconds

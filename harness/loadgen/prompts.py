@@ -1,10 +1,13 @@
-"""Chat prompts with exact token counts, for the engine's tokenizer (one token per whitespace
-word, reference_engine/tokenizer.py).
+"""Chat prompts of a given size in the target's tokens.
 
-A chat prompt of messages with w_i words costs  Σ (w_i + 2) + 1  tokens under the kvgate chat
-template, so a builder can hit a size exactly: `chat_prompt(64, ...)` is 64 prompt tokens on
-the reference engine. On another server (a BPE tokenizer) the same prompt is a few times more
-tokens, consistently across runs, which is what a comparison needs.
+A `TokenModel` says what a chat prompt of seeded words costs on the target:
+`per_word · words + per_message · messages + base`. On the reference engine (one token per
+whitespace word, reference_engine/tokenizer.py) it is exact — Σ (w_i + 2) + 1 under the kvgate
+chat template — so `chat_prompt(64, ...)` is 64 prompt tokens there. For any other server the
+harness measures the model before the load (harness/token_counts.py: the server's `/tokenize`,
+or a tokenizer file) and hands it to the scenarios as the `token_model` setting, so a
+32K-token prompt is 32K tokens on the target's own tokenizer (to within a percent: the words
+are drawn from a small vocabulary, so their mean cost per word is stable over long prompts).
 
 Sharing is deliberate and explicit: a request shares prefix blocks with others only through
 its `system` text (the config's public prefix: shared across tenants) and its `prefix` text (a
@@ -19,6 +22,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from reference_engine.tokenizer import chat_prompt_tokens
+
+_REFERENCE_ONE_MESSAGE = chat_prompt_tokens([0])
+_REFERENCE_TWO_MESSAGES = chat_prompt_tokens([0, 0])
 
 DEFAULT_SYSTEM_PROMPT = ("You are a helpful assistant . Answer briefly and precisely , cite sources when you can , "
                          "and say so when you do not know .")
@@ -35,10 +41,51 @@ Message = dict[str, str]
 
 
 @dataclass(frozen=True, slots=True)
+class TokenModel:
+    """Prompt tokens of seeded-word chat messages on one target: a line fitted to its tokenizer."""
+
+    per_word: float
+    per_message: float
+    base: float
+
+    def __post_init__(self) -> None:
+        if not self.per_word > 0:
+            raise ValueError(f"a token model needs a positive cost per word, got {self.per_word}")
+
+    def count(self, messages: Sequence[Message]) -> int:
+        num_words = sum(len(m["content"].split()) for m in messages)
+        return round(self.per_word * num_words + self.per_message * len(messages) + self.base)
+
+    def words_for(self, num_tokens: float) -> int:
+        """Words whose cost is closest to `num_tokens` (what they add to a prompt)."""
+        return round(num_tokens / self.per_word)
+
+    def spec(self) -> str:
+        """`per_word,per_message,base`: the `token_model` setting's form."""
+        return f"{self.per_word:.6g},{self.per_message:.6g},{self.base:.6g}"
+
+    @classmethod
+    def parse(cls, spec: str) -> "TokenModel":
+        """A `spec()` string; '' is the reference engine's words."""
+        if not spec:
+            return REFERENCE_TOKENS
+        try:
+            per_word, per_message, base = (float(part) for part in spec.split(","))
+        except ValueError:
+            raise ValueError(f"token model {spec!r} is not per_word,per_message,base (three numbers)") from None
+        return cls(per_word, per_message, base)
+
+
+REFERENCE_TOKENS = TokenModel(per_word=1.0, per_message=_REFERENCE_TWO_MESSAGES - _REFERENCE_ONE_MESSAGE,
+                              base=2 * _REFERENCE_ONE_MESSAGE - _REFERENCE_TWO_MESSAGES)
+"""The reference engine's word tokenizer and chat template, exact."""
+
+
+@dataclass(frozen=True, slots=True)
 class Prompt:
     messages: list[Message]
     num_tokens: int
-    """Prompt tokens on the reference engine's tokenizer."""
+    """Prompt tokens on the target's tokenizer, as its `TokenModel` counts them."""
 
 
 class PromptTooShortError(ValueError):
@@ -79,24 +126,26 @@ class DocumentShelf:
         return words(self.lengths()[i], f"document:{self.tenant}:{i}")
 
 
-def count_tokens(messages: Sequence[Message]) -> int:
-    return chat_prompt_tokens(len(m["content"].split()) for m in messages)
+def count_tokens(messages: Sequence[Message], tokens: TokenModel = REFERENCE_TOKENS) -> int:
+    return tokens.count(messages)
 
 
-def chat_prompt(num_tokens: int, *, seed: int | str, system: str = "", prefix: str = "") -> Prompt:
+def chat_prompt(num_tokens: int, *, seed: int | str, system: str = "", prefix: str = "",
+                tokens: TokenModel = REFERENCE_TOKENS) -> Prompt:
     """A system message (if `system`) and one user message (`prefix` + seeded question words)
-    of exactly `num_tokens` tokens."""
+    of `num_tokens` tokens as `tokens` counts them (exactly, on the reference engine)."""
     fixed = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prefix}]
-    num_question = num_tokens - count_tokens(fixed)
+    num_question = tokens.words_for(num_tokens - tokens.count(fixed))
     if num_question < 1:
         raise PromptTooShortError(f"a {num_tokens}-token prompt cannot hold its fixed parts "
-                                  f"({count_tokens(fixed)} tokens of system text, prefix and template) plus a question")
+                                  f"({tokens.count(fixed)} tokens of system text, prefix and template) plus a question")
     question = words(num_question, seed)
     fixed[-1] = {"role": "user", "content": f"{prefix} {question}" if prefix else question}
     return Prompt(fixed, num_tokens)
 
 
-def next_turn(history: Sequence[Message], num_words: int, seed: int | str) -> Prompt:
+def next_turn(history: Sequence[Message], num_words: int, seed: int | str,
+              tokens: TokenModel = REFERENCE_TOKENS) -> Prompt:
     """The history plus a new user message of `num_words` words (a multi-turn session)."""
     messages = [*history, {"role": "user", "content": words(num_words, seed)}]
-    return Prompt(messages, count_tokens(messages))
+    return Prompt(messages, tokens.count(messages))
