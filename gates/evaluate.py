@@ -3,13 +3,15 @@
 Which gates run: all registered ones, or `only`; `require` names gates that must be measurable
 (a required gate that is not measurable fails); `allow_partial` accepts a verdict with most
 gates not measurable as a pass (gates/verdict.py). Each failed result names the config digest that
-ran, so a rollback can name what to go back from. A gate that raises is a harness error
+ran, so a rollback can name what to go back from, and the sources it rested on
+(gates/sources.py). A gate that raises is a harness error
 (`GateError`), never a verdict.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 
 from gates.base import GateError, GateResult, Outcome
@@ -29,10 +31,12 @@ def evaluate(record: RunRecord, thresholds: Thresholds | None = None, *, only: I
     digest = record.meta.config_digest or "unknown (meta.config_digest is empty)"
     results = []
     for name in names:
+        gate = get_gate(name)
         try:
-            result = get_gate(name).evaluate(record, thresholds.for_gate(name))
+            result = gate.evaluate(record, thresholds.for_gate(name))
         except Exception as err:  # a crash is a harness error, whatever it was
             raise GateError(f"gate {name!r} could not read {record.dir}: {type(err).__name__}: {err}") from err
+        result = replace(result, sources=tuple(s.label for s in gate.sources if s.is_in(record.meta)))
         results.append(_settle(result, name in required, digest))
     return Verdict(record.meta.run_id, record.meta.policy, record.meta.config_digest, thresholds.source,
                    tuple(results), required, allow_partial)

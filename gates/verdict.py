@@ -114,10 +114,12 @@ def _result_to_dict(r: GateResult) -> dict[str, Any]:
         "measurements": [{"metric": m.metric, "value": to_jsonable(m.value), "limit": to_jsonable(m.limit),
                           "unit": m.unit.value, "is_max": m.is_max, "ok": m.ok} for m in r.measurements],
         "evidence": r.evidence,
+        "sources": list(r.sources),
     }
 
 
 def _result_from_dict(raw: dict[str, Any]) -> GateResult:
     measurements = tuple(Measurement(m["metric"], float(m["value"]), float(m["limit"]), Unit(m["unit"]), m["is_max"])
                          for m in raw["measurements"])
-    return GateResult(raw["gate"], Outcome(raw["outcome"]), raw["explanation"], measurements, raw["evidence"])
+    return GateResult(raw["gate"], Outcome(raw["outcome"]), raw["explanation"], measurements, raw["evidence"],
+                      tuple(raw.get("sources", ())))

@@ -18,12 +18,14 @@ import math
 import pandas as pd
 
 from gates.base import GateResult, Limits, Measurement, Unit
+from gates.sources import Source
 from record.query import engine_ids, events_of, intended_cancels, percentile
 from record.run_record import RunRecord
 
 
 class CancelReleaseGate:
     name = "cancel_release"
+    sources = (Source.ENGINE_EVENTS,)
     title = "Cancel → blocks released"
     metrics = {"p99_max_s": "P99 of cancel -> blocks released, seconds"}
 

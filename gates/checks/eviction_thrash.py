@@ -29,6 +29,7 @@ import math
 import pandas as pd
 
 from gates.base import GateResult, Limits, Measurement, Unit
+from gates.sources import Source
 from record.query import (WHOLE_RUN, events_of, in_window, load_window, pool_blocks, prefix_hit_rate,
                           window_duration_s)
 from record.run_record import RunRecord
@@ -40,6 +41,7 @@ PRESSURE_REASONS = ("watermark", "capacity", "tenant_quota")
 
 class EvictionThrashGate:
     name = "eviction_thrash"
+    sources = (Source.ENGINE_EVENTS,)
     title = "No eviction thrash"
     metrics = {
         "max_unforced_evicted_fraction_per_s": ("blocks of retained state (idle sessions) evicted without pressure "

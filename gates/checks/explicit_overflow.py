@@ -20,6 +20,7 @@ from __future__ import annotations
 import pandas as pd
 
 from gates.base import GateResult, Limits, Measurement, Unit
+from gates.sources import Source
 from record.outcomes import ClientCode
 from record.query import EXPLICIT_STATUSES, flag, intended_cancels
 from record.run_record import RunRecord
@@ -30,6 +31,7 @@ STREAM_STARTED = 200  # the status of a stream that ended with an SSE error even
 
 class ExplicitOverflowGate:
     name = "explicit_overflow"
+    sources = (Source.CLIENT_REQUESTS,)
     title = "Overflow gets explicit errors"
     metrics = {
         "max_timeouts": "requests that hung until the client timed out",

@@ -16,6 +16,7 @@ said so.
 from __future__ import annotations
 
 from gates.base import GateResult, Limits, Measurement, Unit
+from gates.sources import Source
 from record.outcomes import OOM_ERROR_CODES
 from record.query import events_of, overload_refusals
 from record.run_record import RunRecord
@@ -24,6 +25,7 @@ from record.run_record import RunRecord
 
 class NoOomGate:
     name = "no_oom"
+    sources = (Source.ENGINE_EVENTS, Source.GPU_MEMORY, Source.CLIENT_REQUESTS)
     title = "Zero OOM"
     metrics = {
         "max_oom": "OOMs allowed: engine oom events + 5xx out_of_memory responses (any 5xx but an overload refusal "

@@ -35,6 +35,7 @@ import pandas as pd
 
 from gates import slo
 from gates.base import GateResult, Limits, Measurement, Unit
+from gates.sources import Source
 from record.query import intended_cancels, overload_refusals, pool_blocks, requests_in_phase
 from record.run_record import RunRecord
 
@@ -43,6 +44,7 @@ UNDER_CAP = "max_refused_under_cap"
 
 class RejectionsGate:
     name = "rejections"
+    sources = (Source.CLIENT_REQUESTS, Source.ENGINE_EVENTS)
     title = "Refusals bounded, none under the cap"
     metrics = {**slo.group_metrics("offered under load that were refused for overload"),
                UNDER_CAP: "tenant_quota refusals for the KV share while the tenant's worst case left room under its cap"}
