@@ -32,7 +32,7 @@ from typing import Protocol
 import httpx
 
 from harness.loadgen.prompts import Message, TokenModel, words
-from reference_engine.errors import KvgateError
+from record.errors import KvgateError
 
 TOKENIZE_PATH = "/tokenize"
 APPLY_TEMPLATE_PATH = "/apply-template"
