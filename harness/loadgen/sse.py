@@ -3,8 +3,8 @@
 What the stream tells the harness, whatever the server: the request id (`id` of the chunks),
 the first *non-empty* output delta — content, reasoning (`reasoning_content`, vLLM's and
 DeepSeek's name, or `reasoning`) or a tool call: the first token the model produced (the
-role-only chunk `{"role": "assistant", "content": ""}` does not count) — the content, the finish reason,
-usage (`stream_options.include_usage`), an error event (`data: {"error": ...}`, how servers end
+role-only chunk `{"role": "assistant", "content": ""}` does not count) — the content, the
+finish reason, usage (`stream_options.include_usage`), an error event (`data: {"error": ...}`, how servers end
 a stream that failed after its first byte), and kvgate's own `kvgate` object when the target is
 the reference engine. Chat chunks carry `choices[0].delta.content`; text completions carry
 `choices[0].text`. Lines that are not `data:` lines (comments, `event:`, blanks) are ignored.
@@ -40,7 +40,6 @@ class StreamState:
     is_done: bool = False
     is_malformed: bool = False
     parts: list[str] = field(default_factory=list)
-
     num_output_deltas: int = 0
 
     @property
