@@ -58,10 +58,10 @@ class RequestOutcome:
 
     @property
     def is_failure(self) -> bool:
-        """What locust counts as a failure: errors, timeouts and requests left unfinished, never an
-        intended cancel or an explicit rejection."""
-        failed = (Status.ERROR.value, Status.TIMEOUT.value, Status.UNFINISHED.value)
-        return self.status in failed and not self.is_rejection
+        """What locust counts as a failure: errors and timeouts, never an intended cancel, an
+        explicit rejection, or a request the harness itself cut when it stopped the run (locust
+        counts those apart, `UNFINISHED`; the gates count them as offered and not served)."""
+        return self.status in (Status.ERROR.value, Status.TIMEOUT.value) and not self.is_rejection
 
     def to_message(self) -> dict[str, Any]:
         """Plain data for locust's worker -> master messages (msgpack)."""

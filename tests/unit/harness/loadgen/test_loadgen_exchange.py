@@ -210,7 +210,7 @@ def test_a_request_open_when_the_run_stops_is_unfinished_never_an_intended_cance
     with pytest.raises(Interrupt):
         run_exchange(t, call, timeout_s=60, on_done=done.append, clock=t.clock)
     assert [(o.status, o.error_code, o.cancel_intended) for o in done] == [("unfinished", "run_stopped", False)]
-    assert done[0].is_failure
+    assert not done[0].is_failure  # the harness cut it: locust counts it apart, the gates as not served
     assert t.response is not None and t.response.closed
 
 
