@@ -146,7 +146,7 @@ def run_live(plan: LivePlan, progress: RunProgress) -> LiveResult:
             if plan.target_url and plan.followed is None:  # a followed load sized its prompts itself
                 progress.phase("tokens", "what a prompt costs in the target's tokens")
                 tokens = measure_tokens(target.url, key=tenants.all[0].key, model=checked.model,
-                                        tokenizer=plan.tokenizer)
+                                        system_prompt=settings.system_prompt, tokenizer=plan.tokenizer)
                 settings = settings.with_(token_model=tokens.model.spec() if tokens else "")
             recording = True
             return _record(plan, settings, target, tenants, progress, stack, tokens)

@@ -7,7 +7,7 @@
 The scenarios write prompts of seeded words (harness/loadgen/prompts.py). A BPE tokenizer
 splits those words into a different number of tokens than the reference engine's one per word,
 so before the load the harness asks the target what a few such prompts cost and fits
-`per_word · words + per_message · messages + base` to them (three probes). The words come from
+the model of harness/loadgen/prompts.py `TokenModel` to them (four probes: `fit_token_model`). The words come from
 a small vocabulary, so their mean cost per word holds for prompts of any length: a 32K-token
 prompt is 32K tokens on the target, to within a percent.
 
@@ -31,14 +31,13 @@ from typing import Protocol
 
 import httpx
 
-from harness.loadgen.prompts import Message, TokenModel, words
+from harness.loadgen.prompts import Message, TokenModel, balanced_words
 from record.errors import KvgateError
 
 TOKENIZE_PATH = "/tokenize"
 APPLY_TEMPLATE_PATH = "/apply-template"
-PROBE_WORDS = (200, 2200)
-"""Words of the short and the long probe: far enough apart that the cost per word is exact to a
-few parts in a thousand."""
+PROBE_REPEATS = 100
+"""Times each seeded word appears in the probe that measures the cost per word (6,000 words)."""
 
 
 class TokenCountError(KvgateError):
@@ -57,20 +56,26 @@ class MeasuredTokens:
     source: str
 
 
-def fit_token_model(counter: TokenCounter) -> MeasuredTokens:
-    """Three probes (one message of two lengths, two messages) -> the line through them."""
-    short, long = PROBE_WORDS
-    one_short = counter.count([{"role": "user", "content": words(short, "tokens:short")}])
-    one_long = counter.count([{"role": "user", "content": words(long, "tokens:long")}])
-    two_short = counter.count([{"role": "system", "content": words(short, "tokens:system")},
-                               {"role": "user", "content": words(short, "tokens:short")}])
-    per_word = (one_long - one_short) / (long - short)
+def fit_token_model(counter: TokenCounter, other_text: str) -> MeasuredTokens:
+    """Four probes -> the model: one empty message (the template's cost of one message and of
+    the prompt), two empty messages (one message's more), one long message with every seeded
+    word equally often (their mean cost per word, exact), and `other_text` (the system prompt
+    the scenarios send: the cost of its words). Empty probes carry no word noise, so the fixed
+    costs are exact."""
+    one_empty = counter.count([{"role": "user", "content": ""}])
+    two_empty = counter.count([{"role": "system", "content": ""}, {"role": "user", "content": ""}])
+    probe = balanced_words(PROBE_REPEATS)
+    num_probe = len(probe.split())
+    one_long = counter.count([{"role": "user", "content": probe}])
+    per_word = (one_long - one_empty) / num_probe
     if per_word <= 0:
-        raise TokenCountError(f"{counter.source} counted {one_short} tokens for {short} words and {one_long} for "
-                              f"{long}: not a tokenizer a prompt can be sized with")
-    per_message = two_short - one_short - per_word * short
-    base = one_short - per_word * short - per_message
-    return MeasuredTokens(TokenModel(per_word, per_message, base), counter.source)
+        raise TokenCountError(f"{counter.source} counted {one_long} tokens for {num_probe} words and {one_empty} "
+                              f"for none: not a tokenizer a prompt can be sized with")
+    per_message = two_empty - one_empty
+    num_other = len(other_text.split())
+    other = counter.count([{"role": "user", "content": other_text}]) if num_other else one_empty
+    per_other_word = (other - one_empty) / num_other if num_other and other > one_empty else per_word
+    return MeasuredTokens(TokenModel(per_word, per_message, one_empty - per_message, per_other_word), counter.source)
 
 
 class TargetCounter:
@@ -128,7 +133,7 @@ class FileCounter:
         return sum(len(self._tokenizer.encode(m["content"]).ids) for m in messages)
 
 
-def measure_tokens(base_url: str, *, key: str, model: str, tokenizer: Path | None = None,
+def measure_tokens(base_url: str, *, key: str, model: str, system_prompt: str, tokenizer: Path | None = None,
                    timeout_s: float = 30.0, transport: httpx.BaseTransport | None = None) -> MeasuredTokens | None:
     """The target's token model: from its `/tokenize`, else from `tokenizer`; None when neither
     can count (the scenarios keep the reference engine's words). `transport`: a test seam."""
@@ -136,4 +141,4 @@ def measure_tokens(base_url: str, *, key: str, model: str, tokenizer: Path | Non
         counter: TokenCounter | None = target_counter(client, base_url, key=key, model=model)
         if counter is None and tokenizer is not None:
             counter = FileCounter(tokenizer)
-        return fit_token_model(counter) if counter is not None else None
+        return fit_token_model(counter, system_prompt) if counter is not None else None

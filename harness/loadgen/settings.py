@@ -164,7 +164,8 @@ OPTIONS: dict[str, str] = {
     "step_max_users": "the step-load shape stops adding users here",
     "step_hold_s": "once rejections (429) begin (or max users is reached), hold this long, then stop",
     "request_timeout_s": "a request with no end after this long is a timeout",
-    "token_model": "what a prompt costs in the target's tokens, per_word,per_message,base (kvgate run measures it "
+    "token_model": "what a prompt costs in the target's tokens, per_word,per_message,base,per_other_word (kvgate run "
+                   "measures it "
                    "with the target's /tokenize or --tokenizer; default: the reference engine's one token per word)",
     "mix": "users per scenario in the mixed default, as weights: multi_turn=4,long_output=2 (unnamed: 1)",
     "requests_csv": "write every request (run-record columns) to this CSV file (the master writes it)",

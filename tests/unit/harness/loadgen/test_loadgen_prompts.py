@@ -83,10 +83,10 @@ def test_the_reference_token_model_is_the_engines_chat_template_exactly() -> Non
     messages = [{"role": "system", "content": "a b c"}, {"role": "user", "content": "d e"}]
     assert REFERENCE_TOKENS.count(messages) == chat_prompt_tokens([3, 2])
     assert TokenModel.parse("") is REFERENCE_TOKENS
-    assert TokenModel.parse(TokenModel(1.3125, 4.0, 3.0).spec()) == TokenModel(1.3125, 4.0, 3.0)
+    assert TokenModel.parse(TokenModel(1.3125, 4.0, 3.0, 1.1).spec()) == TokenModel(1.3125, 4.0, 3.0, 1.1)
 
 
 def test_a_bad_token_model_setting_names_the_option() -> None:
     with pytest.raises(SettingsError, match="--kvgate-token-model"):
-        LoadSettings(token_model="1.3,4")
-    assert LoadSettings(token_model="1.5,4,3").tokens.per_word == 1.5
+        LoadSettings(token_model="1.3,4,3")
+    assert LoadSettings(token_model="1.5,4,3,1").tokens.per_word == 1.5
