@@ -19,8 +19,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from record.run_record import RunRecord
+from gates.sources import Source
 from record.errors import KvgateError
+from record.run_record import RunRecord
 
 _EPS = 1e-9  # float noise allowed when a value sits exactly on its limit
 
@@ -106,6 +107,8 @@ class GateResult:
     explanation: str
     measurements: tuple[Measurement, ...] = ()
     evidence: dict[str, Any] = field(default_factory=dict)
+    sources: tuple[str, ...] = ()
+    """The data it rested on: labels of the gate's sources this record had (gates/sources.py)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "evidence", to_jsonable(self.evidence))
@@ -140,10 +143,11 @@ Limits = Mapping[str, float]
 
 
 class Gate(Protocol):
-    """A gate: a name, the metrics its thresholds table may set, and one pure method.
+    """A gate: a name, the metrics its thresholds table may set, its sources, and one pure method.
 
     `metrics` maps each metric name to what it bounds; the thresholds file may set only these.
-    All three are read-only to callers, so a gate may hold them as plain class attributes.
+    `sources` are the record's signals it can read, in the order it prefers them. All four are
+    read-only to callers, so a gate may hold them as plain class attributes.
     """
 
     @property
@@ -154,6 +158,9 @@ class Gate(Protocol):
 
     @property
     def metrics(self) -> Mapping[str, str]: ...
+
+    @property
+    def sources(self) -> tuple[Source, ...]: ...
 
     def evaluate(self, record: RunRecord, limits: Limits) -> GateResult:
         ...

@@ -1,14 +1,17 @@
 """Run the gates over one run record and collect the verdict.
 
 Which gates run: all registered ones, or `only`; `require` names gates that must be measurable
-(a required gate that is not measurable fails). Each failed result names the config digest that
-ran, so a rollback can name what to go back from. A gate that raises is a harness error
+(a required gate that is not measurable fails); `allow_partial` accepts a verdict with most
+gates not measurable as a pass (gates/verdict.py). Each failed result names the config digest that
+ran, so a rollback can name what to go back from, and the sources it rested on
+(gates/sources.py). A gate that raises is a harness error
 (`GateError`), never a verdict.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 
 from gates.base import GateError, GateResult, Outcome
@@ -19,7 +22,7 @@ from record.run_record import RunRecord
 
 
 def evaluate(record: RunRecord, thresholds: Thresholds | None = None, *, only: Iterable[str] | None = None,
-             require: Iterable[str] = ()) -> Verdict:
+             require: Iterable[str] = (), allow_partial: bool = False) -> Verdict:
     """Run the gates (all, or `only`, plus `require`) over one record; unknown names raise."""
     thresholds = thresholds or load_thresholds()
     required = tuple(dict.fromkeys(get_gate(name).name for name in require))
@@ -28,13 +31,15 @@ def evaluate(record: RunRecord, thresholds: Thresholds | None = None, *, only: I
     digest = record.meta.config_digest or "unknown (meta.config_digest is empty)"
     results = []
     for name in names:
+        gate = get_gate(name)
         try:
-            result = get_gate(name).evaluate(record, thresholds.for_gate(name))
+            result = gate.evaluate(record, thresholds.for_gate(name))
         except Exception as err:  # a crash is a harness error, whatever it was
             raise GateError(f"gate {name!r} could not read {record.dir}: {type(err).__name__}: {err}") from err
+        result = replace(result, sources=tuple(s.label for s in gate.sources if s.is_in(record.meta)))
         results.append(_settle(result, name in required, digest))
     return Verdict(record.meta.run_id, record.meta.policy, record.meta.config_digest, thresholds.source,
-                   tuple(results), required)
+                   tuple(results), required, allow_partial)
 
 
 def stored_or_evaluated(record: RunRecord, thresholds_path: str | Path | None = None) -> Verdict:

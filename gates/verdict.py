@@ -2,8 +2,12 @@
 
 The overall outcome is `fail` when any gate failed, `pass` when at least one gate passed and
 none failed, and `not_measurable` when no gate could be measured at all — a run that proves
-nothing must not read as a pass. The JSON keeps measurements with their limits and directions,
-so a reader (a report, a comparison, a CI summary) needs no gate code to show it.
+nothing must not read as a pass. A verdict with most of its gates not measurable (more than
+`PARTIAL_ABOVE` of them) and none failed is *partial*: it is `not_measurable` too, unless the
+user asked for a partial verdict (`allow_partial`, `--allow-partial`): two passing gates out of
+eleven say little about a server, and must not read as a pass by default. The JSON keeps
+measurements with their limits and directions, so a reader (a report, a comparison, a CI
+summary) needs no gate code to show it.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from record.errors import KvgateError
 
 VERDICT_SCHEMA_VERSION = 1
 VERDICT_FILE = "verdict.json"
+PARTIAL_ABOVE = 0.5
+"""A verdict whose share of not-measurable gates is above this is partial."""
 
 
 @dataclass(frozen=True)
@@ -29,13 +35,21 @@ class Verdict:
     thresholds_source: str
     results: tuple[GateResult, ...]
     required: tuple[str, ...] = ()
+    allow_partial: bool = False
 
     @property
     def outcome(self) -> Outcome:
         counts = self.counts()
         if counts[Outcome.FAIL]:
             return Outcome.FAIL
-        return Outcome.PASS if counts[Outcome.PASS] else Outcome.NOT_MEASURABLE
+        if not counts[Outcome.PASS] or (self.is_partial and not self.allow_partial):
+            return Outcome.NOT_MEASURABLE
+        return Outcome.PASS
+
+    @property
+    def is_partial(self) -> bool:
+        """Most gates were not measurable (module docstring)."""
+        return self.counts()[Outcome.NOT_MEASURABLE] > PARTIAL_ABOVE * len(self.results)
 
     def counts(self) -> Counter[Outcome]:
         counts = Counter({outcome: 0 for outcome in Outcome})
@@ -47,8 +61,12 @@ class Verdict:
 
     def summary_line(self) -> str:
         c = self.counts()
+        partial = ""
+        if self.is_partial and c[Outcome.PASS] and not c[Outcome.FAIL]:
+            partial = (" (a partial verdict, accepted with --allow-partial)" if self.allow_partial else
+                       " (most gates not measurable: not a pass; --allow-partial accepts a partial verdict)")
         return (f"{self.outcome.value.upper()}: {c[Outcome.PASS]} passed, {c[Outcome.FAIL]} failed, "
-                f"{c[Outcome.NOT_MEASURABLE]} not measurable — policy {self.policy or '?'}, "
+                f"{c[Outcome.NOT_MEASURABLE]} not measurable{partial} — policy {self.policy or '?'}, "
                 f"config {self.config_digest or 'digest unknown'}")
 
     def to_dict(self) -> dict[str, Any]:
@@ -61,6 +79,8 @@ class Verdict:
             "outcome": self.outcome.value,
             "counts": {o.value: n for o, n in self.counts().items()},
             "required": list(self.required),
+            "partial": self.is_partial,
+            "allow_partial": self.allow_partial,
             "results": [_result_to_dict(r) for r in self.results],
         }
 
@@ -69,7 +89,8 @@ class Verdict:
         if raw.get("schema_version", 0) > VERDICT_SCHEMA_VERSION:
             raise KvgateError(f"verdict schema {raw['schema_version']} is newer than this kvgate reads")
         return cls(raw["run_id"], raw["policy"], raw["config_digest"], raw["thresholds_source"],
-                   tuple(_result_from_dict(r) for r in raw["results"]), tuple(raw.get("required", ())))
+                   tuple(_result_from_dict(r) for r in raw["results"]), tuple(raw.get("required", ())),
+                   bool(raw.get("allow_partial", False)))
 
     def write(self, run_dir: str | Path) -> Path:
         path = Path(run_dir) / VERDICT_FILE
@@ -93,10 +114,12 @@ def _result_to_dict(r: GateResult) -> dict[str, Any]:
         "measurements": [{"metric": m.metric, "value": to_jsonable(m.value), "limit": to_jsonable(m.limit),
                           "unit": m.unit.value, "is_max": m.is_max, "ok": m.ok} for m in r.measurements],
         "evidence": r.evidence,
+        "sources": list(r.sources),
     }
 
 
 def _result_from_dict(raw: dict[str, Any]) -> GateResult:
     measurements = tuple(Measurement(m["metric"], float(m["value"]), float(m["limit"]), Unit(m["unit"]), m["is_max"])
                          for m in raw["measurements"])
-    return GateResult(raw["gate"], Outcome(raw["outcome"]), raw["explanation"], measurements, raw["evidence"])
+    return GateResult(raw["gate"], Outcome(raw["outcome"]), raw["explanation"], measurements, raw["evidence"],
+                      tuple(raw.get("sources", ())))

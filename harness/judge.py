@@ -1,7 +1,7 @@
 """Judging a finished run: gates -> verdict files -> report, the same for live runs and replay.
 
     judgement = judge(run_dir)                 # verdict.json, verdict.junit.xml, report.html
-    judgement.exit_code                        # 0 pass, 1 a gate failed, 2 nothing measurable
+    judgement.exit_code                        # 0 pass, 1 a gate failed, 2 nothing (or too little) measurable
                                                # (a record of a run that ended early: PartialRecord)
     compare(judgements, out_dir)               # comparison.html over several configs, one run each
 
@@ -50,13 +50,14 @@ def check_complete(record: RunRecord) -> None:
 
 
 def judge(run_dir: Path, thresholds: Path | None = None, outputs: Sequence[str] = VERDICT_OUTPUTS,
-          library_dir: Path | None = None) -> Judgement:
+          library_dir: Path | None = None, *, require: Sequence[str] = (), allow_partial: bool = False) -> Judgement:
     """Evaluate the gates on the record in `run_dir`, write the verdict files and report.html.
     `library_dir`: where the report's chart library goes (default the run directory); runs
-    written under one directory (a matrix) share the copy at its root."""
+    written under one directory (a matrix) share the copy at its root. `require` and
+    `allow_partial`: as `gates.evaluate`."""
     record = RunRecord.load(run_dir)
     check_complete(record)
-    verdict = evaluate(record, load_thresholds(thresholds))
+    verdict = evaluate(record, load_thresholds(thresholds), require=require, allow_partial=allow_partial)
     write_verdict(record.dir, verdict, outputs)
     report = render_run_report(record, verdict, library_dir=library_dir)
     return Judgement(record, verdict, report, verdict_exit_code(verdict))
@@ -70,10 +71,15 @@ def compare(judgements: Sequence[Judgement], out_dir: Path) -> Path:
 
 
 def verdict_exit_code(verdict: Verdict) -> int:
-    """0 pass, 1 a gate failed; 2 when no gate could be measured (the run proves nothing)."""
+    """0 pass, 1 a gate failed; 2 when no gate, or too few of them, could be measured (the run
+    proves nothing, or too little to pass: a partial verdict)."""
     if verdict.outcome is Outcome.FAIL:
         return EXIT_GATE_FAILED
     if verdict.outcome is Outcome.NOT_MEASURABLE:
-        print("kvgate: no gate could be measured: the record lacks every signal the gates need", file=sys.stderr)
+        if verdict.counts()[Outcome.PASS]:
+            print("kvgate: most gates could not be measured: a partial verdict is not a pass "
+                  "(--allow-partial accepts one, --require names the gates that must be measured)", file=sys.stderr)
+        else:
+            print("kvgate: no gate could be measured: the record lacks every signal the gates need", file=sys.stderr)
         return EXIT_HARNESS_ERROR
     return EXIT_OK

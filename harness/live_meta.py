@@ -1,8 +1,11 @@
 """meta.json of a live run: the same `RunMeta` replay writes, with mode "live".
 
 What ran comes from the engine itself when it has an admin API (`/admin/config`: the validated
-config and its digest), else from the `--policy` file, else it is unknown (an external target
-without a config: policy "external", no pool, no tenants). Live-only facts (profile, users,
+config and its digest), else from the `--policy` file of an engine the run started, else it is
+unknown (an external target: policy "external", no pool, no tenants, no watermarks). On an
+external target the user may name the `--policy` file as a label (`--label-policy`): then the
+policy and digest are the file's, and the pool, watermarks and tenant caps stay unknown, so no
+gate judges a vLLM run against kvgate's own ladder. Live-only facts (profile, users,
 locust's exit code, whether the engine drained) go under the extra key `live`. No secret is
 recorded: the config is redacted (reference_engine/config/redaction.py) and settings leave out
 the tenants' keys and the admin key.
@@ -54,9 +57,10 @@ def public_settings(settings: dict[str, Any]) -> dict[str, Any]:
 def live_meta(*, run_id: str, started_unix: float, duration_s: float, config: EngineConfig | None, digest: str,
               config_path: str, scenarios: list[str], target: dict[str, Any], num_blocks: int | None,
               phases: list[Phase], signals: Signals, initial: dict[str, Any], final: dict[str, Any],
-              notes: list[str], gpu_name: str, live: dict[str, Any]) -> RunMeta:
+              notes: list[str], gpu_name: str, live: dict[str, Any], config_is_label: bool = False) -> RunMeta:
+    """`config_is_label`: the config only names what ran (module docstring)."""
     pool = tenants = None
-    if config is not None:
+    if config is not None and not config_is_label:
         plan = MemoryPlan.from_config(config)
         pool = PoolInfo(num_blocks=num_blocks or plan.num_blocks, block_tokens=plan.block_tokens,
                         bytes_per_block=plan.bytes_per_block, model=plan.model.name, gpu=plan.gpu.name)
@@ -66,12 +70,13 @@ def live_meta(*, run_id: str, started_unix: float, duration_s: float, config: En
         run_id=run_id, mode="live", started_unix=started_unix, duration_s=duration_s,
         policy=config.kv_cache.policy.value if config is not None else "external", config_path=config_path,
         config_digest=digest, config=redacted(config) if config is not None else {},
-        scenarios=scenarios, target=target, pool=pool, watermarks=watermarks_of(config) if config else {},
+        scenarios=scenarios, target=target, pool=pool,
+        watermarks=watermarks_of(config) if config is not None and not config_is_label else {},
         tenants=tenants or {}, phases=phases, signals=signals,
         versions={"kvgate": package_version("kvgate"), "python": platform.python_version(),
                   "locust": package_version("locust")},
         hardware={"cpu": platform.machine(), "num_cpus": os.cpu_count(), "platform": sys.platform,
                   "gpu": gpu_name or "none (NVML unavailable)",
-                  "engine_gpu": f"simulated {config.hardware.gpu}" if config is not None
+                  "engine_gpu": f"simulated {config.hardware.gpu}" if config is not None and not config_is_label
                   and config.engine.executor == "sim" else ""},
         initial=initial, final=final, notes=notes, live=live)

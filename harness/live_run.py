@@ -2,6 +2,9 @@
 
     result = run_live(plan, progress)       # plan: LivePlan; progress: anything with the 2 methods
 
+Before the record begins, an external target's prompt cost is measured (harness/token_counts.py:
+its /tokenize, else --tokenizer), so the scenarios' prompt sizes are its tokens.
+
 Phases, on one clock (seconds since `meta.started_unix`, taken just before the baseline):
 
     baseline  a few sequential interactive requests, nothing else in flight (baseline.py)
@@ -49,6 +52,7 @@ from record.pressure import record_pressure
 from record.run_record import ENDED_EARLY, Phase, RunMeta, RunRecordWriter
 from harness.scenario_catalog import Scenario
 from harness.target import ReferenceEngine, Target, external_target
+from harness.token_counts import MeasuredTokens, measure_tokens
 from reference_engine import EngineConfig
 from reference_engine.config import save_config
 from record.errors import KvgateError
@@ -107,6 +111,12 @@ class LivePlan:
     engine_overrides: Mapping[str, Any] = field(default_factory=dict)
     """Applied to `config` already (the profile's, for an engine this run starts); the engine
     is started with that config, saved beside the record as engine_config.json."""
+    tokenizer: Path | None = None
+    """A `tokenizers` file that counts the external target's tokens when it has no /tokenize."""
+    label_policy: bool = False
+    """On an external target: record `config` as what the target runs, as a label only (its
+    name and digest; never its pool, watermarks or tenant caps, which are kvgate's, not the
+    target's). Without it the config of an external run only supplies tenants, keys and model."""
     followed: FollowedLoad | None = None
     """Record a load that another process drives instead of starting locust (no baseline then)."""
     open_loop: OpenLoad | None = None
@@ -146,8 +156,14 @@ def run_live(plan: LivePlan, progress: RunProgress) -> LiveResult:
             progress.phase("preflight", target.url)
             checked = preflight(target.url, key=tenants.all[0].key, model=plan.settings.model)
             settings = plan.settings.with_(model=checked.model)
+            tokens = None
+            if plan.target_url and plan.followed is None:  # a followed load sized its prompts itself
+                progress.phase("tokens", "what a prompt costs in the target's tokens")
+                tokens = measure_tokens(target.url, key=tenants.all[0].key, model=checked.model,
+                                        system_prompt=settings.system_prompt, tokenizer=plan.tokenizer)
+                settings = settings.with_(token_model=tokens.model.spec() if tokens else "")
             recording = True
-            return _record(plan, settings, target, tenants, progress, stack)
+            return _record(plan, settings, target, tenants, progress, stack, tokens)
     except BaseException:
         if made_dir and not recording:
             shutil.rmtree(plan.run_dir, ignore_errors=True)
@@ -168,7 +184,7 @@ def _engine_config_path(plan: LivePlan, stack: ExitStack) -> Path:
 
 
 def _record(plan: LivePlan, settings: LoadSettings, target: Target, tenants: TenantSet, progress: RunProgress,
-            stack: ExitStack) -> LiveResult:
+            stack: ExitStack, tokens: MeasuredTokens | None) -> LiveResult:
     started_unix = time.time()
     writer = stack.enter_context(RunRecordWriter(plan.run_dir))
     fast_poll = any(s.name in FAST_POLL_SCENARIOS for s in plan.scenarios)
@@ -187,6 +203,11 @@ def _record(plan: LivePlan, settings: LoadSettings, target: Target, tenants: Ten
                             "settings": public_settings(asdict(settings)),
                             "engine_overrides": dict(plan.engine_overrides)}
     notes: list[str] = []
+    if plan.target_url and plan.followed is None:
+        live["tokens"] = {"source": tokens.source if tokens else "kvgate words", "model": settings.token_model}
+        if tokens is None:
+            notes.append("prompt sizes are the reference engine's words, not the target's tokens: it has no "
+                         "/tokenize and no --tokenizer was given")
 
     def clock() -> float:
         """The run's one clock: seconds since meta.started_unix."""
@@ -231,14 +252,20 @@ def _record(plan: LivePlan, settings: LoadSettings, target: Target, tenants: Ten
         collectors.stop()
         final = collectors.final_state()
         admin_config = collectors.engine_config
-        config, digest = engine_config_of(admin_config, plan.config)
+        named = plan.config if plan.target_url is None or plan.label_policy else None
+        config, digest = engine_config_of(admin_config, named)
+        is_label = admin_config is None and plan.target_url is not None and named is not None
+        if is_label:
+            notes.append("policy and config digest are a label from --policy: the target's pool, watermarks and "
+                         "tenant caps are its own, unknown here, and nothing is judged against the file's")
         snap = collectors.last_snapshot
         meta = live_meta(run_id=plan.run_dir.name, started_unix=started_unix, duration_s=clock(), config=config,
                          digest=digest, config_path=str(plan.config_path or ""),
                          scenarios=plan.scenario_names(), target=target.describe(settings.model),
                          num_blocks=snap["num_blocks"] if snap else None, phases=phases,
                          signals=collectors.signals(), initial=initial, final=final,
-                         notes=collectors.notes + notes, gpu_name=collectors.gpu.name, live=live)
+                         notes=collectors.notes + notes, gpu_name=collectors.gpu.name, live=live,
+                         config_is_label=is_label)
         meta = meta.model_copy(update={"collectors": collectors.statuses(), "probes": collectors.probes})
         writer.write_meta(meta)
         meta = meta.model_copy(update={"pressure": record_pressure(plan.run_dir)})

@@ -12,13 +12,14 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
+from record.outcomes import NOT_OVERLOAD_CODES, OVERLOAD_STATUSES, Status
 from record.run_record import RunMeta, RunRecord
 
 Window = tuple[float, float]
 
 WHOLE_RUN: Window = (-math.inf, math.inf)
 
-EXPLICIT_STATUSES = (400, 410, 429, 503)
+EXPLICIT_STATUSES = (400, 410, *OVERLOAD_STATUSES)
 """HTTP statuses that are an explicit answer to overflow (with an OpenAI error code)."""
 
 
@@ -95,6 +96,13 @@ def intended_cancels(requests: pd.DataFrame) -> pd.Series:
     """The requests cancelled on purpose: status `cancelled`, or flagged `cancel_intended` (a
     cancel the client meant, whatever status it ended with)."""
     return (requests["status"] == "cancelled") | flag(requests["cancel_intended"])
+
+
+def overload_refusals(requests: pd.DataFrame) -> pd.Series:
+    """The requests refused for overload: `record.outcomes.is_overload_refusal` over a table."""
+    code = requests["error_code"]
+    return (requests["http_status"].isin(OVERLOAD_STATUSES) & (requests["status"] == Status.ERROR.value) & code.notna()
+            & (code.astype(str) != "") & ~code.isin(NOT_OVERLOAD_CODES))
 
 
 def events_of(record: RunRecord, *kinds: str) -> pd.DataFrame:

@@ -130,7 +130,7 @@ def reprefill_rebuilt_tokens(record: RunRecord) -> float | None:
 
 
 def _unanswered(requests: pd.DataFrame) -> pd.DataFrame:
-    return requests[requests["status"].isin(("error", "timeout"))]
+    return requests[requests["status"].isin(("error", "timeout", "unfinished"))]
 
 
 def _counts(values: pd.Series) -> dict[str, int]:

@@ -46,7 +46,7 @@ class MultiTurn(KvgateUser):
     @task
     def turn(self) -> None:
         s = self.settings
-        prompt = next_turn(self.history, s.prompt_tokens, seed=self.seed())
+        prompt = next_turn(self.history, s.prompt_tokens, seed=self.seed(), tokens=s.tokens)
         result = self.chat(prompt, max_tokens=s.max_tokens, session_id=self.session_id, rebuildable=self.rebuildable)
         if result.outcome.status != Status.OK.value:
             self.new_session()

@@ -22,4 +22,5 @@ class TenantBurst(KvgateUser):
     def burst(self) -> None:
         s = self.settings
         self.at_once(s.burst_size, lambda: self.chat(
-            chat_prompt(s.prompt_tokens, seed=self.seed(), system=s.system_prompt), max_tokens=s.max_tokens))
+            chat_prompt(s.prompt_tokens, seed=self.seed(), system=s.system_prompt, tokens=s.tokens),
+            max_tokens=s.max_tokens))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from gates import slo
 from gates.base import GateResult, Limits, Measurement, Unit
+from gates.sources import Source
 from record.query import flag
 from record.run_record import RunRecord
 
@@ -23,6 +24,7 @@ from record.run_record import RunRecord
 
 class ApproximateAnswersGate:
     name = "approximate_answers"
+    sources = (Source.CLIENT_REQUESTS,)
     title = "Approximate answers bounded"
     metrics = slo.group_metrics("answered that got an approximate answer")
 

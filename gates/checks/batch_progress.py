@@ -13,6 +13,7 @@ would hide behind the deadline and the gate could not fail). `watermark` events 
 from __future__ import annotations
 
 from gates.base import GateResult, Limits, Measurement, Unit
+from gates.sources import Source
 from record.query import EXPLICIT_STATUSES, events_of, intended_cancels, percentile, ttft_ms, worst
 from record.run_record import RunRecord
 
@@ -23,6 +24,7 @@ WAITED_OUT = "queue_deadline"
 
 class BatchProgressGate:
     name = "batch_progress"
+    sources = (Source.CLIENT_REQUESTS, Source.ENGINE_EVENTS)
     title = "Batch resumes without starving"
     metrics = {
         "p95_max_wait_s": "P95 wait for the first token of batch requests, seconds (timeouts: forever)",

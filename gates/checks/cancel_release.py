@@ -23,12 +23,14 @@ import pandas as pd
 
 from gates.base import GateResult, Limits, Measurement, Unit
 from gates.held_requests import poll_interval_s, polled_cancel_latencies, polled_counts
+from gates.sources import Source
 from record.query import engine_ids, events_of, intended_cancels, percentile
 from record.run_record import RunRecord
 
 
 class CancelReleaseGate:
     name = "cancel_release"
+    sources = (Source.ENGINE_EVENTS, Source.PROMETHEUS)
     title = "Cancel → blocks released"
     metrics = {"p99_max_s": "P99 of cancel -> blocks released, seconds"}
 

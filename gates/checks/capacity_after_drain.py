@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gates.base import GateResult, Limits, Measurement, Unit
+from gates.sources import Source
 from record.run_record import RunRecord
 
 KEYS = ("free_blocks", "cached_blocks", "retained_blocks", "pinned_blocks", "pending_blocks", "requests_in_engine")
@@ -33,6 +34,7 @@ def capacity_blocks(state: Mapping[str, Any]) -> int:
 
 class CapacityAfterDrainGate:
     name = "capacity_after_drain"
+    sources = (Source.ENGINE_STATE,)
     title = "Capacity back after the drain"
     metrics = {LOST_BLOCKS: "admission capacity in blocks before the run minus after the cooldown",
                LOST_SLOTS: "requests the engine holds after the cooldown minus before the run"}

@@ -36,6 +36,7 @@ import math
 import pandas as pd
 
 from gates.base import GateResult, Limits, Measurement, Unit
+from gates.sources import Source
 from record.query import (
     WHOLE_RUN,
     counter_prefix_hit_rate,
@@ -54,6 +55,7 @@ PRESSURE_REASONS = ("watermark", "capacity", "tenant_quota")
 
 class EvictionThrashGate:
     name = "eviction_thrash"
+    sources = (Source.ENGINE_EVENTS, Source.KV_EVENTS, Source.PROMETHEUS)
     title = "No eviction thrash"
     metrics = {
         "max_unforced_evicted_fraction_per_s": ("blocks of retained state (idle sessions) evicted without pressure "

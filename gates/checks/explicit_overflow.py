@@ -5,8 +5,9 @@ counted, each against its own limit:
   - hangs: the client timed out (`status` timeout);
   - silent truncation: finished `length` below the requested `max_tokens` without the
     `max_tokens_clamped` flag that says the server shortened it on purpose;
-  - unexplained errors: an error without an explicit status and code (400/410/429/503 with an
-    OpenAI error code), e.g. a dropped connection or a bare 500. A stream that had already
+  - unexplained errors: an error without an explicit status and code (400/410/429/503/529 with an
+    OpenAI error code), e.g. a dropped connection, a malformed or empty stream (the client says
+    so: `bad_response`, `empty_answer`) or a bare 500. A stream that had already
     started (HTTP 200) and then ended with an SSE error event carrying an OpenAI code (the
     router's `worker_lost` when a worker dies mid-answer) is explicit too: that event is the
     only way a server can say why once the status line is sent.
@@ -19,20 +20,23 @@ from __future__ import annotations
 import pandas as pd
 
 from gates.base import GateResult, Limits, Measurement, Unit
+from gates.sources import Source
+from record.outcomes import ClientCode
 from record.query import EXPLICIT_STATUSES, flag, intended_cancels
 from record.run_record import RunRecord
 
-CLIENT_SIDE_CODES = ("connection_error", "timeout", "bad_response")
+CLIENT_SIDE_CODES = tuple(code.value for code in ClientCode)  # the client's words, not the server's
 STREAM_STARTED = 200  # the status of a stream that ended with an SSE error event
 
 
 class ExplicitOverflowGate:
     name = "explicit_overflow"
+    sources = (Source.CLIENT_REQUESTS,)
     title = "Overflow gets explicit errors"
     metrics = {
         "max_timeouts": "requests that hung until the client timed out",
         "max_silent_truncations": "answers cut at length below max_tokens without the clamp flag",
-        "max_unexplained_errors": "errors without an explicit status (400/410/429/503) and error code",
+        "max_unexplained_errors": "errors without an explicit status (400/410/429/503/529) and error code",
     }
 
     def evaluate(self, record: RunRecord, limits: Limits) -> GateResult:

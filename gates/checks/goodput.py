@@ -19,6 +19,7 @@ import pandas as pd
 
 from gates import slo
 from gates.base import GateResult, Limits, Measurement, Unit
+from gates.sources import Source
 from record.query import intended_cancels, requests_in_phase
 from record.run_record import RunRecord
 
@@ -27,6 +28,7 @@ METRIC = "min_fraction"
 
 class GoodputGate:
     name = "goodput"
+    sources = (Source.CLIENT_REQUESTS,)
     title = "Goodput: offered chat served in time"
     metrics = {METRIC: "share of the critical interactive requests offered under load answered within [slo] ttft_ms"}
 

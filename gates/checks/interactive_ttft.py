@@ -22,6 +22,7 @@ import pandas as pd
 
 from gates import slo
 from gates.base import GateResult, Limits, Measurement, Unit
+from gates.sources import Source
 from record.query import percentile, requests_in_phase, ttft_ms, worst
 from record.run_record import RunRecord
 
@@ -30,6 +31,7 @@ TRAFFIC_CLASS = "interactive"
 
 class InteractiveTtftGate:
     name = "interactive_ttft"
+    sources = (Source.CLIENT_REQUESTS,)
     title = "Interactive TTFT under load"
     metrics = {"max_degradation": ("load median / baseline median TTFT of requests shaped like the baseline's "
                                    "(10 = one order of magnitude)")}

@@ -18,12 +18,14 @@ from __future__ import annotations
 import pandas as pd
 
 from gates.base import GateResult, Limits, Measurement, Unit
+from gates.sources import Source
 from record.query import in_window, live_usage, load_window
 from record.run_record import RunRecord
 
 
 class MemoryLevelOffGate:
     name = "memory_level_off"
+    sources = (Source.ENGINE_SAMPLES, Source.PROMETHEUS, Source.ENGINE_EVENTS)
     title = "Peak usage levels off near evict"
     metrics = {"max_peak_over_evict": "how far the peak of live usage may rise above the evict watermark"}
 

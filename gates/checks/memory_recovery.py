@@ -18,12 +18,14 @@ import math
 import pandas as pd
 
 from gates.base import GateResult, Limits, Measurement, Unit
+from gates.sources import Source
 from record.query import Window, active_usage, after_load_window, in_window, load_window
 from record.run_record import RunRecord
 
 
 class MemoryRecoveryGate:
     name = "memory_recovery"
+    sources = (Source.ENGINE_SAMPLES, Source.PROMETHEUS)
     title = "Memory falls back after load"
     metrics = {"max_cooldown_fraction_of_peak": "in-flight KV at the end of cooldown / its peak under load"}
 

@@ -15,12 +15,14 @@ from __future__ import annotations
 import pandas as pd
 
 from gates.base import GateResult, Limits, Measurement, Unit
+from gates.sources import Source
 from record.query import events_of
 from record.run_record import RunRecord
 
 
 class NoOrphansGate:
     name = "no_orphans"
+    sources = (Source.ENGINE_EVENTS,)
     title = "No orphan reservations"
     metrics = {
         "max_orphan_reservations": "reservations outstanding after drain + dead-worker requests never released",

@@ -8,6 +8,7 @@ up on (status `timeout`) counts as lost, as does one that never finished.
 from __future__ import annotations
 
 from gates.base import GateResult, Limits, Measurement, Unit
+from gates.sources import Source
 from record.query import engine_ids, events_of
 from record.run_record import RunRecord
 
@@ -16,6 +17,7 @@ COMPLETED_REASONS = ("stop", "length")
 
 class PreemptedCompleteGate:
     name = "preempted_complete"
+    sources = (Source.ENGINE_EVENTS,)
     title = "Preempted requests complete"
     metrics = {"min_completed_fraction": "share of preempted requests that finally complete"}
 

@@ -11,6 +11,7 @@ was really computed twice. The requests that lost most to recompute are the evid
 from __future__ import annotations
 
 from gates.base import GateResult, Limits, Measurement, Unit
+from gates.sources import Source
 from record.query import events_of
 from record.run_record import RunRecord
 
@@ -21,6 +22,7 @@ TOTALS = ("recompute_tokens", "computed_tokens")  # meta.final keys: numerator, 
 
 class RecomputeTaxGate:
     name = "recompute_tax"
+    sources = (Source.ENGINE_EVENTS,)
     title = "Recompute tax"
     metrics = {METRIC: "tokens recompute preemptions discarded / tokens the engine computed"}
 

@@ -3,8 +3,9 @@ for its quota.
 
 **Share refused.** Over the requests offered in the load phase (intended cancels left out), per
 group of traffic (gates/slo.py `GROUPS`: critical chat, interactive with a longer prompt, batch,
-system), the share refused explicitly — HTTP 429: `kv_capacity`, `tenant_quota` or
-`queue_deadline` — must stay within the group's bound. Some refusals are the healthy answer to
+system), the share refused explicitly for overload — HTTP 429 (`kv_capacity`, `tenant_quota` or
+`queue_deadline` on the reference engine), 503 or 529 with an error code that is not an OOM
+(`record.query.overload_refusals`) — must stay within the group's bound. Some refusals are the healthy answer to
 overload (the reject rung, a queue deadline, a tenant at its cap, a long document first);
 refusing most of the work is not, and no other gate sees it (`interactive_ttft` judges only the
 answers).
@@ -34,17 +35,18 @@ import pandas as pd
 
 from gates import slo
 from gates.base import GateResult, Limits, Measurement, Unit
-from record.query import events_of, intended_cancels, pool_blocks, requests_in_phase
+from gates.sources import Source
+from record.query import intended_cancels, overload_refusals, pool_blocks, requests_in_phase
 from record.run_record import RunRecord
 
-REFUSED_STATUS = 429
 UNDER_CAP = "max_refused_under_cap"
 
 
 class RejectionsGate:
     name = "rejections"
+    sources = (Source.CLIENT_REQUESTS, Source.ENGINE_EVENTS)
     title = "Refusals bounded, none under the cap"
-    metrics = {**slo.group_metrics("offered under load that were refused with a 429"),
+    metrics = {**slo.group_metrics("offered under load that were refused for overload"),
                UNDER_CAP: "tenant_quota refusals for the KV share while the tenant's worst case left room under its cap"}
 
     def evaluate(self, record: RunRecord, limits: Limits) -> GateResult:
@@ -71,7 +73,7 @@ def _refused_shares(record: RunRecord, limits: Limits) -> tuple[list[Measurement
     measurements, found = [], []
     load = requests_in_phase(record, "load")
     offered = load[~intended_cancels(load)]
-    refused = offered["http_status"] == REFUSED_STATUS
+    refused = overload_refusals(offered)
     groups = slo.group_of(offered, limits)
     for group in slo.GROUPS:
         metric, of_group = slo.group_metric(group), groups == group

@@ -10,12 +10,14 @@ from __future__ import annotations
 import pandas as pd
 
 from gates.base import GateResult, Limits, Measurement, Unit
+from gates.sources import Source
 from record.query import pool_blocks
 from record.run_record import RunRecord
 
 
 class TenantShareGate:
     name = "tenant_share"
+    sources = (Source.TENANT_SAMPLES,)
     title = "Tenant share ≤ cap"
     metrics = {"max_share_of_cap": "highest live share of any tenant at any sample / its cap (1 = at the cap)"}
 

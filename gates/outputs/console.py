@@ -11,7 +11,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from gates.base import Outcome
+from gates.base import GateResult, Outcome
+from gates.registry import GATES
 from gates.verdict import Verdict
 
 STYLES = {Outcome.PASS: "bold green", Outcome.FAIL: "bold red", Outcome.NOT_MEASURABLE: "yellow"}
@@ -33,10 +34,19 @@ def verdict_table(verdict: Verdict) -> Table:
     table.add_column("measured", justify="right", no_wrap=True)
     table.add_column("threshold", justify="right", no_wrap=True)
     table.add_column("explanation", overflow="fold")
+    table.add_column("data", overflow="fold")
     for r in verdict.results:
         table.add_row(r.gate, f"[{STYLES[r.outcome]}]{r.outcome.label}[/]", r.measured_text(),
-                      r.threshold_text(), r.explanation)
+                      r.threshold_text(), r.explanation, data_text(r))
     return table
+
+
+def data_text(result: GateResult) -> str:
+    """What a gate's result rested on, or what it would have needed."""
+    if result.sources:
+        return ", ".join(result.sources)
+    gate = GATES.get(result.gate)
+    return "needs " + " or ".join(s.label for s in gate.sources) if gate is not None else "—"
 
 
 def stdout_console() -> Console:

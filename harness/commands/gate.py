@@ -3,7 +3,8 @@
 Writes verdict.json and verdict.junit.xml beside the record, prints the table, appends a
 GitHub step summary when `$GITHUB_STEP_SUMMARY` is set. Exit 0 when every measurable gate
 passed, 1 when one failed (or a `--require`d gate was not measurable), 2 when the record or the
-thresholds cannot be read, nothing at all could be measured, or the run ended early (its record
+thresholds cannot be read, nothing at all could be measured, most gates could not be (a partial
+verdict, unless `--allow-partial`), or the run ended early (its record
 says so: a partial record is never judged, so never passed).
 """
 
@@ -26,7 +27,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="comma-separated gates to run (default: all)")
     p.add_argument("--require", metavar="NAMES", type=names, action="extend", default=[],
                    help="comma-separated gates that must be measurable (not measurable = fail)")
+    add_partial_argument(p)
     p.set_defaults(func=run)
+
+
+def add_partial_argument(p: argparse.ArgumentParser) -> None:
+    """--allow-partial: shared by `kvgate gate` and `kvgate run`."""
+    p.add_argument("--allow-partial", action="store_true",
+                   help="accept a verdict with most gates not measurable as a pass (default: exit 2)")
 
 
 def names(text: str) -> list[str]:
@@ -38,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
     if record is None:
         return EXIT_HARNESS_ERROR
     check_complete(record)
-    verdict = evaluate(record, load_thresholds(args.gates), only=args.only, require=args.require)
+    verdict = evaluate(record, load_thresholds(args.gates), only=args.only, require=args.require,
+                       allow_partial=args.allow_partial)
     write_verdict(record.dir, verdict, VERDICT_OUTPUTS)
     return verdict_exit_code(verdict)
 

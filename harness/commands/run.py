@@ -9,8 +9,9 @@
 Without --target the reference engine is started with --policy (and stopped afterwards, also on
 Ctrl-C or failure). Then: preflight, baseline, load (locust, headless), cooldown, the run
 record under --out (default runs/<timestamp>-<policy>/), the gates (verdict.json, JUnit XML,
-a table), report.html. Exit codes: 0 every measurable gate passed, 1 a gate failed, 2 a harness
-error (preflight failed, the engine did not start, nothing measurable, ...). docs/scenarios.md
+a table), report.html. Exit codes: 0 every measurable gate passed, 1 a gate failed (or a
+--require'd gate was not measurable), 2 a harness error (preflight failed, the engine did not
+start, nothing measurable, most gates not measurable without --allow-partial, ...). docs/scenarios.md
 explains the scenarios, profiles and settings; docs/load.md the open-loop options (--rate,
 --trace), which replace locust's users by arrivals on a schedule sent from this process.
 """
@@ -31,13 +32,14 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from gates import load_thresholds
-from harness.commands.gate import names
+from harness.commands.gate import add_partial_argument, names
 from harness.judge import judge
 from harness.live_run import LivePlan, run_live
 from harness.loadgen.arrivals import ArrivalKind, Arrivals, arrival_kind
 from harness.loadgen.chat_workload import ChatWorkload
 from harness.loadgen.client_lag import MAX_LAG_P99_MS
 from harness.loadgen.open_loop import Workload
+from harness.loadgen.outcome import Status
 from harness.loadgen.prompts import DEFAULT_SYSTEM_PROMPT
 from harness.loadgen.settings import LoadSettings, SettingsError
 from harness.loadgen.tenants import TenantSpecError, format_tenants, tenants_of_config
@@ -56,9 +58,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="drive a target with the scenarios, record the run, evaluate the gates")
     p.add_argument("--policy", type=Path, metavar="CONFIG",
                    help="engine/policy config (TOML): the reference engine is started with it unless --target is "
-                        "given (then it only names what the target runs)")
+                        "given (then it supplies tenants, keys and model; --label-policy names the run after it)")
     add_load_arguments(p)
     p.add_argument("--target", metavar="URL", help="an already running OpenAI-compatible server (its root URL)")
+    p.add_argument("--tokenizer", type=Path, metavar="FILE",
+                   help="with --target: a tokenizer.json (tokenizers) that counts the target's prompt tokens when "
+                        "it has no /tokenize (vLLM and llama.cpp have one)")
+    p.add_argument("--label-policy", action="store_true",
+                   help="with --target: record the --policy config's name and digest as what the target runs "
+                        "(a label; its watermarks, pool and caps are never judged against)")
     p.add_argument("--metrics-url", metavar="URL", help="its Prometheus metrics (default: <target>/metrics; '' for none)")
     p.add_argument("--kv-events", metavar="ENDPOINT", default="",
                    help="vLLM's KV cache events: tcp://HOST:PORT to connect to a server whose --kv-events-config "
@@ -80,6 +88,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     load.add_argument("--limit", type=positive(int), metavar="N",
                       help="send at most N requests (--duration bounds them too)")
     add_arrival_arguments(load)
+    p.add_argument("--require", metavar="NAMES", type=names, action="extend", default=[],
+                   help="comma-separated gates that must be measurable (not measurable = fail), as kvgate gate")
+    add_partial_argument(p)
     p.set_defaults(func=run)
 
 
@@ -132,6 +143,9 @@ def add_load_arguments(p: argparse.ArgumentParser) -> None:
                    help="engine worker processes behind a router (kvgate serve --workers; worker_kill needs >= 2)")
     p.add_argument("--processes", type=at_least_zero, default=0, metavar="N",
                    help="locust worker processes (locust --processes; 0: one process)")
+    p.add_argument("--request-timeout", type=positive(float), metavar="S",
+                   help="seconds a request may take before it is a timeout (default: the profile's; never more "
+                        "than the load plus its stop timeout, so a hang ends as a timeout within the run)")
     p.add_argument("--gates", type=Path, metavar="FILE",
                    help="thresholds TOML overriding gates/thresholds.toml (read before the load starts)")
     p.add_argument("--sample-interval", type=positive(float), metavar="S",
@@ -164,14 +178,14 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, raise_keyboard_interrupt)  # CI cancels with SIGTERM: clean up as for Ctrl-C
     console = Console()
     plan = build_plan(args)
-    console.print(f"[bold]kvgate run[/] {plan.run_dir} — policy {_policy(plan.config)}, "
+    console.print(f"[bold]kvgate run[/] {plan.run_dir} — policy {_policy(_named(plan.config, args))}, "
                   f"scenarios {', '.join(plan.scenario_names())}, profile {plan.profile}")
     if plan.engine_overrides:
         console.print(f"  the {plan.profile} profile sets {format_overrides(plan.engine_overrides)}")
     with RichProgress(console) as progress:
         result = run_live(plan, progress)
     console.print(f"run record: [bold]{result.run_dir}[/]")
-    judgement = judge(result.run_dir, args.gates)
+    judgement = judge(result.run_dir, args.gates, require=args.require, allow_partial=args.allow_partial)
     print_pressure(console, judgement.record.meta.pressure)
     console.print(f"verdict: {judgement.record.dir / 'verdict.json'}  report: [bold]{judgement.report}[/]")
     return judgement.exit_code
@@ -193,6 +207,11 @@ def _policy(config: EngineConfig | None) -> str:
     return config.kv_cache.policy.value if config is not None else "external"
 
 
+def _named(config: EngineConfig | None, args: argparse.Namespace) -> EngineConfig | None:
+    """The config a run is named for: on an external target only with --label-policy."""
+    return config if args.target is None or args.label_policy else None
+
+
 def build_plan(args: argparse.Namespace) -> LivePlan:
     if args.policy is None and args.target is None:
         raise KvgateError("kvgate run needs --policy CONFIG (start the reference engine) or --target URL")
@@ -211,20 +230,32 @@ def build_plan(args: argparse.Namespace) -> LivePlan:
     open_loop = open_load_of(args)
     if open_loop is not None and args.scenarios:
         raise KvgateError("--scenarios picks locust scenarios; --rate and --trace send an open-loop load instead")
+    duration_s, stop_timeout_s = args.duration or profile.duration_s, profile.stop_timeout_s
+    settings = settings.with_(request_timeout_s=request_timeout(args.request_timeout or settings.request_timeout_s,
+                                                                duration_s, stop_timeout_s))
     directory = args.scenarios_dir or scenarios_dir()
     scenarios = select(directory, args.scenarios) if open_loop is None else []
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    run_dir = args.out or _unique(Path("runs") / f"{stamp}-{_policy(config)}")
+    run_dir = args.out or _unique(Path("runs") / f"{stamp}-{_policy(_named(config, args))}")
     sample_interval = args.sample_interval or (config.server.sample_interval_s if config is not None else 0.5)
     return LivePlan(run_dir=run_dir, config=config, config_path=args.policy, scenarios=scenarios,
                     mixed_dir=None if args.scenarios or open_loop else directory, settings=settings,
-                    duration_s=args.duration or profile.duration_s, users=args.users or profile.users,
+                    duration_s=duration_s, users=args.users or profile.users,
                     spawn_rate=args.spawn_rate or profile.spawn_rate, processes=args.processes,
                     engine_workers=args.workers, target_url=args.target, metrics_url=args.metrics_url,
                     baseline_requests=profile.baseline_requests, cooldown_max_s=profile.cooldown_max_s,
-                    cooldown_min_s=profile.cooldown_min_s, stop_timeout_s=profile.stop_timeout_s,
+                    cooldown_min_s=profile.cooldown_min_s, stop_timeout_s=stop_timeout_s,
                     sample_interval_s=sample_interval, profile=profile.name, engine_overrides=overrides,
-                    open_loop=open_loop, kv_events_endpoint=args.kv_events)
+                    open_loop=open_loop, kv_events_endpoint=args.kv_events,
+                    label_policy=args.target is not None and args.label_policy,
+                    tokenizer=args.tokenizer if args.target is not None else None)
+
+def request_timeout(wanted_s: float, duration_s: float, stop_timeout_s: float) -> float:
+    """The request timeout a run uses: never longer than the load plus locust's stop timeout, the
+    most a request sent as the load begins can run for. A longer one could never fire: a request
+    that hangs would only be cut when the run stops (recorded `unfinished`), never counted as
+    the timeout it is."""
+    return min(wanted_s, duration_s + stop_timeout_s)
 
 
 def _settings(args: argparse.Namespace, config: EngineConfig | None, profile: Mapping[str, object]) -> LoadSettings:
@@ -284,7 +315,7 @@ class RichProgress:
     def load(self, elapsed_s: float, total_s: float, counts: Mapping[str, int], usage: float | None) -> None:
         if self._task is None:
             return
-        statuses = ("ok", "error", "cancelled", "timeout")
+        statuses = tuple(status.value for status in Status)
         parts = [f"{sum(counts.get(k, 0) for k in statuses)} requests"]
         parts += [f"{k} {counts[k]}" for k in (*statuses, "429") if counts.get(k)]
         if usage is not None:

@@ -3,13 +3,14 @@
     result = run_exchange(transport, call, timeout_s=120, on_done=record)
 
 `run_exchange` sends `call` (a streaming chat completion), reads the SSE stream line by line,
-takes TTFT at the first non-empty content delta, hangs up when the call's `Cancel` says so
-(after a time: mid-prefill when it is shorter than the prefill; after some content words:
-mid-decode), and turns whatever happened into one `RequestOutcome`. `on_done(outcome)` is called
-exactly once per call, also when the exchange is interrupted from outside (locust killing a
-user at the end of a run: the outcome says `cancelled` / `run_stopped`, and the interrupt
-propagates); only a bug (an unexpected ordinary exception) propagates without a row. The same code measures the locust users (gevent transport) and the harness's
-unloaded baseline probe (httpx transport), so loaded and unloaded TTFT mean the same thing.
+takes TTFT at the first output delta (content, reasoning or a tool call), hangs up when the
+call's `Cancel` says so (after a time: mid-prefill when it is shorter than the prefill; after
+some content words: mid-decode), and turns whatever happened into one `RequestOutcome`.
+`on_done(outcome)` is called exactly once per call, also when the exchange is interrupted from
+outside (locust killing a user at the end of a run: the outcome says `unfinished` /
+`run_stopped`, and the interrupt propagates); only a bug (an unexpected ordinary exception)
+propagates without a row. The same code measures the locust users (gevent transport) and the
+harness's unloaded baseline probe (httpx transport), so loaded and unloaded TTFT mean the same thing.
 
 A `Transport` has two methods: `open` (send the request, return once the status line and
 headers arrived) and `deadline` (raise an error wherever the exchange blocks once some seconds
@@ -147,8 +148,8 @@ def run_exchange(transport: Transport, call: Call, *, timeout_s: float, on_done:
     except Exception:  # a bug in the harness: no row pretends to know what happened
         raise
     except BaseException:  # the run is stopping (GreenletExit, Ctrl-C): still one row, then go
-        outcome.status, outcome.error_code = Status.CANCELLED.value, ClientCode.RUN_STOPPED.value
-        outcome.cancel_intended = True
+        outcome.status, outcome.error_code = Status.UNFINISHED.value, ClientCode.RUN_STOPPED.value
+        outcome.cancel_intended = False  # whatever cancel was planned, the stop ended it, not the cancel
         _finish(outcome, state, t0, clock())
         on_done(outcome)
         raise
@@ -191,9 +192,12 @@ def _read_stream(outcome: RequestOutcome, state: StreamState, response: RawRespo
             return
     if state.error_code:
         outcome.status, outcome.error_code = Status.ERROR.value, state.error_code
+    elif state.is_malformed:
+        outcome.status, outcome.error_code = Status.ERROR.value, ClientCode.BAD_RESPONSE.value
     elif not state.is_done:
-        outcome.status = Status.ERROR.value
-        outcome.error_code = (ClientCode.BAD_RESPONSE if state.is_malformed else ClientCode.CONNECTION_ERROR).value
+        outcome.status, outcome.error_code = Status.ERROR.value, ClientCode.CONNECTION_ERROR.value
+    elif state.is_empty:
+        outcome.status, outcome.error_code = Status.ERROR.value, ClientCode.EMPTY_ANSWER.value
 
 
 def _read_whole(outcome: RequestOutcome, state: StreamState, body: bytes, now_s: float) -> None:
@@ -201,6 +205,8 @@ def _read_whole(outcome: RequestOutcome, state: StreamState, body: bytes, now_s:
     outcome.streaming = False
     if not state.feed_body(body, now_s):
         outcome.status, outcome.error_code = Status.ERROR.value, ClientCode.BAD_RESPONSE.value
+    elif state.is_empty:
+        outcome.status, outcome.error_code = Status.ERROR.value, ClientCode.EMPTY_ANSWER.value
 
 
 def _finish(outcome: RequestOutcome, state: StreamState, t0: float, now_s: float) -> None:

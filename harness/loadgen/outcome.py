@@ -5,36 +5,19 @@ monotonic clock (`ttft_s`, `e2e_s`), so it can cross processes (a locust worker 
 the master) and be put on the run's time axis only where the record is written:
 `row(origin_unix)` gives REQUEST_COLUMNS with times in seconds since the run started.
 
-Status (docs/run_record.md): `ok`; `error` (an HTTP error or an error event, `error_code` = the
-OpenAI error `code`, or a client code: connection_error, bad_response); `cancelled` (the client
-hung up on purpose: a cancel-storm cancel, or the harness stopping the run, error_code
-`run_stopped`); `timeout` (no end within the request timeout).
+Its `status` and `error_code` speak the record's vocabulary (record/outcomes.py, docs/run_record.md).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, fields
-from enum import Enum
 from typing import Any
 
+from record.outcomes import ClientCode, Status, is_overload_refusal
 from record.run_record import REQUEST_COLUMNS
 
-
-class Status(str, Enum):
-    OK = "ok"
-    ERROR = "error"
-    CANCELLED = "cancelled"
-    TIMEOUT = "timeout"
-
-
-class ClientCode(str, Enum):
-    """Error codes the client assigns when the server gave none."""
-
-    CONNECTION_ERROR = "connection_error"
-    TIMEOUT = "timeout"
-    BAD_RESPONSE = "bad_response"
-    RUN_STOPPED = "run_stopped"
+__all__ = ["ClientCode", "RequestOutcome", "Status", "error_of_body"]
 
 
 @dataclass(kw_only=True)
@@ -63,19 +46,21 @@ class RequestOutcome:
     approximate: bool = False
     worker: str = ""
     retry_after_s: float | None = None
-    """The server's Retry-After on an explicit overload answer (429/503): how long a client that
+    """The server's Retry-After on an explicit overload answer (429/503/529): how long a client that
     behaves waits before it asks again. Not a run-record column."""
 
     @property
     def is_rejection(self) -> bool:
-        """An explicit, intended refusal: a 429 with an OpenAI error code (admission said no,
-        with its reason). The server did what it should under overload; gates judge how often."""
-        return self.http_status == 429 and self.status == Status.ERROR.value and bool(self.error_code)
+        """An explicit refusal for overload: 429, 503 or 529 with an error code that is not an OOM
+        or a lost engine (admission said no, with its reason). The server did what it should
+        under overload; gates judge how often."""
+        return is_overload_refusal(self.http_status, self.status, self.error_code)
 
     @property
     def is_failure(self) -> bool:
-        """What locust counts as a failure: errors and timeouts, never an intended cancel or an
-        explicit rejection."""
+        """What locust counts as a failure: errors and timeouts, never an intended cancel, an
+        explicit rejection, or a request the harness itself cut when it stopped the run (locust
+        counts those apart, `UNFINISHED`; the gates count them as offered and not served)."""
         return self.status in (Status.ERROR.value, Status.TIMEOUT.value) and not self.is_rejection
 
     def to_message(self) -> dict[str, Any]:

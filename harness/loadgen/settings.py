@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from harness.loadgen.prompts import DEFAULT_SYSTEM_PROMPT
+from harness.loadgen.prompts import DEFAULT_SYSTEM_PROMPT, TokenModel
 from harness.loadgen.tenants import DEFAULT_SPEC, parse_tenants
 from reference_engine.config import DEV_ADMIN_KEY
 
@@ -61,6 +61,7 @@ class LoadSettings:
     step_max_users: int = 64
     step_hold_s: float = 10.0
     request_timeout_s: float = 120.0
+    token_model: str = ""
     mix: str = ""
     requests_csv: str = ""
     record_dir: str = ""
@@ -88,6 +89,15 @@ class LoadSettings:
         if self.step_s <= 0 or self.request_timeout_s <= 0:
             raise SettingsError(f"{option('step_s')} and {option('request_timeout_s')} must be positive")
         parse_tenants(self.tenants)  # raises TenantSpecError (a ValueError) with the expected form
+        try:
+            TokenModel.parse(self.token_model)
+        except ValueError as err:
+            raise SettingsError(f"{option('token_model')}: {err}") from None
+
+    @property
+    def tokens(self) -> TokenModel:
+        """What a prompt costs on the target (`token_model`): the scenarios size prompts with it."""
+        return TokenModel.parse(self.token_model)
 
     @classmethod
     def from_options(cls, options: argparse.Namespace | None) -> "LoadSettings":
@@ -154,6 +164,9 @@ OPTIONS: dict[str, str] = {
     "step_max_users": "the step-load shape stops adding users here",
     "step_hold_s": "once rejections (429) begin (or max users is reached), hold this long, then stop",
     "request_timeout_s": "a request with no end after this long is a timeout",
+    "token_model": "what a prompt costs in the target's tokens, per_word,per_message,base,per_other_word (kvgate run "
+                   "measures it "
+                   "with the target's /tokenize or --tokenizer; default: the reference engine's one token per word)",
     "mix": "users per scenario in the mixed default, as weights: multi_turn=4,long_output=2 (unnamed: 1)",
     "requests_csv": "write every request (run-record columns) to this CSV file (the master writes it)",
     "record_dir": "record the run here and judge it when locust quits: verdict table, report, locust's exit "

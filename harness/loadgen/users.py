@@ -11,7 +11,8 @@ Locust events per request, so the web UI and CSV stats show what the record hold
     request_type  name                         response_time       failure
     POST          <scenario>/<traffic_class>   end to end (ms)     errors and timeouts
     CANCEL        <scenario>/<traffic_class>   until the hang-up   never (an intended cancel)
-    REJECTED      <scenario>/<traffic_class>   until the 429       never (an explicit refusal)
+    REJECTED      <scenario>/<traffic_class>   until the refusal   never (an explicit 429/503/529)
+    UNFINISHED    <scenario>/<traffic_class>   until the stop      never (cut when the run stopped)
     TTFT          ttft/<scenario>/<class>      first content (ms)  never (only answered requests)
 
 A user that is refused with a Retry-After waits it out before its next request, as the OpenAI
@@ -100,6 +101,7 @@ class KvgateUser(FastHttpUser):
         fire = self.environment.events.request.fire
         failure = RequestFailed(f"{outcome.http_status or '-'} {outcome.error_code}") if outcome.is_failure else None
         request_type = ("CANCEL" if outcome.status == Status.CANCELLED.value else
+                        "UNFINISHED" if outcome.status == Status.UNFINISHED.value else
                         "REJECTED" if outcome.is_rejection else "POST")
         fire(request_type=request_type, name=name,
              response_time=(outcome.e2e_s or 0.0) * 1000, response_length=outcome.completion_tokens or 0,

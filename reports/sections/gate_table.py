@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gates import Outcome, Verdict
+from gates.outputs.console import data_text
 from record.run_record import RunRecord
 from reports.page import badge, details, esc, note, table
 
@@ -24,5 +25,5 @@ def gate_table(verdict: Verdict) -> str:
                          for m in r.measurements if m is not r.headline)
         evidence = details("evidence", r.evidence) if r.evidence else ""
         rows.append([f"<code>{esc(r.gate)}</code>", badge(r.outcome), esc(r.measured_text()),
-                     esc(r.threshold_text()), esc(r.explanation) + others + evidence])
-    return table(["gate", "result", "measured", "threshold", "explanation"], rows, numeric=(2, 3))
+                     esc(r.threshold_text()), esc(r.explanation) + others + evidence, esc(data_text(r))])
+    return table(["gate", "result", "measured", "threshold", "explanation", "data"], rows, numeric=(2, 3))

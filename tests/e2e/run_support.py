@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from record.outcomes import Status
 from record.run_record import RunRecord
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = REPO / "scenarios"
 DEFAULT_CONFIG = REPO / "configs" / "default.toml"
-STATUSES = {"ok", "error", "cancelled", "timeout"}
+STATUSES = {status.value for status in Status}
 
 
 def clean_env() -> dict[str, str]:

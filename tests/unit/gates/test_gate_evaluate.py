@@ -1,6 +1,7 @@
 import pytest
 
 from gates import GATES, GateError, Outcome, evaluate, get_gate
+from gates.outputs.console import data_text
 from record.errors import UnknownNameError
 from tests.fixtures.records import CONFIG_DIGEST, RecordBuilder
 
@@ -59,3 +60,13 @@ def test_a_gate_that_crashes_is_a_harness_error(tmp_path, monkeypatch):
     monkeypatch.setattr(gate, "evaluate", boom)
     with pytest.raises(GateError, match="no_oom"):
         evaluate(record)
+
+
+def test_each_result_names_the_data_it_rested_on_or_what_it_needed(tmp_path):
+    builder = RecordBuilder().healthy().signals(engine_events=False, gpu_memory=False)
+    verdict = evaluate(builder.build(tmp_path))
+    assert verdict.result("goodput").sources == ("client requests",)
+    assert verdict.result("no_oom").sources == ("client requests",)
+    cancel = verdict.result("cancel_release")
+    assert cancel.sources == () and data_text(cancel) == "needs engine events or Prometheus metrics"
+    assert data_text(verdict.result("memory_recovery")).startswith("engine usage samples")

@@ -39,3 +39,10 @@ def test_a_stream_ended_by_an_sse_error_event_with_a_code_is_explicit(judge, hea
 
 def test_not_measurable_without_client_requests(judge, healthy):
     assert judge(healthy.signals(client_requests=False), "explicit_overflow").outcome is Outcome.NOT_MEASURABLE
+
+
+def test_a_malformed_or_empty_stream_is_unexplained_though_it_began_with_200(judge, healthy):
+    healthy.request("broken", status="error", http_status=200, error_code="bad_response", ttft_s=None)
+    healthy.request("empty", status="error", http_status=200, error_code="empty_answer", ttft_s=None)
+    result = judge(healthy, "explicit_overflow")
+    assert result.outcome is Outcome.FAIL and result.evidence["unexplained_errors"] == ["broken", "empty"]

@@ -55,3 +55,9 @@ def test_not_measurable_without_chat_offered_under_load(judge, healthy):
     healthy.drop("requests", traffic_class="interactive")
     assert judge(healthy, "goodput").outcome is Outcome.NOT_MEASURABLE
     assert judge(RecordBuilder().healthy().signals(client_requests=False), "goodput").outcome is Outcome.NOT_MEASURABLE
+
+
+def test_a_request_left_unfinished_at_the_stop_is_offered_and_not_served(judge, healthy):
+    healthy.request("open", sent_s=31, ttft_s=None, e2e_s=15.0, status="unfinished", error_code="run_stopped")
+    result = judge(healthy, "goodput")
+    assert result.evidence["num_offered"] == 31 and result.evidence["missed_by_outcome"] == {"run_stopped": 1}

@@ -27,3 +27,22 @@ def test_gpu_sample_over_capacity_fails_it(judge, healthy):
 def test_not_measurable_without_any_witness(judge, healthy):
     healthy.signals(engine_events=False, client_requests=False, gpu_memory=False)
     assert judge(healthy, "no_oom").outcome is Outcome.NOT_MEASURABLE
+
+
+def test_a_client_only_witness_that_saw_nothing_is_not_a_pass(judge, healthy):
+    result = judge(healthy.signals(engine_events=False, gpu_memory=False), "no_oom")
+    assert result.outcome is Outcome.NOT_MEASURABLE and "target names none" in result.explanation
+
+
+def test_without_engine_events_a_bare_5xx_is_a_possible_oom_and_a_refusal_is_not(judge, healthy):
+    healthy.request("busy-1", sent_s=30, status="error", http_status=503, error_code="overloaded", ttft_s=None)
+    healthy.signals(engine_events=False, gpu_memory=False)
+    assert judge(healthy, "no_oom").outcome is Outcome.NOT_MEASURABLE
+    healthy.request("crash-1", sent_s=31, status="error", http_status=500, error_code="http_500", ttft_s=None)
+    result = judge(healthy, "no_oom")
+    assert result.outcome is Outcome.FAIL and result.evidence["oom_responses"] == ["crash-1"]
+
+
+def test_with_engine_events_a_bare_5xx_is_left_to_the_engine_witness(judge, healthy):
+    healthy.request("crash-1", sent_s=31, status="error", http_status=500, error_code="http_500", ttft_s=None)
+    assert judge(healthy, "no_oom").outcome is Outcome.PASS

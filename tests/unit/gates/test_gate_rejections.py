@@ -84,3 +84,13 @@ def test_without_engine_events_only_the_shares_are_judged(judge, healthy):
 def test_not_measurable_without_requests_or_engine_events(judge):
     builder = RecordBuilder().healthy().signals(client_requests=False, engine_events=False)
     assert judge(builder, "rejections").outcome is Outcome.NOT_MEASURABLE
+
+
+def test_503_and_529_overload_refusals_count_and_an_oom_503_does_not(judge, healthy):
+    for i, (status, code) in enumerate([(503, "overloaded"), (529, "overloaded_error"), (503, "out_of_memory")]):
+        healthy.request(f"busy-{i}", sent_s=30 + i, ttft_s=None, e2e_s=0.01, status="error", http_status=status,
+                        error_code=code, finish_reason=None)
+    result = judge(healthy, "rejections")
+    values = {m.metric: m.value for m in result.measurements}
+    assert values["max_critical_fraction"] == 2 / 33
+    assert result.evidence["refused_by_group_and_code"]["critical/overloaded"] == 1

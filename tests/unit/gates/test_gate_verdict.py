@@ -44,3 +44,25 @@ def test_values_read_as_people_write_them():
 
 def test_nan_measurement_is_never_ok():
     assert not Measurement("a", math.nan, 1, Unit.COUNT).ok
+
+
+def _verdict(outcomes: list[Outcome], allow_partial: bool = False) -> Verdict:
+    results = tuple(GateResult(f"g{i}", o, "x") for i, o in enumerate(outcomes))
+    return Verdict("run", "external", "", "defaults", results, allow_partial=allow_partial)
+
+
+def test_a_verdict_with_most_gates_not_measurable_is_not_a_pass_unless_partial_is_allowed():
+    nm, ok = Outcome.NOT_MEASURABLE, Outcome.PASS
+    partial = [ok, ok, nm, nm, nm]
+    assert (_verdict(partial).outcome, _verdict(partial).is_partial) == (nm, True)
+    assert "--allow-partial" in _verdict(partial).summary_line()
+    assert _verdict(partial, allow_partial=True).outcome is ok
+    assert _verdict([ok, ok, nm, nm]).outcome is ok  # half is not most
+    assert _verdict([Outcome.FAIL, nm, nm, nm]).outcome is Outcome.FAIL
+
+
+def test_allow_partial_round_trips_through_verdict_json(tmp_path):
+    verdict = _verdict([Outcome.PASS, Outcome.NOT_MEASURABLE, Outcome.NOT_MEASURABLE], allow_partial=True)
+    verdict.write(tmp_path)
+    again = read_verdict(tmp_path)
+    assert again == verdict and again.to_dict()["partial"] is True and again.outcome is Outcome.PASS

@@ -32,6 +32,12 @@ def test_an_external_target_without_a_config_is_external_with_no_pool() -> None:
     assert (m.policy, m.pool, m.tenants, m.watermarks, m.config) == ("external", None, {}, {}, {})
 
 
+def test_a_policy_label_on_an_external_target_names_it_and_assumes_none_of_its_numbers() -> None:
+    m = meta(config_is_label=True, target={"url": "u", "kind": "external"})
+    assert (m.policy, m.config_digest) == ("lru", config_digest(CONFIG))
+    assert (m.pool, m.tenants, m.watermarks, m.hardware["engine_gpu"]) == (None, {}, {}, "")
+
+
 def test_the_engines_own_config_wins_over_the_local_file() -> None:
     other = load_config("configs/default.toml").model_copy()
     answer = {"config": CONFIG.model_dump(mode="json"), "digest": "from-engine"}

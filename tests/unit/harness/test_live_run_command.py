@@ -9,6 +9,7 @@ from rich.console import Console
 
 from harness.cli import build_parser, main
 from harness.commands.run import build_plan, print_pressure
+from harness.loadgen.settings import LoadSettings
 from harness.loadgen.tenants import DEFAULT_SPEC, parse_tenants
 from record.pressure import measure_pressure
 from harness.profiles import get_profile
@@ -85,11 +86,27 @@ def test_an_external_target_is_never_resized(config: Path) -> None:
     assert p.engine_overrides == {} and p.config.hardware.kv_pool_gib is None
 
 
+def test_on_a_target_the_policy_names_the_run_only_when_the_user_says_so(config: Path) -> None:
+    unlabelled = plan("--policy", str(config), "--target", "http://127.0.0.1:9000")
+    assert unlabelled.run_dir.name.endswith("-external") and not unlabelled.label_policy
+    labelled = plan("--policy", str(config), "--target", "http://127.0.0.1:9000", "--label-policy")
+    assert labelled.label_policy and not labelled.run_dir.name.endswith("-external")
+    assert not plan("--policy", str(config), "--label-policy").label_policy  # an engine it starts: always named
+
+
 def test_an_external_target_needs_no_policy() -> None:
     p = plan("--target", "http://127.0.0.1:9000", "--tenants", "me=sk-1", "--profile", "ci")
     assert (p.config, p.target_url, p.settings.tenants, p.settings.model) == (None, "http://127.0.0.1:9000",
                                                                               "me=sk-1", "")
     assert p.run_dir.name.endswith("-external") and plan("--target", "u").settings.tenants == DEFAULT_SPEC
+
+
+def test_the_request_timeout_never_outlasts_the_load_and_its_stop() -> None:
+    quick = get_profile("quick")
+    p = plan("--target", "http://127.0.0.1:9000", "--profile", "quick", "--duration", "4")
+    assert p.settings.request_timeout_s == 4 + quick.stop_timeout_s == 4 + p.stop_timeout_s
+    assert plan("--target", "u", "--profile", "quick", "--request-timeout", "3").settings.request_timeout_s == 3
+    assert plan("--target", "u", "--profile", "full").settings.request_timeout_s == LoadSettings().request_timeout_s
 
 
 def test_without_policy_or_target_it_says_what_is_needed() -> None:

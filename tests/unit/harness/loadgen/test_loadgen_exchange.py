@@ -201,15 +201,57 @@ class Interrupt(BaseException):
     """Stands in for gevent's GreenletExit: locust killing a user at the end of a run."""
 
 
-def test_an_interrupt_still_records_one_row_then_propagates() -> None:
+@pytest.mark.parametrize("cancel", [None, Cancel(after_words=50)])
+def test_a_request_open_when_the_run_stops_is_unfinished_never_an_intended_cancel(cancel: Cancel | None) -> None:
     t = ScriptedTransport(raise_on_line=(2, Interrupt()))
     done: list[RequestOutcome] = []
     call = Call(request_id="r", scenario="s", phase="load", tenant=TENANT, model="m", prompt=chat_prompt(64, seed=1),
-                max_tokens=8)
+                max_tokens=8, cancel=cancel)
     with pytest.raises(Interrupt):
         run_exchange(t, call, timeout_s=60, on_done=done.append, clock=t.clock)
-    assert [(o.status, o.error_code, o.cancel_intended) for o in done] == [("cancelled", "run_stopped", True)]
+    assert [(o.status, o.error_code, o.cancel_intended) for o in done] == [("unfinished", "run_stopped", False)]
+    assert not done[0].is_failure  # the harness cut it: locust counts it apart, the gates as not served
     assert t.response is not None and t.response.closed
+
+
+def test_a_malformed_chunk_is_a_bad_response_even_when_done_follows() -> None:
+    lines = [b'data: {"id": "x", "choices": [{"delta": {"content": "he\n', *ok_stream("kaloan")]
+    o, _, _ = exchange(ScriptedTransport(lines=lines))
+    assert (o.status, o.error_code) == ("error", "bad_response")
+
+
+@pytest.mark.parametrize("lines", [[b"data: [DONE]\n"], [sse({"role": "assistant", "content": ""}),
+                                                        sse({}, "stop"), b"data: [DONE]\n"]])
+def test_a_stream_without_output_is_an_empty_answer_not_ok(lines: list[bytes]) -> None:
+    o, text, _ = exchange(ScriptedTransport(lines=lines))
+    assert (o.status, o.error_code, o.ttft_s, text) == ("error", "empty_answer", None, "")
+    assert o.is_failure
+
+
+def test_a_body_without_output_is_an_empty_answer() -> None:
+    body = json.dumps({"id": "x", "choices": [{"message": {"content": ""}, "finish_reason": "stop"}]}).encode()
+    o, _, _ = exchange(ScriptedTransport(headers={"content-type": "application/json"}, body=body, lines=[]))
+    assert (o.status, o.error_code) == ("error", "empty_answer")
+
+
+@pytest.mark.parametrize("first", [{"reasoning_content": "hmm"}, {"reasoning": "hmm"},
+                                   {"tool_calls": [{"index": 0, "function": {"name": "f", "arguments": ""}}]}])
+def test_ttft_is_taken_at_the_first_reasoning_or_tool_call_delta(first: dict) -> None:
+    lines = [sse({"role": "assistant", "content": ""}), sse(first), *ok_stream("kaloan")[1:]]
+    t = ScriptedTransport(lines=lines, headers_after_s=0.010, step_s=0.005)
+    o, text, _ = exchange(t)
+    assert (o.status, text) == ("ok", "kaloan")
+    assert o.ttft_s == pytest.approx(0.010 + 2 * 0.005)  # the second line, not the first content (third)
+
+
+@pytest.mark.parametrize(("status", "code", "is_rejection"), [
+    (429, "tenant_quota", True), (503, "overloaded", True), (529, "overloaded_error", True),
+    (503, "out_of_memory", False), (503, "worker_lost", False), (500, "internal_error", False)])
+def test_overload_statuses_are_explicit_refusals_and_keep_their_retry_after(status: int, code: str,
+                                                                            is_rejection: bool) -> None:
+    body = json.dumps({"error": {"message": "busy", "code": code}}).encode()
+    o, _, _ = exchange(ScriptedTransport(status=status, headers={"retry-after": "2"}, body=body, lines=[]))
+    assert (o.error_code, o.retry_after_s, o.is_rejection, o.is_failure) == (code, 2.0, is_rejection, not is_rejection)
 
 
 def test_a_bug_propagates_without_a_row() -> None:

@@ -6,15 +6,18 @@ import pytest
 
 from harness.loadgen.prompts import (
     DEFAULT_SYSTEM_PROMPT,
+    REFERENCE_TOKENS,
     DocumentShelf,
     PromptTooShortError,
+    TokenModel,
     chat_prompt,
     count_tokens,
     next_turn,
     words,
 )
+from harness.loadgen.settings import LoadSettings, SettingsError
 from reference_engine import load_config
-from reference_engine.tokenizer import WordTokenizer, apply_chat_template
+from reference_engine.tokenizer import WordTokenizer, apply_chat_template, chat_prompt_tokens
 
 TOKENIZER = WordTokenizer()
 
@@ -74,3 +77,16 @@ def test_a_next_turn_keeps_the_history_as_its_prefix() -> None:
     turn = next_turn(history, 7, seed=3)
     assert turn.messages[:3] == history and len(turn.messages[3]["content"].split()) == 7
     assert len(engine_tokens(turn.messages)) == turn.num_tokens
+
+
+def test_the_reference_token_model_is_the_engines_chat_template_exactly() -> None:
+    messages = [{"role": "system", "content": "a b c"}, {"role": "user", "content": "d e"}]
+    assert REFERENCE_TOKENS.count(messages) == chat_prompt_tokens([3, 2])
+    assert TokenModel.parse("") is REFERENCE_TOKENS
+    assert TokenModel.parse(TokenModel(1.3125, 4.0, 3.0, 1.1).spec()) == TokenModel(1.3125, 4.0, 3.0, 1.1)
+
+
+def test_a_bad_token_model_setting_names_the_option() -> None:
+    with pytest.raises(SettingsError, match="--kvgate-token-model"):
+        LoadSettings(token_model="1.3,4,3")
+    assert LoadSettings(token_model="1.5,4,3,1").tokens.per_word == 1.5

@@ -1,0 +1,49 @@
+"""Where a gate's numbers come from: the record's signals, named as a report reader knows them.
+
+Each gate declares the sources it can read (`Gate.sources`); `evaluate` keeps, on each result,
+the ones this record had (`GateResult.sources`), so a verdict says what every gate rested on —
+the client's own view, the engine's events, a Prometheus scrape — and a reader of a run against
+vLLM sees at once which gates stood on kvgate's engine telemetry and which did not.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from record.run_record import RunMeta
+
+
+class Source(str, Enum):
+    CLIENT_REQUESTS = "client_requests"
+    ENGINE_EVENTS = "engine_events"
+    ENGINE_SAMPLES = "engine_samples"
+    TENANT_SAMPLES = "tenant_samples"
+    GPU_MEMORY = "gpu_memory"
+    PROMETHEUS = "prometheus"
+    ENGINE_STATE = "engine_state"
+    KV_EVENTS = "kv_events"
+
+    @property
+    def label(self) -> str:
+        return LABELS[self]
+
+    def is_in(self, meta: RunMeta) -> bool:
+        """The record has this source."""
+        if self is Source.ENGINE_STATE:
+            return bool(meta.initial) and bool(meta.final)
+        if self is Source.KV_EVENTS:
+            status = meta.collectors.get("kv_events")
+            return status is not None and status.available
+        return bool(getattr(meta.signals, self.value))
+
+
+LABELS: dict[Source, str] = {
+    Source.CLIENT_REQUESTS: "client requests",
+    Source.ENGINE_EVENTS: "engine events",
+    Source.ENGINE_SAMPLES: "engine usage samples",
+    Source.TENANT_SAMPLES: "per-tenant samples",
+    Source.GPU_MEMORY: "GPU memory (NVML)",
+    Source.PROMETHEUS: "Prometheus metrics",
+    Source.ENGINE_STATE: "engine pool state before and after the run",
+    Source.KV_EVENTS: "the engine's KV cache events (vLLM over ZMQ)",
+}

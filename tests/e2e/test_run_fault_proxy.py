@@ -1,0 +1,81 @@
+"""A target that serves nothing fails: `kvgate run --target` through the fault proxy in front of
+`kvgate serve` exits 1 with the failing gates named, for every fault; the healthy passthrough
+passes (as a partial verdict: a server without kvgate's engine telemetry leaves most gates
+unmeasurable, and says so)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.target import ReferenceEngine
+from tests.e2e.run_support import DEFAULT_CONFIG, REPO, clean_env, kvgate_run
+from tests.fault_proxy import Fault, fault_proxy
+
+pytestmark = pytest.mark.slow
+
+TENANTS = "acme=sk-acme:interactive,globex=sk-globex:interactive"
+SMALL_LOAD = ("--profile", "quick", "--scenarios", "short_qa", "--users", "4", "--duration", "4")
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with ReferenceEngine(DEFAULT_CONFIG, log_path=tmp_path_factory.mktemp("engine") / "engine.log") as target:
+        yield target.url
+
+
+def run_through(engine: str, fault: Fault, run_dir: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str],
+                                                                                 dict]:
+    with fault_proxy(engine, fault) as url:
+        result = kvgate_run("--target", url, "--tenants", TENANTS, *SMALL_LOAD, "--out", str(run_dir), *extra,
+                            timeout_s=240)
+    verdict = json.loads((run_dir / "verdict.json").read_text()) if (run_dir / "verdict.json").exists() else {}
+    return result, verdict
+
+
+def outcomes(verdict: dict) -> dict[str, str]:
+    return {r["gate"]: r["outcome"] for r in verdict["results"]}
+
+
+@pytest.mark.parametrize(("fault", "failing"), [
+    (Fault.ALL_503, {"goodput", "rejections"}),
+    (Fault.EMPTY_STREAM, {"goodput", "explicit_overflow"}),
+    (Fault.BROKEN_JSON, {"goodput", "explicit_overflow"}),
+    (Fault.HANG_UNDER_LOAD, {"goodput", "explicit_overflow"}),
+    (Fault.CUT_STREAM, {"goodput", "explicit_overflow"}),
+])
+def test_a_target_that_serves_nothing_fails_with_the_gate_named(engine: str, fault: Fault, failing: set[str],
+                                                                tmp_path: Path) -> None:
+    result, verdict = run_through(engine, fault, tmp_path / "run")
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    found = outcomes(verdict)
+    assert {gate for gate in failing if found[gate] == "fail"} == failing, found
+    assert found["no_oom"] != "pass"  # nothing on the client's side can show there was no OOM
+    for gate in failing:
+        assert gate in result.stdout
+    requests = (tmp_path / "run" / "requests.csv").read_text()
+    assert ",cancelled," not in requests  # the load cancels nothing: an open request at the stop is unfinished
+
+
+def test_the_healthy_passthrough_passes_as_a_partial_verdict_only_when_asked(engine: str, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    result, verdict = run_through(engine, Fault.NONE, run_dir, "--allow-partial", "--require", "cancel_release")
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]  # required, not measurable
+    found = outcomes(verdict)
+    assert found["cancel_release"] == "fail" and "required but not measurable" in result.stdout
+    assert {gate for gate, outcome in found.items() if outcome == "fail"} == {"cancel_release"}
+    assert found["goodput"] == found["explicit_overflow"] == "pass" and found["no_oom"] == "not_measurable"
+
+    def gate(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "harness.cli", "gate", str(run_dir), *extra], cwd=REPO,
+                              env=clean_env(), capture_output=True, text=True, timeout=120)
+
+    partial = gate()
+    assert partial.returncode == 2 and "partial verdict" in partial.stderr, partial.stdout + partial.stderr
+    allowed = gate("--allow-partial")
+    assert allowed.returncode == 0 and "PASS" in allowed.stdout, allowed.stdout + allowed.stderr
