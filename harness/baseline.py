@@ -28,11 +28,11 @@ def run_baseline(base_url: str, *, settings: LoadSettings, tenant: Tenant, model
     """`transport`: a test seam (httpx.MockTransport)."""
     outcomes: list[RequestOutcome] = []
     with httpx.Client(timeout=settings.request_timeout_s, transport=transport) as client:
-        transport = HttpxTransport(client, base_url)
+        exchange_transport = HttpxTransport(client, base_url)
         for i in range(num_requests):
             call = Call(request_id=f"baseline-{i}", scenario=SCENARIO, phase=PHASE, tenant=tenant, model=model,
                         prompt=chat_prompt(settings.prompt_tokens, seed=f"baseline-{i}", system=settings.system_prompt,
                                            tokens=settings.tokens),
                         max_tokens=min(settings.max_tokens, BASELINE_MAX_TOKENS))
-            run_exchange(transport, call, timeout_s=settings.request_timeout_s, on_done=outcomes.append)
+            run_exchange(exchange_transport, call, timeout_s=settings.request_timeout_s, on_done=outcomes.append)
     return outcomes

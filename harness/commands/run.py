@@ -29,7 +29,7 @@ from pathlib import Path
 from types import FrameType
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
 from gates import load_thresholds
 from harness.commands.gate import add_partial_argument, names
@@ -221,7 +221,7 @@ def build_plan(args: argparse.Namespace) -> LivePlan:
     # A profile sizes the simulated GPU for its load (engine_overrides); an external --target
     # runs what it runs, so nothing is changed there: the config only names it.
     overrides = dict(profile.engine_overrides) if config is not None and args.target is None else {}
-    if overrides:
+    if config is not None and overrides:
         config = with_overrides(config, overrides)
     try:
         settings = _settings(args, config, profile.settings)
@@ -294,7 +294,7 @@ class RichProgress:
         self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                                   TextColumn("{task.fields[detail]}"), TimeElapsedColumn(), console=console,
                                   transient=True, disable=not console.is_terminal)
-        self._task = None
+        self._task: TaskID | None = None
         self._phase = ""
         self._since = time.monotonic()
 

@@ -38,7 +38,8 @@ class GeventResponse:
     """An open response; `close()` returns its connection for reuse only if the body was read to its end."""
 
     def __init__(self, raw: HTTPSocketPoolResponse, client: HTTPClient, transport: "GeventTransport") -> None:
-        self._raw, self._client, self._transport = raw, client, transport
+        self._raw, self._transport = raw, transport
+        self._client: HTTPClient | None = client  # None once given back
         self.status = raw.status_code
         self.headers: Mapping[str, str] = {k.lower(): v for k, v in raw.items()}
 

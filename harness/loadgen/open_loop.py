@@ -52,8 +52,9 @@ class Arrival:
 class Workload(Protocol):
     """What an open-loop load sends, and when."""
 
-    name: str
-    """The rows' scenario."""
+    @property
+    def name(self) -> str:
+        """The rows' scenario."""
 
     def arrivals(self, settings: LoadSettings, tenants: TenantSet, duration_s: float) -> Iterator[Arrival]:
         """Arrivals in time order, all before `duration_s`; made lazily (a prompt is built only

@@ -113,10 +113,11 @@ class LoadSettings:
         for f in fields(self):
             raw = environ.get(env_var(f.name))
             if raw is not None:
+                kind: type = type(f.default)  # every field has a default, of the type it parses to
                 try:
-                    changes[f.name] = type(f.default)(raw)
+                    changes[f.name] = kind(raw)
                 except ValueError:
-                    raise SettingsError(f"{env_var(f.name)}={raw!r} is not a {type(f.default).__name__}") from None
+                    raise SettingsError(f"{env_var(f.name)}={raw!r} is not a {kind.__name__}") from None
         return replace(self, **changes)
 
     def with_(self, **changes: Any) -> "LoadSettings":

@@ -60,6 +60,8 @@ class KvgateUser(FastHttpUser):
         self.index = next(type(self)._counter)
         self.rng = random.Random(f"{self.ctx.nonce}-{self.scenario}-{self.index}")
         self.tenant: Tenant = self.ctx.tenant_for(self.traffic_class)
+        if not self.host:
+            raise ValueError("kvgate's users need locust's --host: the target's base URL")
         self.transport = GeventTransport(self.host, connection_timeout_s=self.connection_timeout,
                                          network_timeout_s=self.settings.request_timeout_s)
 
