@@ -3,7 +3,10 @@
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from record.events import EventKind
+from record.events import Event, EventKind
+from reference_engine.core.engine import EngineCore
+from reference_engine.server.metrics import EngineMetrics
+from tests.helpers import small_config
 from tests.unit.server.server_support import ACME, ADMIN, chat, server_config, serving
 
 pytestmark = pytest.mark.anyio
@@ -67,3 +70,9 @@ async def test_cancellations_land_in_the_release_latency_histogram():
         m = samples((await client.get("/metrics", headers=ADMIN)).text)
         assert value(m, "kvgate_cancel_release_latency_seconds_count") == 1
         assert value(m, "kvgate_requests_finished_total", tenant="acme", reason="cancelled") == 1
+
+
+def test_swapped_events_count_their_bytes():
+    metrics = EngineMetrics(EngineCore(small_config()), "m")
+    metrics.on_events([Event(0, 0.0, EventKind.SWAPPED, request_id="r", num_blocks=2, num_bytes=4096)])
+    assert metrics.registry.get_sample_value("kvgate_swap_out_bytes_total") == 4096
