@@ -105,7 +105,7 @@ class KvEventSubscriber:
         self.num_undecodable = 0
         self._decode = msgspec.msgpack.Decoder().decode
         self._decode_error = msgspec.DecodeError
-        self._context = zmq.Context.instance()
+        self._context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         self._socket = self._context.socket(zmq.SUB)
         self._socket.setsockopt(zmq.RCVTIMEO, RECV_TIMEOUT_MS)
         self._socket.setsockopt(zmq.LINGER, 0)

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import compress, count
 from operator import gt
+from typing import cast
 
 from reference_engine.policies.base import EntryMeta, EvictionIndex
 
@@ -126,8 +127,9 @@ class BlockPool:
     def _evict_cached(self, num: int, now_s: float) -> list[int]:
         victims = self._cached.pop_victims(num, now_s)
         h2b, hashes = self._hash_to_block, self._hash
+        hashed = cast("list[int]", hashes)  # the cached tier holds hashed blocks only: victims have one
         for b in victims:
-            del h2b[hashes[b]]
+            del h2b[hashed[b]]
             hashes[b] = None
         self.num_evicted_cached += len(victims)
         assert len(victims) >= num, "cached index returned fewer victims than it holds"
@@ -216,6 +218,7 @@ class BlockPool:
         evicted from its end) and to the free stack otherwise.
         """
         ref = self._ref
+        released: Sequence[int]
         if hold or not self._held.isdisjoint(blocks):
             released = self._decref_held(blocks, hold)
             self.sharing_epoch += 1
@@ -226,14 +229,15 @@ class BlockPool:
             released = blocks[::-1]
         else:  # no retained state, but some blocks are shared (prefix hits of running requests)
             self.sharing_epoch += 1
-            released = []
+            to_release: list[int] = []
             for b in reversed(blocks):
                 r = ref[b] - 1
                 ref[b] = r
                 if not r:
-                    released.append(b)
+                    to_release.append(b)
                 elif r < 0:
                     raise AssertionError(f"block {b} released more often than referenced")
+            released = to_release
         if not released:
             return 0
         self.num_live -= len(released)
@@ -270,7 +274,7 @@ class BlockPool:
                 released.append(b)
         return released
 
-    def _count_tenants(self, blocks: list[int], sign: int) -> None:
+    def _count_tenants(self, blocks: Sequence[int], sign: int) -> None:
         counts = self.live_by_tenant
         owners = list(map(self._tenant.__getitem__, blocks))
         first = owners[0]

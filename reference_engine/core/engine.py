@@ -44,7 +44,7 @@ from reference_engine.core.snapshot import PolicyStats, UsageSnapshot, take_poli
 from reference_engine.core.tenants import TenantRegistry, TenantState
 from reference_engine.core.watermarks import PressureLevel, Watermarks
 from record.errors import CapacityError, ConfigError, DeviceOutOfMemoryError, RequestError
-from reference_engine.executors.base import Executor, StepOutcome, StepPlan
+from reference_engine.executors.base import BlockCopy, Executor, ScheduledChunk, StepOutcome, StepPlan
 from reference_engine.executors.registry import make_executor
 from reference_engine.memory import GIB, MemoryPlan
 from reference_engine.policies.registry import make_policy
@@ -307,6 +307,7 @@ class EngineCore:
         for rid in aborts:
             r = self.scheduler.requests.get(rid)
             if r is not None:  # a live loop may end a step after its modelled end: never release before the cancel
+                assert r.cancel_received_s is not None, "abort() stamps the cancel before deferring it"
                 self.scheduler.finish(r, FinishReason.CANCELLED, max(step.t_end_s, r.cancel_received_s))
         self._note_level(step.t_end_s)
         return StepOutput(step.t_start_s, step.t_end_s, outputs, num_steps, num_tokens)
@@ -315,7 +316,8 @@ class EngineCore:
         """The device ran out of memory mid-step: the step's KV may be half-written, so every
         request in it fails with an `oom` event, as on a real engine (gated: zero OOM)."""
         self.scheduler.num_oom += 1
-        requests = {id(x.request): x.request for x in (*plan.chunks, *plan.swap_out, *plan.swap_in)}
+        work: tuple[ScheduledChunk | BlockCopy, ...] = (*plan.chunks, *plan.swap_out, *plan.swap_in)
+        requests = {id(x.request): x.request for x in work}
         self.events.emit(now, EventKind.OOM, num_blocks=sum(len(r.block_ids) for r in requests.values()),
                          reason="device_oom")
         for r in requests.values():

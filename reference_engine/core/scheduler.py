@@ -56,7 +56,7 @@ from reference_engine.core.watermarks import PressureLevel, Watermarks
 from reference_engine.executors.base import BlockCopy, Executor, KVCompaction, ScheduledChunk, StepOutcome, StepPlan
 from reference_engine.memory import MemoryPlan
 from reference_engine.policies.base import EntryMeta
-from reference_engine.policies.policy import Policy
+from reference_engine.policies.policy import Compressor, Policy
 
 if TYPE_CHECKING:
     from reference_engine.executors.base import Attention
@@ -535,7 +535,7 @@ class Scheduler:
         return budget
 
     def _start_waiting(self, now_s: float, plan: StepPlan, budget: int) -> None:
-        skip = frozenset()
+        skip: frozenset[TrafficClass] = frozenset()
         if self.policy.watermarks and self.live_blocks >= self.marks.pause_batch:
             skip = frozenset({TrafficClass.BATCH})
         batch_waiting = self.waiting.num_by_class[TrafficClass.BATCH] > 0 and not skip
@@ -653,12 +653,12 @@ class Scheduler:
                 if r.num_computed_tokens // bt > r.num_registered_blocks and not r.approximate:  # a block filled up
                     self.kv.register_full_blocks(r)
                 if compressor is not None:
-                    self._compress(r, attention.get(r.request_id), t_end_s, num_steps)
+                    self._compress(compressor, r, attention.get(r.request_id), t_end_s, num_steps)
                 continue
             out = self._apply_sampled(r, tokens, t_end_s, max_ctx)
             outputs.append(out)
             if not out.finished and compressor is not None:
-                self._compress(r, attention.get(r.request_id), t_end_s, num_steps)
+                self._compress(compressor, r, attention.get(r.request_id), t_end_s, num_steps)
         return outputs
 
     def _grow_later_steps(self, plan: StepPlan, boundaries_s: Sequence[float]) -> None:
@@ -708,10 +708,11 @@ class Scheduler:
         moves, self._compactions = [c for c in self._compactions if not c.request.is_finished], []
         return moves
 
-    def _compress(self, r: Request, attention: Attention | None, now_s: float, num_steps: int = 1) -> None:
+    def _compress(self, compressor: Compressor, r: Request, attention: Attention | None, now_s: float,
+                  num_steps: int = 1) -> None:
         """Let the token-level policy drop KV of `r` after the `num_steps` steps of a plan; the
         move goes to the next plan."""
-        keep = self.policy.compressor.plan_keep(r, attention, lambda: self.kv.shared_prefix_tokens(r), num_steps)
+        keep = compressor.plan_keep(r, attention, lambda: self.kv.shared_prefix_tokens(r), num_steps)
         if keep is None:
             return
         before = r.num_kv_tokens

@@ -100,19 +100,23 @@ class WaitingQueue:
                 r = dq[0]
                 if r.state is not RequestState.WAITING:
                     dq.popleft()  # started, cancelled or finished meanwhile
-                elif r.deadline_s <= now_s:
-                    out.append(dq.popleft())
                 else:
-                    break
+                    assert r.deadline_s is not None, "enqueue tracks only requests with a deadline"
+                    if r.deadline_s <= now_s:
+                        out.append(dq.popleft())
+                    else:
+                        break
         return out
 
     def next_deadline_s(self) -> float | None:
-        heads = []
+        heads: list[float] = []
         for dq in self._deadlines.values():
             while dq and dq[0].state is not RequestState.WAITING:
                 dq.popleft()
             if dq:
-                heads.append(dq[0].deadline_s)
+                deadline_s = dq[0].deadline_s
+                assert deadline_s is not None, "enqueue tracks only requests with a deadline"
+                heads.append(deadline_s)
         return min(heads, default=None)
 
     def __iter__(self) -> Iterator[Request]:

@@ -23,6 +23,8 @@ from reference_engine.request import Request
 if TYPE_CHECKING:
     from typing import TypeAlias
 
+    import numpy as np
+
     from reference_engine.executors.sim_attention import SyntheticAttention
 
     Attention: TypeAlias = Sequence[float] | SyntheticAttention  # per KV token, or the sim's closed form
@@ -64,7 +66,7 @@ class KVCompaction:
 
     request: Request
     block_ids: list[int]
-    src: Sequence[int]
+    src: Sequence[int] | np.ndarray  # the KV manager passes an int array
     dst_start: int
 
 

@@ -25,7 +25,7 @@ import functools
 import re
 import time
 from collections.abc import Callable
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.exceptions import RequestValidationError
@@ -44,7 +44,7 @@ from reference_engine.server.state import ServerState, session_rebuildable
 Body = TypeVar("Body", ChatCompletionRequest, CompletionRequest)
 LONG_PROMPT_CHARS = 16_384  # prompts from this long (≈ 2K words) are judged by count, tokenized off the loop
 _bearer = HTTPBearer(auto_error=False, description="a tenant API key from the engine config")
-_ERRORS = {code: {"description": what} for code, what in (
+_ERRORS: dict[int | str, dict[str, Any]] = {code: {"description": what} for code, what in (
     (400, "malformed input or context_length_exceeded"), (401, "unknown API key"), (404, "unknown model"),
     (410, "context_expired: the session's KV is gone and it is not rebuildable"), (413, "body too large"),
     (429, "kv_capacity, tenant_quota or queue_deadline, with Retry-After"),
@@ -84,21 +84,24 @@ def _session_and_request_ids(headers: Headers) -> tuple[str | None, str | None]:
     return session_id, label
 
 
-def _inline_schema(model: type[BaseModel]) -> dict:
+def _inline_schema(model: type[BaseModel]) -> dict[str, object]:
     """The model's JSON schema with its `$defs` inlined, to document a body read by hand."""
     schema = model.model_json_schema()
     defs = schema.pop("$defs", {})
 
+    def resolve_object(node: dict[str, object]) -> dict[str, object]:
+        if "$ref" in node:
+            return resolve_object(defs[str(node["$ref"]).rsplit("/", 1)[-1]])
+        return {k: resolve(v) for k, v in node.items()}
+
     def resolve(node: object) -> object:
         if isinstance(node, dict):
-            if "$ref" in node:
-                return resolve(defs[node["$ref"].rsplit("/", 1)[-1]])
-            return {k: resolve(v) for k, v in node.items()}
+            return resolve_object(node)
         if isinstance(node, list):
             return [resolve(v) for v in node]
         return node
 
-    return resolve(schema)
+    return resolve_object(schema)
 
 
 def _openapi(model: type[BaseModel]) -> dict:
@@ -110,7 +113,13 @@ def _parse(model: type[Body], raw: bytes) -> Body:
     try:
         return model.model_validate_json(raw)
     except ValidationError as err:
-        raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in err.errors()]) from None
+        raise _located_in_body(err) from None
+
+
+def _located_in_body(err: ValidationError) -> RequestValidationError:
+    """The model's errors as FastAPI reports a body's. Outside `_parse`: mypy checks a function
+    of a constrained TypeVar once per constraint and loses a comprehension's variable there."""
+    return RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in err.errors()])
 
 
 Tenant = Annotated[TenantState, Depends(_tenant)]

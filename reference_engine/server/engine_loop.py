@@ -166,6 +166,7 @@ class EngineLoop:
         streams = self._streams
         for event in page.events:
             if event.kind is EventKind.FINISHED:
+                assert event.request_id is not None, "the scheduler emits finished with its request id"
                 stream = streams.pop(event.request_id, None)
                 if stream is not None:
                     stream.close()

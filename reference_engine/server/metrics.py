@@ -81,8 +81,10 @@ class EngineMetrics:
         for e in events:
             kind = e.kind
             if kind is EventKind.FIRST_TOKEN:
-                self.ttft.labels(e.traffic_class).observe(e.latency_s)
-                self.vllm_ttft.observe(e.latency_s)
+                latency_s = e.latency_s
+                assert latency_s is not None, "the scheduler emits first_token with its latency"
+                self.ttft.labels(e.traffic_class).observe(latency_s)
+                self.vllm_ttft.observe(latency_s)
             elif kind is EventKind.FINISHED:
                 self.finished.labels(e.tenant, e.reason).inc()
             elif kind is EventKind.BLOCKS_RELEASED:
@@ -179,9 +181,9 @@ class _StateCollector(Collector):
         depth = GaugeMetricFamily("kvgate_queue_depth", "Waiting requests per traffic class", labels=["traffic_class"])
         oldest = GaugeMetricFamily("kvgate_queue_oldest_wait_seconds", "Longest current wait per traffic class",
                                    labels=["traffic_class"])
-        for c, n in s.waiting_by_class.items():
-            depth.add_metric([c], n)
-            oldest.add_metric([c], s.oldest_wait_s_by_class.get(c, 0.0))
+        for traffic_class, n in s.waiting_by_class.items():
+            depth.add_metric([traffic_class], n)
+            oldest.add_metric([traffic_class], s.oldest_wait_s_by_class.get(traffic_class, 0.0))
         yield depth
         yield oldest
         live = GaugeMetricFamily("kvgate_tenant_live_blocks", "Live KV blocks per tenant", labels=["tenant"])

@@ -12,14 +12,18 @@ Types are strict (`"5"` is not a number): a wrong type is a 400 that names the f
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from record.errors import InvalidRequestError
 from reference_engine.tokenizer import Tokenizer, apply_chat_template
 
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs  # typing.TypeIs is 3.13+; only mypy reads it here
+
 _STRICT = ConfigDict(extra="ignore", strict=True)
+
 TokenId = Annotated[int, Field(ge=0)]
 
 
@@ -94,22 +98,29 @@ class CompletionRequest(_CompletionParams):
     def prompt_text(self) -> str | None:
         """The prompt's text, or None when it was sent as token ids."""
         p = self.prompt
-        if isinstance(p, str):
-            return p
-        if p and isinstance(p[0], str):
-            if len(p) != 1:
-                raise InvalidRequestError(f"'prompt' holds {len(p)} prompts; batched prompts are not supported, "
-                                          f"send one prompt per request", param="prompt")
-            return p[0]
-        return None
+        return None if _is_token_ids(p) else _one_text(p)
 
     def prompt_token_ids(self, tokenizer: Tokenizer) -> list[int]:
-        text = self.prompt_text()
-        if text is not None:
-            return tokenizer.encode(text)
         p = self.prompt
+        if not _is_token_ids(p):
+            return tokenizer.encode(_one_text(p))
         too_large = max(p, default=0)
         if too_large > tokenizer.max_token_id:
             raise InvalidRequestError(f"token id {too_large} is out of the vocabulary: ids run from 0 to "
                                       f"{tokenizer.max_token_id}", param="prompt")
         return list(p)
+
+
+def _is_token_ids(prompt: str | list[str] | list[int]) -> TypeIs[list[int]]:
+    """Whether a completion prompt was sent as token ids (an empty list is an empty prompt of ids)."""
+    return not isinstance(prompt, str) and not (prompt and isinstance(prompt[0], str))
+
+
+def _one_text(prompt: str | list[str]) -> str:
+    """The text of a prompt sent as text; a list of several texts (a batch) is refused."""
+    if isinstance(prompt, str):
+        return prompt
+    if len(prompt) != 1:
+        raise InvalidRequestError(f"'prompt' holds {len(prompt)} prompts; batched prompts are not supported, "
+                                  f"send one prompt per request", param="prompt")
+    return prompt[0]

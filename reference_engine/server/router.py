@@ -72,6 +72,7 @@ class Router:
     def __init__(self, config: EngineConfig, num_workers: int, log_level: str = "info") -> None:
         assert config.server.admin_key is not None, "serve() gives the router its admin key (it names worker requests)"
         self.config = config
+        self.admin_key: str = config.server.admin_key
         self.clock = MonotonicClock()
         self.engine_clock_offset_unix = time.time() - self.clock.now()
         self.events = MergedEventLog()
@@ -210,8 +211,7 @@ class Router:
     def pick(self, exclude: set[int], session_key: str | None) -> tuple[WorkerSlot | None, bool]:
         """(worker to use, whether the session moved off a lost worker)."""
         ready = [s for s in self.slots if s.state is WorkerState.READY and s.worker not in exclude]
-        home = self._sessions.get(session_key) if session_key is not None else None
-        if home is None:
+        if session_key is None or (home := self._sessions.get(session_key)) is None:
             return self._least_loaded(ready), False
         worker, incarnation = home
         slot = self.slots[worker]
@@ -239,7 +239,7 @@ class Router:
             payload = None
         headers = {k: v for k in _FORWARDED if (v := request.headers.get(k)) is not None}
         headers[FORWARDED_ID_HEADER] = request_id  # the worker names the request as the ledger does
-        headers[ROUTER_KEY_HEADER] = self.config.server.admin_key
+        headers[ROUTER_KEY_HEADER] = self.admin_key
         session_id = request.headers.get("x-session-id")
         # As the worker decides for an evicted session: the header and the tenant's rebuildable_sessions.
         rebuildable = session_rebuildable(request.headers.get("x-session-rebuildable"), tenant_config)
@@ -266,7 +266,7 @@ class ProxyResponse(Response):
                  rebuildable: bool) -> None:
         self.router = router
         self.path = path
-        self.body = body
+        self.request_body = body  # not `body`: that names the response's body on a starlette Response
         self.forward_headers = headers
         self.request_id = request_id
         self.tenant = tenant
@@ -301,9 +301,10 @@ class ProxyResponse(Response):
         while (await receive())["type"] != "http.disconnect":
             pass
 
-    async def _connect(self) -> tuple[httpx.Response | None, bool]:
+    async def _connect(self) -> tuple[httpx.Response, bool]:
         """Reserve and send to a worker, retrying others that cannot be reached. (response, rebuilt)"""
-        router, tried, rebuilt = self.router, set(), False
+        router, rebuilt = self.router, False
+        tried: set[int] = set()
         while True:
             slot, moved = router.pick(tried, self.session_key)
             rebuilt = rebuilt or moved
@@ -320,7 +321,7 @@ class ProxyResponse(Response):
             self.worker = slot.worker
             router.track(self, slot.worker)
             try:
-                request = client.build_request("POST", self.path, content=self.body, headers=self.forward_headers)
+                request = client.build_request("POST", self.path, content=self.request_body, headers=self.forward_headers)
                 response = await client.send(request, stream=True)
             except (httpx.ConnectError, httpx.ConnectTimeout) as err:
                 router.untrack(self, slot.worker)

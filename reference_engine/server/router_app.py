@@ -20,9 +20,9 @@ or holding the whole answer.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import httpx
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
@@ -46,19 +46,30 @@ _SUMMED = ("num_blocks", "live_blocks", "retained_blocks", "pinned_blocks", "cac
            "pending_blocks", "num_running", "num_waiting", "num_swapped", "num_prefilling", "public_live_blocks",
            "host_used_bytes", "active_blocks", "num_open_streams")
 
+T = TypeVar("T")
 
-async def _from_workers(router: Router, path: str) -> tuple[dict[int, object], list[int]]:
-    """GET `path` from every ready worker, as admin: ({worker: JSON or text}, [workers that did
-    not answer])."""
+
+def _json(resp: httpx.Response) -> dict:
+    return resp.json()
+
+
+def _text(resp: httpx.Response) -> str:
+    return resp.text
+
+
+async def _from_workers(router: Router, path: str,
+                        read: Callable[[httpx.Response], T]) -> tuple[dict[int, T], list[int]]:
+    """GET `path` from every ready worker, as admin: ({worker: what `read` makes of its answer},
+    [workers that did not answer])."""
     headers = {"authorization": f"Bearer {router.config.server.admin_key}"}
     slots = [(s.worker, router.client(s.worker)) for s in router.slots]
 
-    async def one(client: httpx.AsyncClient | None) -> object:
+    async def one(client: httpx.AsyncClient | None) -> T | None:
         if client is None:
             return None
         resp = await client.get(path, headers=headers, timeout=router.call_timeout)  # a hung worker: unavailable
         resp.raise_for_status()
-        return resp.text if path == "/metrics" else resp.json()
+        return read(resp)
 
     results = await asyncio.gather(*(one(c) for _, c in slots), return_exceptions=True)
     answers = {w: r for (w, _), r in zip(slots, results, strict=True)
@@ -137,14 +148,14 @@ def _admin_api(router: Router) -> APIRouter:
 
     @api.get("/snapshot")
     async def snapshot() -> dict:
-        snaps, unavailable = await _from_workers(router, "/admin/snapshot")
+        snaps, unavailable = await _from_workers(router, "/admin/snapshot", _json)
         return {**aggregate_snapshots(snaps), "workers": snaps, "unavailable": unavailable,
                 "num_reservations": len(router.ledger), "reserved_blocks": sum(router.ledger.reserved_blocks),
                 **clock()}
 
     @api.get("/ledger")
     async def ledger() -> dict:
-        ledgers, unavailable = await _from_workers(router, "/admin/ledger")
+        ledgers, unavailable = await _from_workers(router, "/admin/ledger", _json)
         return {"reservations": router.ledger.rows(), "reserved_blocks_by_worker": router.ledger.reserved_blocks,
                 "workers": ledgers, "unavailable": unavailable, **clock()}
 
@@ -202,7 +213,7 @@ def create_router_app(config, *, num_workers: int, log_level: str = "info") -> F
     @app.get("/metrics", tags=["ops"])
     async def metrics(request: Request) -> Response:
         with_tenants = metrics_with_tenants(request.headers.get("authorization"), config.server)
-        texts, _ = await _from_workers(router, "/metrics")
+        texts, _ = await _from_workers(router, "/metrics", _text)
         families = _router_families(router) + merge_worker_metrics(texts)
         return Response(render_families(families if with_tenants else without_tenants(families)),
                         media_type=PROMETHEUS_TEXT)

@@ -106,15 +106,15 @@ class Supervisor:
     async def start(self) -> None:
         # `.json`: load_config (in the worker) reads a file by its suffix.
         with tempfile.NamedTemporaryFile("w", prefix="kvgate-config-", suffix=".json", delete=False) as f:
-            self._config_path = f.name
-        save_config(self.config, self._config_path)
+            self._config_path = config_path = f.name
+        save_config(self.config, config_path)
         for slot in self.slots:
             slot.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             slot.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             slot.sock.bind(("127.0.0.1", 0))
             slot.sock.listen(1024)
             slot.sock.set_inheritable(True)
-        self._tasks = [asyncio.create_task(self._keep_alive(slot), name=f"kvgate-worker-{slot.worker}")
+        self._tasks = [asyncio.create_task(self._keep_alive(slot, config_path), name=f"kvgate-worker-{slot.worker}")
                        for slot in self.slots]
 
     async def stop(self) -> None:
@@ -137,11 +137,11 @@ class Supervisor:
         if self._config_path is not None:
             os.unlink(self._config_path)
 
-    async def _keep_alive(self, slot: WorkerSlot) -> None:
+    async def _keep_alive(self, slot: WorkerSlot, config_path: str) -> None:
         backoff = 0.1
         while not self._stopping:
-            await self._spawn(slot)
-            returncode = await slot.process.wait()
+            process = await self._spawn(slot, config_path)
+            returncode = await process.wait()
             if self._stopping:
                 return
             cause = slot.kill_cause or exit_cause(returncode)
@@ -163,19 +163,22 @@ class Supervisor:
         log.warning("worker %d (pid %s): %s; killing it", slot.worker, slot.pid, cause)
         slot.process.kill()
 
-    async def _spawn(self, slot: WorkerSlot) -> None:
+    async def _spawn(self, slot: WorkerSlot, config_path: str) -> asyncio.subprocess.Process:
+        """Start the slot's next incarnation; returns its process (also kept in `slot.process`)."""
+        assert slot.sock is not None, "start() binds every slot's socket before its first spawn"
         fd = slot.sock.fileno()
-        slot.process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "reference_engine.server.worker", "--config-json", self._config_path,
+        slot.process = process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "reference_engine.server.worker", "--config-json", config_path,
             "--fd", str(fd), "--worker", str(slot.worker), "--log-level", self.log_level, pass_fds=(fd,))
-        slot.pid, slot.incarnation = slot.process.pid, slot.incarnation + 1
+        slot.pid, slot.incarnation = process.pid, slot.incarnation + 1
         slot.state, slot.started_unix, slot.kill_cause = WorkerState.STARTING, time.time(), None
         log.info("worker %d started: pid %d on port %d", slot.worker, slot.pid, slot.port)
-        task = asyncio.create_task(self._await_ready(slot, slot.incarnation))
+        task = asyncio.create_task(self._await_ready(slot, process, slot.incarnation))
         self._ready_tasks.add(task)
         task.add_done_callback(self._ready_tasks.discard)
+        return process
 
-    async def _await_ready(self, slot: WorkerSlot, incarnation: int) -> None:
+    async def _await_ready(self, slot: WorkerSlot, process: asyncio.subprocess.Process, incarnation: int) -> None:
         deadline = time.monotonic() + _READY_TIMEOUT_S
         async with httpx.AsyncClient(timeout=2.0) as client:
             while slot.incarnation == incarnation and slot.state is WorkerState.STARTING:
@@ -191,6 +194,6 @@ class Supervisor:
                 if time.monotonic() > deadline:
                     log.error("worker %d (pid %d) not ready after %.0f s; killing it", slot.worker, slot.pid,
                               _READY_TIMEOUT_S)
-                    slot.process.kill()
+                    process.kill()
                     return
                 await asyncio.sleep(_READY_POLL_S)

@@ -16,9 +16,11 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from record.events import WORKER_EVENT_COLUMNS
 from tests.integration.server_process import ADMIN, running_server, wait_until_drained
 
 MESSAGES = [{"role": "user", "content": "count to a thousand"}]
+REASON = WORKER_EVENT_COLUMNS.index("reason")  # event rows as /admin/events serves them
 
 
 def admin(base: str, path: str) -> dict:
@@ -62,8 +64,8 @@ def test_kill_9_of_a_worker_mid_stream(tmp_path):
         rows = admin(base, "/admin/events")["rows"]
         died = [r for r in rows if r[2] == "worker_died"]
         released = [r for r in rows if r[2] == "reservation_released" and r[3] == first.id]
-        assert [(r[-1], r[10]) for r in died] == [(victim, "killed by SIGKILL")]
-        assert [(r[-1], r[10]) for r in released] == [(victim, "worker_lost")]
+        assert [(r[-1], r[REASON]) for r in died] == [(victim, "killed by SIGKILL")]
+        assert [(r[-1], r[REASON]) for r in released] == [(victim, "worker_lost")]
 
         snap = wait_until_drained(base)
         assert snap["num_reservations"] == 0 and snap["active_blocks"] == 0 and snap["unavailable"] == []
@@ -117,8 +119,8 @@ def test_a_hung_worker_is_killed_its_streams_end_worker_lost_and_every_other_req
         assert {ending for _, worker, ending in streams if worker == "1"} <= {"done"}
         rows = admin(base, "/admin/events")["rows"]
         [died] = [r for r in rows if r[2] == "worker_died"]
-        assert died[-1] == 0 and died[10].startswith("hung: no answer to a health probe")
-        lost = {r[3] for r in rows if r[2] == "reservation_released" and r[10] == "worker_lost"}
+        assert died[-1] == 0 and died[REASON].startswith("hung: no answer to a health probe")
+        lost = {r[3] for r in rows if r[2] == "reservation_released" and r[REASON] == "worker_lost"}
         # every request on the hung worker ended worker_lost; every other one succeeded
         assert {rid for rid, worker, _ in streams if worker == "0"} <= lost
         for answer in others:

@@ -3,7 +3,10 @@
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from record.events import EventKind
+from record.events import Event, EventKind
+from reference_engine.core.engine import EngineCore
+from reference_engine.server.metrics import EngineMetrics
+from tests.helpers import small_config
 from tests.unit.server.server_support import ACME, ADMIN, chat, server_config, serving
 
 pytestmark = pytest.mark.anyio
@@ -71,17 +74,8 @@ async def test_cancellations_land_in_the_release_latency_histogram():
 
 def test_every_event_kind_updates_the_metrics_without_error():
     """One event of each kind, each column filled as the catalogue says (record/events.py)."""
-    from prometheus_client import generate_latest
-
-    from record.events import Event
-    from reference_engine import EngineCore, VirtualClock
-    from reference_engine.server.metrics import EngineMetrics
-
-    core = EngineCore(server_config(), clock=VirtualClock())
-    metrics = EngineMetrics(core, "m")
-    events = [Event(i, 1.0, kind, request_id="r", tenant="acme", traffic_class="interactive", num_blocks=2,
-                    num_tokens=3, latency_s=0.5, deadline_s=9.0, tenant_live_blocks=4, num_bytes=4096, usage=0.9,
-                    reason="stop", mode="swap") for i, kind in enumerate(EventKind)]
-    metrics.on_events(events)
-    swapped = samples(generate_latest(metrics.registry).decode())
-    assert value(swapped, "kvgate_swap_out_bytes_total") == 4096
+    metrics = EngineMetrics(EngineCore(small_config()), "m")
+    metrics.on_events([Event(i, 1.0, kind, request_id="r", tenant="acme", traffic_class="interactive", num_blocks=2,
+                             num_tokens=3, latency_s=0.5, deadline_s=9.0, tenant_live_blocks=4, num_bytes=4096,
+                             usage=0.9, reason="stop", mode="swap") for i, kind in enumerate(EventKind)])
+    assert metrics.registry.get_sample_value("kvgate_swap_out_bytes_total") == 4096
