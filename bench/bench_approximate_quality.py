@@ -40,8 +40,11 @@ from reference_engine.catalog import DType, get_model  # noqa: E402
 from reference_engine.divergence import measure_divergence, run_prompts  # noqa: E402
 from reference_engine.memory import GIB  # noqa: E402
 
-POLICIES = {"exact (lru)": "configs/default.toml", "streamingllm": "configs/streamingllm.toml",
-            "h2o": "configs/h2o.toml"}
+POLICIES = {
+    "exact (lru)": "configs/default.toml",
+    "streamingllm": "configs/streamingllm.toml",
+    "h2o": "configs/h2o.toml",
+}
 BLOCK_TOKENS = 16
 NUM_BLOCKS = 2048  # room for the longest prompt and answer twice over: no pressure, no preemption
 
@@ -69,12 +72,20 @@ def engine_config(path: str, args: argparse.Namespace) -> EngineConfig:
     """The config at `path` (its policy and policy settings) on the torch executor, one request at a time."""
     bytes_per_block = get_model(args.model).kv_bytes_per_token(DType(args.dtype)) * BLOCK_TOKENS
     overrides: dict[str, Any] = {
-        "model.name": args.model, "model.weight_dtype": args.dtype, "model.kv_dtype": args.dtype,
-        "binding.gpu_sku": "", "engine.executor": "torch", "torch.device": args.device,
-        "torch.checkpoint": args.checkpoint, "torch.cpu_threads": args.threads,
+        "model.name": args.model,
+        "model.weight_dtype": args.dtype,
+        "model.kv_dtype": args.dtype,
+        "binding.gpu_sku": "",
+        "engine.executor": "torch",
+        "torch.device": args.device,
+        "torch.checkpoint": args.checkpoint,
+        "torch.cpu_threads": args.threads,
         "hardware.kv_pool_gib": (NUM_BLOCKS + 0.5) * bytes_per_block / GIB,
-        "engine.max_num_seqs": 1, "engine.max_num_batched_tokens": 512, "engine.long_prefill_token_threshold": 512,
-        "admission.enabled": False, "prefix_cache.public_prefixes": [],
+        "engine.max_num_seqs": 1,
+        "engine.max_num_batched_tokens": 512,
+        "engine.long_prefill_token_threshold": 512,
+        "admission.enabled": False,
+        "prefix_cache.public_prefixes": [],
         "tenants": {"bench": {"api_keys": ["sk-bench"], "max_kv_share": 1.0}},
     }
     return with_overrides(load_config(REPO / path), overrides)
@@ -92,11 +103,15 @@ def main() -> None:
     model = get_model(args.model)
     longest = min(int(load_thresholds().objective["critical_max_prompt_tokens"]), model.max_context_tokens - args.new)
     prompts = prompt_set(args.prompts, shortest, longest, model.vocab_size)
-    print(f"{args.model} ({args.checkpoint or 'random weights'}), {args.dtype} on {args.device}: "
-          f"{len(prompts)} prompts of {len(prompts[0])}-{len(prompts[-1])} tokens, {args.new} output tokens each")
+    print(
+        f"{args.model} ({args.checkpoint or 'random weights'}), {args.dtype} on {args.device}: "
+        f"{len(prompts)} prompts of {len(prompts[0])}-{len(prompts[-1])} tokens, {args.new} output tokens each"
+    )
     exact: list[list[int]] = []
-    print(f"{'policy':14s} {'token agreement':>16s} {'first divergence (median)':>26s} {'identical':>10s} "
-          f"{'teacher-forced agreement':>25s} {'mean KL':>9s}")
+    print(
+        f"{'policy':14s} {'token agreement':>16s} {'first divergence (median)':>26s} {'identical':>10s} "
+        f"{'teacher-forced agreement':>25s} {'mean KL':>9s}"
+    )
     for label, path in POLICIES.items():
         executor, done = run_prompts(engine_config(path, args), prompts, args.new)
         answers = [r.output_token_ids for r in done]
@@ -105,11 +120,15 @@ def main() -> None:
         total = sum(len(ref) for ref in exact)
         firsts = [first_divergence(answer, ref) for answer, ref in zip(answers, exact)]
         forced = measure_divergence(executor, done)
-        print(f"{label:14s} {agree / total:16.1%} {percentile(firsts, 50):26.0f} "
-              f"{sum(f == len(ref) for f, ref in zip(firsts, exact)):>6d}/{len(exact):<3d} "
-              f"{forced.token_agreement:25.1%} {forced.mean_kl:9.4f}")
-        print(f"{'':14s} first divergence per prompt: {firsts}; approximate answers: "
-              f"{sum(r.approximate for r in done)}/{len(done)}")
+        print(
+            f"{label:14s} {agree / total:16.1%} {percentile(firsts, 50):26.0f} "
+            f"{sum(f == len(ref) for f, ref in zip(firsts, exact)):>6d}/{len(exact):<3d} "
+            f"{forced.token_agreement:25.1%} {forced.mean_kl:9.4f}"
+        )
+        print(
+            f"{'':14s} first divergence per prompt: {firsts}; approximate answers: "
+            f"{sum(r.approximate for r in done)}/{len(done)}"
+        )
 
 
 if __name__ == "__main__":

@@ -218,8 +218,11 @@ def bench_warm(num_blocks: int, ops: int, seed: int) -> dict[str, float]:
         pool.decref(blocks, 1.0)
     pool.allocate(pool.num_free, "t", 1.0)  # the remainder below one sequence: now only cached blocks are left
     held: list[list[int]] = []
-    res = {"evict": _timed(lambda: held.extend(pool.allocate(SEQ_BLOCKS, "t", 2.0) for _ in range(calls)),
-                           time.process_time)}
+    res = {
+        "evict": _timed(
+            lambda: held.extend(pool.allocate(SEQ_BLOCKS, "t", 2.0) for _ in range(calls)), time.process_time
+        )
+    }
     for blocks, hashes in zip(held, fresh):
         pool.register_many(blocks, hashes)
     res["cache+free"] = _timed(lambda: [pool.decref(blocks, 3.0) for blocks in held], time.process_time)
@@ -230,8 +233,9 @@ def bench_warm(num_blocks: int, ops: int, seed: int) -> dict[str, float]:
         vpool.free_blocks(blocks)
     vpool.get_new_blocks(num_blocks % SEQ_BLOCKS)  # the unhashed remainder, at the head of the queue
     vheld: list[list[VllmBlock]] = []
-    res["vllm evict"] = _timed(lambda: vheld.extend(vpool.get_new_blocks(SEQ_BLOCKS) for _ in range(calls)),
-                               time.process_time)
+    res["vllm evict"] = _timed(
+        lambda: vheld.extend(vpool.get_new_blocks(SEQ_BLOCKS) for _ in range(calls)), time.process_time
+    )
     for blocks, hashes in zip(vheld, fresh):
         vpool.cache_full_blocks(blocks, hashes)
     res["vllm cache+free"] = _timed(lambda: [vpool.free_blocks(blocks) for blocks in vheld], time.process_time)
@@ -253,15 +257,27 @@ def report_warm(sizes: list[int], ops: int, repeat: int) -> None:
         print(f"{n:>9} | " + " | ".join(f"{best[n][k]:>15.3f}" for k in kinds))
     lo, hi = best[sizes[0]], best[sizes[-1]]
     print(f"flatness ({sizes[-1]} / {sizes[0]} blocks): " + ", ".join(f"{k} {hi[k] / lo[k]:.2f}" for k in kinds))
-    print("kvgate / vLLM-style at each size: " + "; ".join(
-        f"{n}: evict {best[n]['evict'] / best[n]['vllm evict']:.2f}, "
-        f"cache+free {best[n]['cache+free'] / best[n]['vllm cache+free']:.2f}" for n in sizes))
+    print(
+        "kvgate / vLLM-style at each size: "
+        + "; ".join(
+            f"{n}: evict {best[n]['evict'] / best[n]['vllm evict']:.2f}, "
+            f"cache+free {best[n]['cache+free'] / best[n]['vllm cache+free']:.2f}"
+            for n in sizes
+        )
+    )
 
 
 def _hash_request(tokens: list[int]) -> Request:
-    return Request(request_id="bench", tenant="t", traffic_class=TrafficClass.INTERACTIVE,
-                   num_prompt_tokens=len(tokens), max_new_tokens=1, arrival_s=0.0, prompt_token_ids=tokens,
-                   hash_scope=stable_id("tenant:t"))
+    return Request(
+        request_id="bench",
+        tenant="t",
+        traffic_class=TrafficClass.INTERACTIVE,
+        num_prompt_tokens=len(tokens),
+        max_new_tokens=1,
+        arrival_s=0.0,
+        prompt_token_ids=tokens,
+        hash_scope=stable_id("tenant:t"),
+    )
 
 
 def bench_hash(num_prompts: int, prompt_tokens: int, block_tokens: int = 16) -> dict[str, float]:
@@ -275,11 +291,16 @@ def bench_hash(num_prompts: int, prompt_tokens: int, block_tokens: int = 16) -> 
         for tokens in prompts:
             parent = b"\0" * 32
             for lo in range(0, prompt_tokens - block_tokens + 1, block_tokens):
-                parent = hashlib.sha256(pickle.dumps((parent, tuple(tokens[lo:lo + block_tokens]), None),
-                                                     protocol=pickle.HIGHEST_PROTOCOL)).digest()
+                parent = hashlib.sha256(
+                    pickle.dumps(
+                        (parent, tuple(tokens[lo : lo + block_tokens]), None), protocol=pickle.HIGHEST_PROTOCOL
+                    )
+                ).digest()
 
-    times = {"kvgate": _timed(lambda: [hasher.extend(r) for r in requests], time.process_time),
-             "vllm_sha256": _timed(vllm_sha256, time.process_time)}
+    times = {
+        "kvgate": _timed(lambda: [hasher.extend(r) for r in requests], time.process_time),
+        "vllm_sha256": _timed(vllm_sha256, time.process_time),
+    }
     assert all(len(r.block_hashes) == prompt_tokens // block_tokens for r in requests)
     return {k: v / num_blocks * 1e6 for k, v in times.items()}
 
@@ -305,9 +326,11 @@ def main() -> None:
         report_warm(sizes, args.warm_ops, max(args.repeat, 5))
         return
     h = _best_of(args.repeat, lambda: bench_hash(64, 2048))
-    print(f"prefix hash, CPU µs per 128-block (2K-token) sequence: kvgate (blake2b chain) "
-          f"{h['kvgate'] * SEQ_BLOCKS:.0f} | vLLM sha256(pickle) {h['vllm_sha256'] * SEQ_BLOCKS:.0f} "
-          f"(kvgate / vLLM = {h['kvgate'] / h['vllm_sha256']:.2f}; target <= 1)")
+    print(
+        f"prefix hash, CPU µs per 128-block (2K-token) sequence: kvgate (blake2b chain) "
+        f"{h['kvgate'] * SEQ_BLOCKS:.0f} | vLLM sha256(pickle) {h['vllm_sha256'] * SEQ_BLOCKS:.0f} "
+        f"(kvgate / vLLM = {h['kvgate'] / h['vllm_sha256']:.2f}; target <= 1)"
+    )
     if args.hash_only:
         return
     report_warm(sizes, args.warm_ops, max(args.repeat, 5))
@@ -326,8 +349,10 @@ def main() -> None:
                 cell += f"/{naive[k]:.2f}={naive[k] / ours[k]:.0f}x"
             cells.append(f"{cell:>16}")
         print(f"{n:>9} | " + " | ".join(cells))
-    print("flatness (cost at the largest size / cost at the smallest):",
-          ", ".join(f"{k} {ours[k] / base[k]:.2f}" for k in kinds))
+    print(
+        "flatness (cost at the largest size / cost at the smallest):",
+        ", ".join(f"{k} {ours[k] / base[k]:.2f}" for k in kinds),
+    )
 
 
 if __name__ == "__main__":

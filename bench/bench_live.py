@@ -88,25 +88,47 @@ def mock_app():
         loop = asyncio.get_running_loop()
         t = loop.time() + ttft_s
         await asyncio.sleep(ttft_s)
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")],
+            }
+        )
         rid, created = f"chatcmpl-mock-{secrets.token_hex(4)}", int(time.time())
 
         def chunk(delta: dict, finish: str | None) -> bytes:
-            return b"data: " + json.dumps({"id": rid, "object": "chat.completion.chunk", "created": created,
-                                           "model": req["model"], "choices": [
-                                               {"index": 0, "delta": delta, "finish_reason": finish}]}).encode() + b"\n\n"
+            return (
+                b"data: "
+                + json.dumps(
+                    {
+                        "id": rid,
+                        "object": "chat.completion.chunk",
+                        "created": created,
+                        "model": req["model"],
+                        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                    }
+                ).encode()
+                + b"\n\n"
+            )
 
-        await send({"type": "http.response.body", "body": chunk({"role": "assistant", "content": ""}, None),
-                    "more_body": True})
+        await send(
+            {"type": "http.response.body", "body": chunk({"role": "assistant", "content": ""}, None), "more_body": True}
+        )
         for i in range(req.get("max_tokens", 16)):
             if i:
                 t += itl_s
                 await asyncio.sleep(max(0.0, t - loop.time()))
-            await send({"type": "http.response.body", "body": chunk({"content": f"{' ' if i else ''}tok{i}"}, None),
-                        "more_body": True})
-        await send({"type": "http.response.body", "body": chunk({}, "length") + b"data: [DONE]\n\n",
-                    "more_body": False})
+            await send(
+                {
+                    "type": "http.response.body",
+                    "body": chunk({"content": f"{' ' if i else ''}tok{i}"}, None),
+                    "more_body": True,
+                }
+            )
+        await send(
+            {"type": "http.response.body", "body": chunk({}, "length") + b"data: [DONE]\n\n", "more_body": False}
+        )
 
     return app
 
@@ -159,8 +181,12 @@ def start(name: str, argv: list[str], ready_path: str, env: dict[str, str] | Non
 
 
 def start_kvgate(config_path: str, admin_key: str) -> Server:
-    return start("kvgate", ["-m", "harness.cli", "serve", "--config", config_path, "--log-level", "warning"],
-                 "/ready", {ADMIN_KEY_VAR: admin_key})
+    return start(
+        "kvgate",
+        ["-m", "harness.cli", "serve", "--config", config_path, "--log-level", "warning"],
+        "/ready",
+        {ADMIN_KEY_VAR: admin_key},
+    )
 
 
 def start_mock() -> Server:
@@ -188,8 +214,12 @@ async def stream_one(client: httpx.AsyncClient, base: str, s: Sample, headers: d
     """One streaming chat request, read as an OpenAI client reads it: SSE lines, JSON per chunk."""
     body = {"model": MODEL, "messages": s.messages, "max_tokens": s.max_tokens, "stream": True}
     s.sent = time.time()
-    async with client.stream("POST", base + "/v1/chat/completions", json=body, headers={
-            "Authorization": f"Bearer {s.key}", "X-Request-Id": s.request_id, **headers}) as r:
+    async with client.stream(
+        "POST",
+        base + "/v1/chat/completions",
+        json=body,
+        headers={"Authorization": f"Bearer {s.key}", "X-Request-Id": s.request_id, **headers},
+    ) as r:
         s.status = r.status_code
         async for line in r.aiter_lines():
             if not line.startswith("data: ") or line == "data: [DONE]":
@@ -199,8 +229,17 @@ async def stream_one(client: httpx.AsyncClient, base: str, s: Sample, headers: d
                 s.chunks.append(time.time())
 
 
-async def drive(base: str, keys: list[str], system: str, num_streams: int, seconds: float, max_tokens: int,
-                tag: str, seed: int, headers: dict[str, str]) -> list[Sample]:
+async def drive(
+    base: str,
+    keys: list[str],
+    system: str,
+    num_streams: int,
+    seconds: float,
+    max_tokens: int,
+    tag: str,
+    seed: int,
+    headers: dict[str, str],
+) -> list[Sample]:
     rng = random.Random(seed)
     samples: list[Sample] = []
     stop_at = time.monotonic() + seconds
@@ -210,8 +249,12 @@ async def drive(base: str, keys: list[str], system: str, num_streams: int, secon
         await asyncio.sleep(rng.random() * min(1.0, seconds / 4))  # staggered starts: no lock-step waves
         while time.monotonic() < stop_at:
             words = " ".join(f"q{rng.randrange(10_000)}" for _ in range(rng.randrange(20, 60)))
-            s = Sample(f"{tag}-{u}-{n}", keys[u % len(keys)],
-                       [{"role": "system", "content": system}, {"role": "user", "content": words}], max_tokens)
+            s = Sample(
+                f"{tag}-{u}-{n}",
+                keys[u % len(keys)],
+                [{"role": "system", "content": system}, {"role": "user", "content": words}],
+                max_tokens,
+            )
             samples.append(s)
             try:
                 await stream_one(client, base, s, headers)
@@ -233,40 +276,72 @@ def gaps_s(samples: list[Sample]) -> np.ndarray:
 def kvgate_model(server: Server, admin_key: str, config, samples: list[Sample]) -> tuple[dict[str, float], float, dict]:
     """Modelled TTFT per label and the modelled decode gap, from a replay of kvgate's arrivals;
     and the engine's output token count per label."""
-    events = httpx.get(server.base + "/admin/events", headers={"Authorization": f"Bearer {admin_key}"},
-                       timeout=120).json()
+    events = httpx.get(
+        server.base + "/admin/events", headers={"Authorization": f"Bearer {admin_key}"}, timeout=120
+    ).json()
     cols = events["columns"]
     kind, rid, t, label = (cols.index(c) for c in ("kind", "request_id", "t_s", "client_request_id"))
     ours = {s.request_id for s in samples}
     label_of = {r[rid]: r[label] for r in events["rows"] if r[kind] in ("admitted", "queued") and r[label] in ours}
-    arrivals = {label_of[r[rid]]: r[t] for r in events["rows"] if r[rid] in label_of and r[kind] in ("admitted", "queued")}
-    num_tokens = {label_of[r[rid]]: r[cols.index("num_tokens")] for r in events["rows"]
-                  if r[kind] == "finished" and r[rid] in label_of}
+    arrivals = {
+        label_of[r[rid]]: r[t] for r in events["rows"] if r[rid] in label_of and r[kind] in ("admitted", "queued")
+    }
+    num_tokens = {
+        label_of[r[rid]]: r[cols.index("num_tokens")]
+        for r in events["rows"]
+        if r[kind] == "finished" and r[rid] in label_of
+    }
     model_ttft, model_gap = replay_ttft(config, samples, arrivals)
     return model_ttft, model_gap, num_tokens
 
 
-def summarize(name: str, samples: list[Sample], warmup_until: float, window_s: float, cpu_s: float,
-              model_ttft: dict[str, float], itl_s: float, num_tokens: dict[str, int] | None) -> dict:
-    steady = [s for s in samples if s.sent >= warmup_until and s.status == 200 and s.chunks
-              and s.request_id in model_ttft]
+def summarize(
+    name: str,
+    samples: list[Sample],
+    warmup_until: float,
+    window_s: float,
+    cpu_s: float,
+    model_ttft: dict[str, float],
+    itl_s: float,
+    num_tokens: dict[str, int] | None,
+) -> dict:
+    steady = [
+        s for s in samples if s.sent >= warmup_until and s.status == 200 and s.chunks and s.request_id in model_ttft
+    ]
     added = np.array([s.ttft_s - model_ttft[s.request_id] for s in steady]) * 1000
     gaps = gaps_s(steady)
     received = sum(len(s.chunks) for s in samples)
     in_window = sum(sum(1 for c in s.chunks if c >= warmup_until) for s in samples)
-    out = {"server": name, "requests": len(steady), "errors": sum(s.status != 200 for s in samples if s.status or s.error),
-           "tokens_per_s": in_window / window_s, "cpu_us_per_token": cpu_s / max(1, received) * 1e6,
-           "added_ttft_ms": {"p50": percentile(added, 50), "p95": percentile(added, 95)},
-           "gap_ms": {"p50": percentile(gaps, 50) * 1000, "p95": percentile(gaps, 95) * 1000},
-           "itl_ms": itl_s * 1000, "gap_p95_over_itl": percentile(gaps, 95) / itl_s}
+    out = {
+        "server": name,
+        "requests": len(steady),
+        "errors": sum(s.status != 200 for s in samples if s.status or s.error),
+        "tokens_per_s": in_window / window_s,
+        "cpu_us_per_token": cpu_s / max(1, received) * 1e6,
+        "added_ttft_ms": {"p50": percentile(added, 50), "p95": percentile(added, 95)},
+        "gap_ms": {"p50": percentile(gaps, 50) * 1000, "p95": percentile(gaps, 95) * 1000},
+        "itl_ms": itl_s * 1000,
+        "gap_p95_over_itl": percentile(gaps, 95) / itl_s,
+    }
     if num_tokens is not None:
         done = [s for s in samples if s.request_id in num_tokens and s.status == 200]
         out["chunks_per_token"] = sum(len(s.chunks) for s in done) / max(1, sum(num_tokens[s.request_id] for s in done))
     return out
 
 
-def run_level(kvgate: Server, mock: Server, admin_key: str, config, keys: list[str], system: str,
-              num_streams: int, seconds: float, warmup_s: float, max_tokens: int, seed: int) -> list[dict]:
+def run_level(
+    kvgate: Server,
+    mock: Server,
+    admin_key: str,
+    config,
+    keys: list[str],
+    system: str,
+    num_streams: int,
+    seconds: float,
+    warmup_s: float,
+    max_tokens: int,
+    seed: int,
+) -> list[dict]:
     total = warmup_s + seconds
     tag = f"L{num_streams}-{secrets.token_hex(2)}"
     cpu0, t0 = kvgate.cpu_s(), time.time()
@@ -279,8 +354,7 @@ def run_level(kvgate: Server, mock: Server, admin_key: str, config, keys: list[s
     cpu0, t0 = mock.cpu_s(), time.time()
     ms = asyncio.run(drive(mock.base, keys, system, num_streams, total, max_tokens, tag + "m", seed, mock_headers))
     m_cpu = mock.cpu_s() - cpu0
-    mk = summarize("mock", ms, t0 + warmup_s, seconds, m_cpu, {s.request_id: ttft_model_s for s in ms}, model_gap,
-                   None)
+    mk = summarize("mock", ms, t0 + warmup_s, seconds, m_cpu, {s.request_id: ttft_model_s for s in ms}, model_gap, None)
     return [kv, mk]
 
 
@@ -293,17 +367,31 @@ def live(args) -> list[dict]:
     rows = []
     try:
         for n in (int(x) for x in args.streams.split(",")):
-            kv, mk = run_level(kvgate, mock, admin_key, config, keys, pinned[0] if pinned else "You are helpful .",
-                               n, args.seconds, args.warmup, args.max_tokens, args.seed)
+            kv, mk = run_level(
+                kvgate,
+                mock,
+                admin_key,
+                config,
+                keys,
+                pinned[0] if pinned else "You are helpful .",
+                n,
+                args.seconds,
+                args.warmup,
+                args.max_tokens,
+                args.seed,
+            )
             rows.append({"streams": n, "kvgate": kv, "mock": mk})
-            print(f"streams {n:4d} | kvgate {kv['tokens_per_s']:6.0f} tok/s, CPU {kv['cpu_us_per_token']:5.0f} µs/tok, "
-                  f"added TTFT p95 {kv['added_ttft_ms']['p95']:6.1f} ms, gap p95 {kv['gap_ms']['p95']:5.1f} ms "
-                  f"/ ITL {kv['itl_ms']:4.1f} = {kv['gap_p95_over_itl']:.2f}, chunks/token "
-                  f"{kv.get('chunks_per_token', 0):.2f}, errors {kv['errors']} | mock {mk['tokens_per_s']:6.0f} tok/s, CPU "
-                  f"{mk['cpu_us_per_token']:5.0f} µs/tok, added TTFT p95 {mk['added_ttft_ms']['p95']:6.1f} ms, gap "
-                  f"p95/ITL {mk['gap_p95_over_itl']:.2f}, errors {mk['errors']} | kvgate/mock: CPU "
-                  f"{kv['cpu_us_per_token'] / mk['cpu_us_per_token']:.2f}, added TTFT "
-                  f"{kv['added_ttft_ms']['p95'] / max(1e-3, mk['added_ttft_ms']['p95']):.2f}", flush=True)
+            print(
+                f"streams {n:4d} | kvgate {kv['tokens_per_s']:6.0f} tok/s, CPU {kv['cpu_us_per_token']:5.0f} µs/tok, "
+                f"added TTFT p95 {kv['added_ttft_ms']['p95']:6.1f} ms, gap p95 {kv['gap_ms']['p95']:5.1f} ms "
+                f"/ ITL {kv['itl_ms']:4.1f} = {kv['gap_p95_over_itl']:.2f}, chunks/token "
+                f"{kv.get('chunks_per_token', 0):.2f}, errors {kv['errors']} | mock {mk['tokens_per_s']:6.0f} tok/s, CPU "
+                f"{mk['cpu_us_per_token']:5.0f} µs/tok, added TTFT p95 {mk['added_ttft_ms']['p95']:6.1f} ms, gap "
+                f"p95/ITL {mk['gap_p95_over_itl']:.2f}, errors {mk['errors']} | kvgate/mock: CPU "
+                f"{kv['cpu_us_per_token'] / mk['cpu_us_per_token']:.2f}, added TTFT "
+                f"{kv['added_ttft_ms']['p95'] / max(1e-3, mk['added_ttft_ms']['p95']):.2f}",
+                flush=True,
+            )
     finally:
         kvgate.stop()
         mock.stop()
@@ -334,8 +422,11 @@ def timer_accuracy(step_ms: list[float], num: int) -> dict:
     for name, spin in (("sleep", False), ("sleep+spin", True)):
         late, cpu_us = asyncio.run(run(spin))
         out[name] = {"late_us": {q: percentile(late, q) for q in (50, 95, 99)}, "cpu_us_per_step": cpu_us}
-        print(f"step timer {name:>10}: late p50 {out[name]['late_us'][50]:6.0f} µs, p95 {out[name]['late_us'][95]:6.0f}"
-              f" µs, p99 {out[name]['late_us'][99]:6.0f} µs; CPU {cpu_us:5.0f} µs per step", flush=True)
+        print(
+            f"step timer {name:>10}: late p50 {out[name]['late_us'][50]:6.0f} µs, p95 {out[name]['late_us'][95]:6.0f}"
+            f" µs, p99 {out[name]['late_us'][99]:6.0f} µs; CPU {cpu_us:5.0f} µs per step",
+            flush=True,
+        )
     return out
 
 
@@ -344,8 +435,10 @@ async def raw_request(port: int, key: str, body: bytes, label: str) -> tuple[flo
     """(sent, status, answered) of one non-streaming request on a raw socket: no client-side
     parsing in the way of 400 bodies of 220 KB."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\nX-Request-Id: {label}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+    head = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\nX-Request-Id: {label}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode()
     sent = time.time()
     writer.write(head + body)
     status_line = await reader.readline()
@@ -362,32 +455,50 @@ def intake(args) -> dict:
     keys = [k for t in config.tenants.values() if t.traffic_class.value == "interactive" for k in t.api_keys]
     system_key = next(k for t in config.tenants.values() if t.traffic_class.value == "system" for k in t.api_keys)
     rng = random.Random(args.seed)
-    bodies = [json.dumps({"model": MODEL, "max_tokens": 64, "messages": [{"role": "user", "content": " ".join(
-        f"w{rng.randrange(1 << 20)}" for _ in range(args.intake_tokens - 4))}]}).encode()
-        for _ in range(args.intake_requests)]
+    bodies = [
+        json.dumps(
+            {
+                "model": MODEL,
+                "max_tokens": 64,
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": " ".join(f"w{rng.randrange(1 << 20)}" for _ in range(args.intake_tokens - 4)),
+                    }
+                ],
+            }
+        ).encode()
+        for _ in range(args.intake_requests)
+    ]
     admin_key = secrets.token_urlsafe(24)
     kvgate = start_kvgate(args.config, admin_key)
     port = int(kvgate.base.rsplit(":", 1)[1])
     try:
+
         async def burst() -> tuple[list, Sample]:
             other = Sample("intake-system", system_key, [{"role": "user", "content": "keep talking"}], 400)
             async with httpx.AsyncClient(timeout=120) as client:
                 watcher = asyncio.create_task(stream_one(client, kvgate.base, other, {}))
                 await asyncio.sleep(0.5)  # the system stream is flowing before the burst
-                results = await asyncio.gather(*(raw_request(port, keys[i % len(keys)], b, f"intake-{i}")
-                                                 for i, b in enumerate(bodies)))
+                results = await asyncio.gather(
+                    *(raw_request(port, keys[i % len(keys)], b, f"intake-{i}") for i, b in enumerate(bodies))
+                )
                 await watcher
             return results, other
 
         results, other = asyncio.run(burst())
-        events = httpx.get(kvgate.base + "/admin/events", headers={"Authorization": f"Bearer {admin_key}"},
-                           timeout=120).json()
+        events = httpx.get(
+            kvgate.base + "/admin/events", headers={"Authorization": f"Bearer {admin_key}"}, timeout=120
+        ).json()
     finally:
         kvgate.stop()
     cols = events["columns"]
     kind, t, label = (cols.index(c) for c in ("kind", "t_s", "client_request_id"))
-    decided = {r[label]: r[t] + events["engine_clock_offset_unix"] for r in events["rows"]
-               if r[kind] in ("admitted", "queued", "rejected") and r[label]}
+    decided = {
+        r[label]: r[t] + events["engine_clock_offset_unix"]
+        for r in events["rows"]
+        if r[kind] in ("admitted", "queued", "rejected") and r[label]
+    }
     waits, statuses = [], {}
     for i, (sent, status, answered) in enumerate(results):
         statuses[status] = statuses.get(status, 0) + 1
@@ -395,14 +506,20 @@ def intake(args) -> dict:
         waits.append(((at if at is not None else answered) - sent) * 1000)
     burst_start = min(sent for sent, _, _ in results)
     other_gaps = np.diff([burst_start, *[c for c in other.chunks if c >= burst_start]]) * 1000
-    out = {"requests": len(results), "statuses": statuses,
-           "first_decision_ms": {q: percentile(np.array(waits), q) for q in (50, 95, 99)},
-           "system_stream_max_gap_ms": float(other_gaps.max()) if other_gaps.size else None,
-           "system_stream_tokens": len(other.chunks)}
-    print(f"intake: {out['requests']} × {args.intake_tokens}-token prompts, statuses {statuses}; first decision "
-          f"p50 {out['first_decision_ms'][50]:.0f} ms, p95 {out['first_decision_ms'][95]:.0f} ms, p99 "
-          f"{out['first_decision_ms'][99]:.0f} ms; system stream: {out['system_stream_tokens']} tokens, longest gap "
-          f"after the burst began {out['system_stream_max_gap_ms']:.0f} ms", flush=True)
+    out = {
+        "requests": len(results),
+        "statuses": statuses,
+        "first_decision_ms": {q: percentile(np.array(waits), q) for q in (50, 95, 99)},
+        "system_stream_max_gap_ms": float(other_gaps.max()) if other_gaps.size else None,
+        "system_stream_tokens": len(other.chunks),
+    }
+    print(
+        f"intake: {out['requests']} × {args.intake_tokens}-token prompts, statuses {statuses}; first decision "
+        f"p50 {out['first_decision_ms'][50]:.0f} ms, p95 {out['first_decision_ms'][95]:.0f} ms, p99 "
+        f"{out['first_decision_ms'][99]:.0f} ms; system stream: {out['system_stream_tokens']} tokens, longest gap "
+        f"after the burst began {out['system_stream_max_gap_ms']:.0f} ms",
+        flush=True,
+    )
     return out
 
 

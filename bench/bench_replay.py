@@ -54,14 +54,22 @@ TARGET_RATIO = {False: 0.7, True: 0.25}  # of none's speed, by whether the polic
 def _parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
-    p.add_argument("--config", type=Path, action="append", help="policy config(s); default: configs/*.toml and configs/baselines/*.toml")
+    p.add_argument(
+        "--config",
+        type=Path,
+        action="append",
+        help="policy config(s); default: configs/*.toml and configs/baselines/*.toml",
+    )
     p.add_argument("--limit", type=int, default=None, help="first N requests only")
     p.add_argument("--repeat", type=int, default=1, help="replays per config; the best is reported")
     p.add_argument("--tenants", default="hash")
     p.add_argument("--profile", type=int, default=0, metavar="N", help="cProfile once more, print the top N")
-    p.add_argument("--verify", action="store_true",
-                   help="also replay event-driven and step by step once more and check that every table of "
-                        "the record is identical, and that every compaction kept the same KV tokens")
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="also replay event-driven and step by step once more and check that every table of "
+        "the record is identical, and that every compaction kept the same KV tokens",
+    )
     return p.parse_args()
 
 
@@ -109,13 +117,17 @@ def _verify(trace, engine_config, settings: ReplaySettings, out: Path) -> str:
     runs = []
     for step_by_step in (False, True):
         with _kept_tokens() as kept:
-            r = run_replay(trace, engine_config, replace(settings, step_by_step=step_by_step), out / f"steps-{step_by_step}")
+            r = run_replay(
+                trace, engine_config, replace(settings, step_by_step=step_by_step), out / f"steps-{step_by_step}"
+            )
         runs.append((r, kept))
     (fast, fast_kept), (slow, slow_kept) = runs
     differences = _differences(fast.run_dir, slow.run_dir)
     if fast_kept != slow_kept:
         differences = f"{differences or 'DIFFERENT'} kept tokens"
-    checked = f"identical record, {len(fast_kept)} compactions keep the same tokens" if fast_kept else "identical record"
+    checked = (
+        f"identical record, {len(fast_kept)} compactions keep the same tokens" if fast_kept else "identical record"
+    )
     return f"step-by-step {slow.wall_s:.0f} s: {differences or checked}"
 
 
@@ -135,9 +147,11 @@ def _measure(config: Path, args: argparse.Namespace) -> tuple[str, float, float]
             walls.append(r.wall_s)
         wall, cpu = min(walls), min(cpus)  # best of N: the least disturbed by other work
         speedup = r.stats.end_s / wall
-        line = (f"{_label(config):<28}{wall:>9.2f}{cpu:>8.2f}{speedup:>9.0f}x{r.stats.end_s / cpu:>9.0f}x"
-                f"{len(trace.requests) / wall:>9.0f}{r.meta.final['num_engine_steps']:>9}{r.stats.num_iterations:>8}"
-                f"  {'' if _label(config) != BASELINE else 'ok' if speedup >= TARGET_SPEEDUP else 'MISSED'}")
+        line = (
+            f"{_label(config):<28}{wall:>9.2f}{cpu:>8.2f}{speedup:>9.0f}x{r.stats.end_s / cpu:>9.0f}x"
+            f"{len(trace.requests) / wall:>9.0f}{r.meta.final['num_engine_steps']:>9}{r.stats.num_iterations:>8}"
+            f"  {'' if _label(config) != BASELINE else 'ok' if speedup >= TARGET_SPEEDUP else 'MISSED'}"
+        )
         if args.verify:
             line += "  " + _verify(trace, engine_config, settings, Path(tmp) / f"{config.stem}-verify")
         if args.profile:
@@ -163,7 +177,9 @@ def _ratios(cpu_speedups: dict[Path, float]) -> bool:
         engine_config = load_config(config)
         target = TARGET_RATIO[make_policy(engine_config, MemoryPlan.from_config(engine_config)).approximate]
         ok &= speedup / base >= target
-        print(f"{_label(config):<28}{speedup / base:>13.2f}  ≥ {target}  {'ok' if speedup / base >= target else 'MISSED'}")
+        print(
+            f"{_label(config):<28}{speedup / base:>13.2f}  ≥ {target}  {'ok' if speedup / base >= target else 'MISSED'}"
+        )
     return ok
 
 
@@ -176,11 +192,16 @@ def main() -> int:
     t0 = time.perf_counter()
     trace = load_trace(args.trace, "auto", args.limit)
     load_s = time.perf_counter() - t0
-    print(f"trace {args.trace.name}: {len(trace.requests)} requests over {trace.duration_s:.0f} s "
-          f"(loaded in {load_s:.2f} s); cpu count {os.cpu_count()}, load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"{'config':<28}{'wall s':>9}{'cpu s':>8}{'speed-up':>10}{'cpu x':>10}{'req/s':>9}{'steps':>9}{'iters':>8}"
-          f"  none: {TARGET_SPEEDUP:.0f}x (wall)", flush=True)
+    print(
+        f"trace {args.trace.name}: {len(trace.requests)} requests over {trace.duration_s:.0f} s "
+        f"(loaded in {load_s:.2f} s); cpu count {os.cpu_count()}, load average "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
+    print(
+        f"{'config':<28}{'wall s':>9}{'cpu s':>8}{'speed-up':>10}{'cpu x':>10}{'req/s':>9}{'steps':>9}{'iters':>8}"
+        f"  none: {TARGET_SPEEDUP:.0f}x (wall)",
+        flush=True,
+    )
     worst, cpu_speedups = float("inf"), {}
     spawn = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=1, mp_context=spawn, max_tasks_per_child=1) as pool:

@@ -19,10 +19,15 @@ from reference_engine import EngineConfig, EngineCore, VirtualClock, with_overri
 
 
 def engine_with(num_seqs: int) -> tuple[EngineCore, VirtualClock]:
-    cfg = with_overrides(EngineConfig(), {
-        "hardware.gpu": "h200", "engine.max_num_seqs": max(num_seqs, 1),
-        "engine.max_num_batched_tokens": 8192,
-        "tenants": {"t": {"api_keys": ["k"], "max_kv_share": 1.0, "max_active_seqs": 100_000}}})
+    cfg = with_overrides(
+        EngineConfig(),
+        {
+            "hardware.gpu": "h200",
+            "engine.max_num_seqs": max(num_seqs, 1),
+            "engine.max_num_batched_tokens": 8192,
+            "tenants": {"t": {"api_keys": ["k"], "max_kv_share": 1.0, "max_active_seqs": 100_000}},
+        },
+    )
     clock = VirtualClock()
     core = EngineCore(cfg, clock=clock)
     for i in range(num_seqs):
@@ -58,7 +63,9 @@ def main() -> None:
     b50, s50, s95 = percentile(base, 50) * 1e3, percentile(big, 50) * 1e3, percentile(big, 95) * 1e3
     print(f"step with 1 sequence:        P50 {b50:.3f} ms")
     print(f"step with {args.seqs} sequences:    P50 {s50:.3f} ms, P95 {s95:.3f} ms  (target <= 1 ms)")
-    print(f"marginal cost per sequence:  {(s50 - b50) / (args.seqs - 1) * 1e3:.2f} µs;  ratio {s50 / b50:.0f}x the 1-sequence step")
+    print(
+        f"marginal cost per sequence:  {(s50 - b50) / (args.seqs - 1) * 1e3:.2f} µs;  ratio {s50 / b50:.0f}x the 1-sequence step"
+    )
 
 
 if __name__ == "__main__":

@@ -63,10 +63,13 @@ class Sample:
 
 async def stream_once(host: str, port: int, s: Sample, conn: list) -> None:
     """One streaming chat request on a kept-alive raw connection; records chunk arrival times."""
-    body = json.dumps({"model": "llama-3.1-8b", "messages": s.messages, "max_tokens": s.max_tokens,
-                       "stream": True}).encode()
-    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {s.key}\r\n"
-            f"X-Request-Id: {s.request_id}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n")
+    body = json.dumps(
+        {"model": "llama-3.1-8b", "messages": s.messages, "max_tokens": s.max_tokens, "stream": True}
+    ).encode()
+    head = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {s.key}\r\n"
+        f"X-Request-Id: {s.request_id}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
     if not conn:
         conn.extend(await asyncio.open_connection(host, port))
     reader, writer = conn
@@ -93,8 +96,9 @@ async def stream_once(host: str, port: int, s: Sample, conn: list) -> None:
     s.done_unix = time.time()
 
 
-async def drive(base_port: int, keys: list[str], system: str, num_streams: int, seconds: float, max_tokens: int,
-                seed: int) -> list[Sample]:
+async def drive(
+    base_port: int, keys: list[str], system: str, num_streams: int, seconds: float, max_tokens: int, seed: int
+) -> list[Sample]:
     rng = random.Random(seed)
     samples: list[Sample] = []
     stop_at = time.monotonic() + seconds
@@ -133,9 +137,13 @@ def replay_ttft(config, samples: list[Sample], arrivals: dict[str, float]) -> tu
             at, s = pending[i]
             clock.advance_to(at)
             ids = core.tokenizer.encode(apply_chat_template(s.messages))
-            requests[s.request_id] = core.add_request(tenant=core.authenticate(s.key).name, prompt_token_ids=ids,
-                                                      max_new_tokens=s.max_tokens, request_id=s.request_id,
-                                                      streaming=True)
+            requests[s.request_id] = core.add_request(
+                tenant=core.authenticate(s.key).name,
+                prompt_token_ids=ids,
+                max_new_tokens=s.max_tokens,
+                request_id=s.request_id,
+                streaming=True,
+            )
             i += 1
 
     while i < len(pending) or core.has_work():
@@ -147,8 +155,11 @@ def replay_ttft(config, samples: list[Sample], arrivals: dict[str, float]) -> tu
         clock.advance_to(step.t_end_s)
         core.end_step()
     ttft = {rid: r.first_token_s - r.arrival_s for rid, r in requests.items() if r.first_token_s is not None}
-    gaps = [(r.finish_s - r.first_token_s) / (r.num_output_tokens - 1) for r in requests.values()
-            if r.finish_s is not None and r.num_output_tokens > 1]
+    gaps = [
+        (r.finish_s - r.first_token_s) / (r.num_output_tokens - 1)
+        for r in requests.values()
+        if r.finish_s is not None and r.num_output_tokens > 1
+    ]
     return ttft, float(np.mean(gaps))
 
 
@@ -160,9 +171,21 @@ def run_one(config_path: str, num_streams: int, seconds: float, warmup_s: float,
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     admin_key = secrets.token_urlsafe(24)
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "serve", "--config", config_path,
-                             "--port", str(port), "--log-level", "warning"],
-                            env={**os.environ, ADMIN_KEY_VAR: admin_key})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "serve",
+            "--config",
+            config_path,
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        env={**os.environ, ADMIN_KEY_VAR: admin_key},
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         while True:
@@ -172,10 +195,18 @@ def run_one(config_path: str, num_streams: int, seconds: float, warmup_s: float,
             except httpx.TransportError:
                 time.sleep(0.05)
         started = time.time()
-        samples = asyncio.run(drive(port, keys, pinned[0] if pinned else "You are helpful .", num_streams,
-                                    warmup_s + seconds, max_tokens, seed))
-        events = httpx.get(f"{base}/admin/events", headers={"Authorization": f"Bearer {admin_key}"},
-                           timeout=60).json()
+        samples = asyncio.run(
+            drive(
+                port,
+                keys,
+                pinned[0] if pinned else "You are helpful .",
+                num_streams,
+                warmup_s + seconds,
+                max_tokens,
+                seed,
+            )
+        )
+        events = httpx.get(f"{base}/admin/events", headers={"Authorization": f"Bearer {admin_key}"}, timeout=60).json()
         metrics = httpx.get(f"{base}/metrics").text
     finally:
         proc.send_signal(signal.SIGINT)
@@ -190,27 +221,40 @@ def run_one(config_path: str, num_streams: int, seconds: float, warmup_s: float,
     num_tokens = {label_of[r[rid]]: r[cols.index("num_tokens")] for r in events["rows"] if r[kind] == "finished"}
     model_ttft, model_gap = replay_ttft(config, samples, arrivals)
     steady = [s for s in samples if s.sent_unix >= started + warmup_s]  # the opening burst is not steady state
-    ok = [s for s in steady if s.status == 200 and s.first_unix is not None and s.request_id in engine_ttft
-          and s.request_id in model_ttft]
+    ok = [
+        s
+        for s in steady
+        if s.status == 200 and s.first_unix is not None and s.request_id in engine_ttft and s.request_id in model_ttft
+    ]
     engine = np.array([engine_ttft[s.request_id] for s in ok])
     model = np.array([model_ttft[s.request_id] for s in ok])
     client = np.array([s.first_unix - s.sent_unix for s in ok])
     intake = np.array([arrivals[s.request_id] + offset - s.sent_unix for s in ok])
-    gaps = [(s.chunk_unix[-1] - s.first_unix) / (num_tokens[s.request_id] - 1) for s in ok
-            if num_tokens.get(s.request_id, 0) > 1]
+    gaps = [
+        (s.chunk_unix[-1] - s.first_unix) / (num_tokens[s.request_id] - 1)
+        for s in ok
+        if num_tokens.get(s.request_id, 0) > 1
+    ]
     tokens = sum(num_tokens.get(s.request_id, 0) for s in ok)
     lag = [line for line in metrics.splitlines() if line.startswith("kvgate_engine_step_lag_seconds_")]
     p = lambda a, q: percentile(a, q) * 1000  # noqa: E731  ms
     return {
-        "streams": num_streams, "seconds": seconds, "requests": len(steady), "completed": len(ok),
-        "errors": sum(s.status != 200 for s in samples), "tokens_per_s": tokens / seconds,
+        "streams": num_streams,
+        "seconds": seconds,
+        "requests": len(steady),
+        "completed": len(ok),
+        "errors": sum(s.status != 200 for s in samples),
+        "tokens_per_s": tokens / seconds,
         "engine_ttft_ms": {"p50": p(engine, 50), "p95": p(engine, 95)},
         "model_ttft_ms": {"p50": p(model, 50), "p95": p(model, 95)},
         "engine_added_ms": {"p50": p(engine - model, 50), "p95": p(engine - model, 95)},
         "client_added_ms": {"p50": p(client - engine, 50), "p95": p(client - engine, 95)},
         "client_intake_ms": {"p50": p(intake, 50), "p95": p(intake, 95)},
-        "gap_ms": {"live": float(np.mean(gaps) * 1000), "model": model_gap * 1000,
-                   "ratio": float(np.mean(gaps)) / model_gap},
+        "gap_ms": {
+            "live": float(np.mean(gaps) * 1000),
+            "model": model_gap * 1000,
+            "ratio": float(np.mean(gaps)) / model_gap,
+        },
         "step_lag_histogram": lag,
     }
 
@@ -229,12 +273,15 @@ def main() -> None:
     for n in (int(x) for x in args.streams.split(",")):
         r = run_one(args.config, n, args.seconds, args.warmup, args.max_tokens, args.seed)
         results.append(r)
-        print(f"streams {r['streams']:4d}  requests {r['completed']:5d}/{r['requests']:<5d} errors {r['errors']}  "
-              f"{r['tokens_per_s']:7.0f} tok/s | TTFT p95: engine {r['engine_ttft_ms']['p95']:6.1f} ms, "
-              f"model {r['model_ttft_ms']['p95']:6.1f} ms, engine-added {r['engine_added_ms']['p95']:6.1f} ms "
-              f"(p50 {r['engine_added_ms']['p50']:5.1f}), client-added {r['client_added_ms']['p95']:6.1f} ms | "
-              f"inter-token gap live/model {r['gap_ms']['live']:.1f}/{r['gap_ms']['model']:.1f} ms "
-              f"= x{r['gap_ms']['ratio']:.2f}", flush=True)
+        print(
+            f"streams {r['streams']:4d}  requests {r['completed']:5d}/{r['requests']:<5d} errors {r['errors']}  "
+            f"{r['tokens_per_s']:7.0f} tok/s | TTFT p95: engine {r['engine_ttft_ms']['p95']:6.1f} ms, "
+            f"model {r['model_ttft_ms']['p95']:6.1f} ms, engine-added {r['engine_added_ms']['p95']:6.1f} ms "
+            f"(p50 {r['engine_added_ms']['p50']:5.1f}), client-added {r['client_added_ms']['p95']:6.1f} ms | "
+            f"inter-token gap live/model {r['gap_ms']['live']:.1f}/{r['gap_ms']['model']:.1f} ms "
+            f"= x{r['gap_ms']['ratio']:.2f}",
+            flush=True,
+        )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 

@@ -46,14 +46,26 @@ def _config(args: argparse.Namespace) -> EngineConfig:
     per_request = -(-(args.prompt + args.new) // bt)
     num_blocks = args.requests * per_request * 2  # room to spare: no preemption in this benchmark
     bytes_per_block = get_model(args.model).kv_bytes_per_token(DType(args.dtype)) * bt
-    return with_overrides(EngineConfig(), {
-        "model.name": args.model, "model.weight_dtype": args.dtype, "model.kv_dtype": args.dtype,
-        "engine.executor": "torch", "torch.device": args.device, "torch.timing": "measured",
-        "torch.cpu_threads": args.threads, "hardware.kv_pool_gib": (num_blocks + 0.5) * bytes_per_block / GIB,
-        "engine.max_num_seqs": args.requests, "engine.max_num_batched_tokens": 2048,
-        "admission.enabled": False, "prefix_cache.enabled": False, "prefix_cache.public_prefixes": [],
-        "tenants": {"bench": {"api_keys": ["sk-bench"], "max_kv_share": 1.0, "max_active_seqs": args.requests}},
-        "kv_cache.policy": "none"})
+    return with_overrides(
+        EngineConfig(),
+        {
+            "model.name": args.model,
+            "model.weight_dtype": args.dtype,
+            "model.kv_dtype": args.dtype,
+            "engine.executor": "torch",
+            "torch.device": args.device,
+            "torch.timing": "measured",
+            "torch.cpu_threads": args.threads,
+            "hardware.kv_pool_gib": (num_blocks + 0.5) * bytes_per_block / GIB,
+            "engine.max_num_seqs": args.requests,
+            "engine.max_num_batched_tokens": 2048,
+            "admission.enabled": False,
+            "prefix_cache.enabled": False,
+            "prefix_cache.public_prefixes": [],
+            "tenants": {"bench": {"api_keys": ["sk-bench"], "max_kv_share": 1.0, "max_active_seqs": args.requests}},
+            "kv_cache.policy": "none",
+        },
+    )
 
 
 def main() -> None:
@@ -61,13 +73,18 @@ def main() -> None:
     core = EngineCore(_config(args), clock=VirtualClock())
     ex = core.executor
     planned = core.memory.num_blocks * core.memory.bytes_per_block
-    print(f"{args.model} {args.dtype} on {args.device}: pool {core.memory.num_blocks} blocks, planned "
-          f"{planned / 2**20:.2f} MiB, tensor {ex.pool_bytes / 2**20:.2f} MiB, "
-          f"allocated {ex.allocated_pool_bytes / 2**20:.2f} MiB")
+    print(
+        f"{args.model} {args.dtype} on {args.device}: pool {core.memory.num_blocks} blocks, planned "
+        f"{planned / 2**20:.2f} MiB, tensor {ex.pool_bytes / 2**20:.2f} MiB, "
+        f"allocated {ex.allocated_pool_bytes / 2**20:.2f} MiB"
+    )
     rng = random.Random(0)
     for _ in range(args.requests):
-        core.add_request(tenant="bench", prompt_token_ids=[rng.randrange(5, 4096) for _ in range(args.prompt)],
-                         max_new_tokens=args.new)
+        core.add_request(
+            tenant="bench",
+            prompt_token_ids=[rng.randrange(5, 4096) for _ in range(args.prompt)],
+            max_new_tokens=args.new,
+        )
     prefill_s, decode_s = [], []
     t0 = time.perf_counter()
     while core.has_work():
@@ -77,11 +94,15 @@ def main() -> None:
         (decode_s if out.num_scheduled_tokens == len(out.outputs) else prefill_s).append(step_s)
     wall = time.perf_counter() - t0
     n_prompt, n_out = args.requests * args.prompt, args.requests * args.new
-    print(f"wall {wall:.2f} s for {args.requests} requests: prefill {n_prompt / sum(prefill_s):,.0f} tok/s over "
-          f"{len(prefill_s)} steps, decode {n_out / (sum(decode_s) + 1e-12):,.0f} tok/s over {len(decode_s)} steps")
+    print(
+        f"wall {wall:.2f} s for {args.requests} requests: prefill {n_prompt / sum(prefill_s):,.0f} tok/s over "
+        f"{len(prefill_s)} steps, decode {n_out / (sum(decode_s) + 1e-12):,.0f} tok/s over {len(decode_s)} steps"
+    )
     if decode_s:
-        print(f"decode step ms: p50 {percentile(decode_s, 50) * 1e3:.2f}, p95 {percentile(decode_s, 95) * 1e3:.2f} "
-              f"(batch {args.requests}, context {args.prompt}..{args.prompt + args.new})")
+        print(
+            f"decode step ms: p50 {percentile(decode_s, 50) * 1e3:.2f}, p95 {percentile(decode_s, 95) * 1e3:.2f} "
+            f"(batch {args.requests}, context {args.prompt}..{args.prompt + args.new})"
+        )
     if args.paged_vs_dense:
         _paged_vs_dense(ex, args.prompt + args.new)
 
@@ -93,8 +114,10 @@ def _paged_vs_dense(ex, length: int) -> None:
     dense_logits(ex, ids)
     t = time.perf_counter()
     dense_logits(ex, ids)
-    print(f"dense recompute of one {length}-token sequence: {(time.perf_counter() - t) * 1e3:.2f} ms "
-          f"(what each decode step would cost without a KV cache)")
+    print(
+        f"dense recompute of one {length}-token sequence: {(time.perf_counter() - t) * 1e3:.2f} ms "
+        f"(what each decode step would cost without a KV cache)"
+    )
 
 
 if __name__ == "__main__":

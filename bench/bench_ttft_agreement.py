@@ -43,16 +43,38 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
-        subprocess.run([sys.executable, "-m", "harness.cli", "run", "--policy",
-                        str(REPO / "configs" / "default.toml"), "--profile", "quick", "--scenarios", "short_qa", "--users", str(args.users), "--duration",
-                        str(args.duration), "--out", str(run_dir)], cwd=REPO, check=False, capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "harness.cli",
+                "run",
+                "--policy",
+                str(REPO / "configs" / "default.toml"),
+                "--profile",
+                "quick",
+                "--scenarios",
+                "short_qa",
+                "--users",
+                str(args.users),
+                "--duration",
+                str(args.duration),
+                "--out",
+                str(run_dir),
+            ],
+            cwd=REPO,
+            check=False,
+            capture_output=True,
+        )
         record = RunRecord.load(run_dir)
     gaps = ttft_gaps_ms(record)
     answered = int(record.requests["ttft_s"].notna().sum())
     p95 = percentile(gaps, 95)
-    print(f"{len(gaps)} of {answered} answered requests joined; |client − engine| TTFT: "
-          f"P50 {percentile(gaps, 50):.1f} ms, P95 {p95:.1f} ms, max {gaps.max():.1f} ms "
-          f"(target ≤ {TARGET_P95_MS:g} ms at P95: {'met' if p95 <= TARGET_P95_MS else 'NOT met'})")
+    print(
+        f"{len(gaps)} of {answered} answered requests joined; |client − engine| TTFT: "
+        f"P50 {percentile(gaps, 50):.1f} ms, P95 {p95:.1f} ms, max {gaps.max():.1f} ms "
+        f"(target ≤ {TARGET_P95_MS:g} ms at P95: {'met' if p95 <= TARGET_P95_MS else 'NOT met'})"
+    )
 
 
 if __name__ == "__main__":

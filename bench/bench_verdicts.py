@@ -47,8 +47,19 @@ def main() -> int:
     args = _parse()
     out = args.read or args.out
     if args.read is None:
-        cmd = [str(KVGATE), "matrix", *args.configs, "--baseline", *args.baselines, "--profile", args.profile,
-               "--repeat", str(args.repeat), "--out", str(out)]
+        cmd = [
+            str(KVGATE),
+            "matrix",
+            *args.configs,
+            "--baseline",
+            *args.baselines,
+            "--profile",
+            args.profile,
+            "--repeat",
+            str(args.repeat),
+            "--out",
+            str(out),
+        ]
         print("$", " ".join(cmd), flush=True)
         subprocess.run(cmd, check=False)  # exit 1 (a gate failed) is a result here, not an error
     summary = summarise(out)
@@ -89,9 +100,11 @@ def _print(summary: dict) -> None:
         runs = entry["runs"]
         failing = {g: s.get("fail", 0) for g, s in entry["outcomes"].items() if s.get("fail")}
         reached = ", ".join(f"{rung} {entry['reached'].get(rung, 0)}/{runs}" for rung in MUST_REACH)
-        print(f"{name:>16}: {runs} runs; flips: {', '.join(entry['flips']) or 'none'}; "
-              f"failed: {', '.join(f'{g} {n}/{runs}' for g, n in failing.items()) or 'none'}; "
-              f"reached {reached}; preempted_complete measured {entry['preempted_measured']}/{runs}")
+        print(
+            f"{name:>16}: {runs} runs; flips: {', '.join(entry['flips']) or 'none'}; "
+            f"failed: {', '.join(f'{g} {n}/{runs}' for g, n in failing.items()) or 'none'}; "
+            f"reached {reached}; preempted_complete measured {entry['preempted_measured']}/{runs}"
+        )
         total_flips += len(entry["flips"])
     print(f"verdict flips in all: {total_flips} (target 0)")
 

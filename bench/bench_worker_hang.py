@@ -56,8 +56,11 @@ async def trial(base: str, admin: dict[str, str]) -> tuple[float, Counter[str]]:
         others: Counter[str] = Counter()
 
         async def short() -> None:
-            r = await http.post(f"{base}/v1/chat/completions", headers=ACME,
-                                json={"model": "kvgate-tiny", "messages": MESSAGES, "max_tokens": 3})
+            r = await http.post(
+                f"{base}/v1/chat/completions",
+                headers=ACME,
+                json={"model": "kvgate-tiny", "messages": MESSAGES, "max_tokens": 3},
+            )
             others[str(r.status_code) if r.status_code == 200 else f"{r.status_code} {r.json()['error']['code']}"] += 1
 
         shorts = []
@@ -80,22 +83,34 @@ def main() -> None:
     ap.add_argument("--probe-interval", type=float, default=0.5, help="server.worker_probe_interval_s")
     args = ap.parse_args()
     bound = args.hang_timeout + args.probe_interval
-    config = with_overrides(EngineConfig(), {  # a test-sized model: fast steps, a small pool
-        "model.name": "kvgate-tiny", "hardware.kv_pool_gib": 0.25, "sim.step_overhead_ms": 2.0,
-        "tenants": {"acme": {"api_keys": ["sk-acme"], "max_active_seqs": 1000, "max_kv_share": 0.5}},
-        "server.worker_hang_timeout_s": args.hang_timeout, "server.worker_probe_interval_s": args.probe_interval})
+    config = with_overrides(
+        EngineConfig(),
+        {  # a test-sized model: fast steps, a small pool
+            "model.name": "kvgate-tiny",
+            "hardware.kv_pool_gib": 0.25,
+            "sim.step_overhead_ms": 2.0,
+            "tenants": {"acme": {"api_keys": ["sk-acme"], "max_active_seqs": 1000, "max_kv_share": 0.5}},
+            "server.worker_hang_timeout_s": args.hang_timeout,
+            "server.worker_probe_interval_s": args.probe_interval,
+        },
+    )
     with tempfile.TemporaryDirectory() as tmp:
-        engine = ReferenceEngine(save_config(config, Path(tmp) / "engine.json"), workers=2,
-                                 log_path=Path(tmp) / "serve.log")
+        engine = ReferenceEngine(
+            save_config(config, Path(tmp) / "engine.json"), workers=2, log_path=Path(tmp) / "serve.log"
+        )
         admin = {"Authorization": f"Bearer {engine.admin_key}"}
         with engine as target:
             results = [asyncio.run(trial(target.url, admin)) for _ in range(args.trials)]
     times = [t for t, _ in results]
     total = sum((c for _, c in results), Counter())
-    print(f"SIGSTOP -> last worker_lost on the hung worker's streams: median {statistics.median(times):.2f} s, "
-          f"max {max(times):.2f} s over {len(times)} trials (bound: probe interval + hang timeout = {bound:g} s)")
-    print("short requests sent while it hung and until its replacement was ready: "
-          + ", ".join(f"{k}: {n}" for k, n in sorted(total.items())))
+    print(
+        f"SIGSTOP -> last worker_lost on the hung worker's streams: median {statistics.median(times):.2f} s, "
+        f"max {max(times):.2f} s over {len(times)} trials (bound: probe interval + hang timeout = {bound:g} s)"
+    )
+    print(
+        "short requests sent while it hung and until its replacement was ready: "
+        + ", ".join(f"{k}: {n}" for k, n in sorted(total.items()))
+    )
 
 
 if __name__ == "__main__":

@@ -20,7 +20,23 @@ from gates.thresholds import DEFAULT_THRESHOLDS, Thresholds, load_thresholds
 from gates.verdict import Verdict, read_verdict
 
 __all__ = [
-    "DEFAULT_THRESHOLDS", "GATES", "Gate", "GateError", "GateResult", "Measurement", "OUTPUTS", "Outcome",
-    "Thresholds", "Unit", "Verdict", "evaluate", "get_gate", "load_thresholds", "make_output", "read_verdict",
-    "slo", "stored_or_evaluated", "write_verdict",
+    "DEFAULT_THRESHOLDS",
+    "GATES",
+    "Gate",
+    "GateError",
+    "GateResult",
+    "Measurement",
+    "OUTPUTS",
+    "Outcome",
+    "Thresholds",
+    "Unit",
+    "Verdict",
+    "evaluate",
+    "get_gate",
+    "load_thresholds",
+    "make_output",
+    "read_verdict",
+    "slo",
+    "stored_or_evaluated",
+    "write_verdict",
 ]

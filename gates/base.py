@@ -114,8 +114,9 @@ class GateResult:
         object.__setattr__(self, "evidence", to_jsonable(self.evidence))
 
     @classmethod
-    def judged(cls, gate: str, measurements: list[Measurement], explanation: str,
-               evidence: dict[str, Any] | None = None) -> "GateResult":
+    def judged(
+        cls, gate: str, measurements: list[Measurement], explanation: str, evidence: dict[str, Any] | None = None
+    ) -> "GateResult":
         """Pass when every measurement is within its limit, else fail."""
         outcome = Outcome.PASS if all(m.ok for m in measurements) else Outcome.FAIL
         return cls(gate, outcome, explanation, tuple(measurements), evidence or {})
@@ -162,8 +163,7 @@ class Gate(Protocol):
     @property
     def sources(self) -> tuple[Source, ...]: ...
 
-    def evaluate(self, record: RunRecord, limits: Limits) -> GateResult:
-        ...
+    def evaluate(self, record: RunRecord, limits: Limits) -> GateResult: ...
 
 
 def to_jsonable(value: Any) -> Any:

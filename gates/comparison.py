@@ -52,9 +52,11 @@ class GoodputShortfall:
 
     def explanation(self) -> str:
         c, b = self.candidate, self.baseline
-        return (f"{c.policy} ({c.run_id}) served {c.fraction:.1%} of {c.num_offered} offered critical chat requests "
-                f"in time, below the baseline {b.policy} ({b.run_id}): {b.fraction:.1%} of {b.num_offered} "
-                f"(beyond the noise of ±{self.noise:.1%})")
+        return (
+            f"{c.policy} ({c.run_id}) served {c.fraction:.1%} of {c.num_offered} offered critical chat requests "
+            f"in time, below the baseline {b.policy} ({b.run_id}): {b.fraction:.1%} of {b.num_offered} "
+            f"(beyond the noise of ±{self.noise:.1%})"
+        )
 
 
 def measured_goodput(verdict: Verdict) -> Goodput | None:

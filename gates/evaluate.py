@@ -21,8 +21,14 @@ from gates.verdict import Verdict, read_verdict
 from record.run_record import RunRecord
 
 
-def evaluate(record: RunRecord, thresholds: Thresholds | None = None, *, only: Iterable[str] | None = None,
-             require: Iterable[str] = (), allow_partial: bool = False) -> Verdict:
+def evaluate(
+    record: RunRecord,
+    thresholds: Thresholds | None = None,
+    *,
+    only: Iterable[str] | None = None,
+    require: Iterable[str] = (),
+    allow_partial: bool = False,
+) -> Verdict:
     """Run the gates (all, or `only`, plus `require`) over one record; unknown names raise."""
     thresholds = thresholds or load_thresholds()
     required = tuple(dict.fromkeys(get_gate(name).name for name in require))
@@ -38,8 +44,15 @@ def evaluate(record: RunRecord, thresholds: Thresholds | None = None, *, only: I
             raise GateError(f"gate {name!r} could not read {record.dir}: {type(err).__name__}: {err}") from err
         result = replace(result, sources=tuple(s.label for s in gate.sources if s.is_in(record.meta)))
         results.append(_settle(result, name in required, digest))
-    return Verdict(record.meta.run_id, record.meta.policy, record.meta.config_digest, thresholds.source,
-                   tuple(results), required, allow_partial)
+    return Verdict(
+        record.meta.run_id,
+        record.meta.policy,
+        record.meta.config_digest,
+        thresholds.source,
+        tuple(results),
+        required,
+        allow_partial,
+    )
 
 
 def stored_or_evaluated(record: RunRecord, thresholds_path: str | Path | None = None) -> Verdict:

@@ -32,8 +32,7 @@ def polled_counts(record: RunRecord) -> pd.DataFrame:
     """The samples that say how many requests the engine holds: t_s and `held`, in time order."""
     samples = record.samples.dropna(subset=["num_running"])
     held = samples["num_running"] + samples["num_waiting"].fillna(0)
-    return pd.DataFrame({"t_s": samples["t_s"].to_numpy(), "held": held.to_numpy()}).sort_values("t_s",
-                                                                                                 kind="stable")
+    return pd.DataFrame({"t_s": samples["t_s"].to_numpy(), "held": held.to_numpy()}).sort_values("t_s", kind="stable")
 
 
 def client_open(requests: pd.DataFrame, t_s: np.ndarray) -> np.ndarray:

@@ -31,9 +31,21 @@ def _register(*gates: Gate) -> dict[str, Gate]:
 
 
 GATES: dict[str, Gate] = _register(
-    NoOomGate(), CancelReleaseGate(), InteractiveTtftGate(), TenantShareGate(), PreemptedCompleteGate(),
-    ExplicitOverflowGate(), MemoryRecoveryGate(), MemoryLevelOffGate(), NoOrphansGate(), EvictionThrashGate(),
-    BatchProgressGate(), GoodputGate(), RejectionsGate(), ApproximateAnswersGate(), RecomputeTaxGate(),
+    NoOomGate(),
+    CancelReleaseGate(),
+    InteractiveTtftGate(),
+    TenantShareGate(),
+    PreemptedCompleteGate(),
+    ExplicitOverflowGate(),
+    MemoryRecoveryGate(),
+    MemoryLevelOffGate(),
+    NoOrphansGate(),
+    EvictionThrashGate(),
+    BatchProgressGate(),
+    GoodputGate(),
+    RejectionsGate(),
+    ApproximateAnswersGate(),
+    RecomputeTaxGate(),
     CapacityAfterDrainGate(),
 )
 

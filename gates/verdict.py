@@ -63,11 +63,16 @@ class Verdict:
         c = self.counts()
         partial = ""
         if self.is_partial and c[Outcome.PASS] and not c[Outcome.FAIL]:
-            partial = (" (a partial verdict, accepted with --allow-partial)" if self.allow_partial else
-                       " (most gates not measurable: not a pass; --allow-partial accepts a partial verdict)")
-        return (f"{self.outcome.value.upper()}: {c[Outcome.PASS]} passed, {c[Outcome.FAIL]} failed, "
-                f"{c[Outcome.NOT_MEASURABLE]} not measurable{partial} — policy {self.policy or '?'}, "
-                f"config {self.config_digest or 'digest unknown'}")
+            partial = (
+                " (a partial verdict, accepted with --allow-partial)"
+                if self.allow_partial
+                else " (most gates not measurable: not a pass; --allow-partial accepts a partial verdict)"
+            )
+        return (
+            f"{self.outcome.value.upper()}: {c[Outcome.PASS]} passed, {c[Outcome.FAIL]} failed, "
+            f"{c[Outcome.NOT_MEASURABLE]} not measurable{partial} — policy {self.policy or '?'}, "
+            f"config {self.config_digest or 'digest unknown'}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -88,9 +93,15 @@ class Verdict:
     def from_dict(cls, raw: dict[str, Any]) -> "Verdict":
         if raw.get("schema_version", 0) > VERDICT_SCHEMA_VERSION:
             raise KvgateError(f"verdict schema {raw['schema_version']} is newer than this kvgate reads")
-        return cls(raw["run_id"], raw["policy"], raw["config_digest"], raw["thresholds_source"],
-                   tuple(_result_from_dict(r) for r in raw["results"]), tuple(raw.get("required", ())),
-                   bool(raw.get("allow_partial", False)))
+        return cls(
+            raw["run_id"],
+            raw["policy"],
+            raw["config_digest"],
+            raw["thresholds_source"],
+            tuple(_result_from_dict(r) for r in raw["results"]),
+            tuple(raw.get("required", ())),
+            bool(raw.get("allow_partial", False)),
+        )
 
     def write(self, run_dir: str | Path) -> Path:
         path = Path(run_dir) / VERDICT_FILE
@@ -111,15 +122,32 @@ def _result_to_dict(r: GateResult) -> dict[str, Any]:
         "explanation": r.explanation,
         "measured": r.measured_text(),
         "threshold": r.threshold_text(),
-        "measurements": [{"metric": m.metric, "value": to_jsonable(m.value), "limit": to_jsonable(m.limit),
-                          "unit": m.unit.value, "is_max": m.is_max, "ok": m.ok} for m in r.measurements],
+        "measurements": [
+            {
+                "metric": m.metric,
+                "value": to_jsonable(m.value),
+                "limit": to_jsonable(m.limit),
+                "unit": m.unit.value,
+                "is_max": m.is_max,
+                "ok": m.ok,
+            }
+            for m in r.measurements
+        ],
         "evidence": r.evidence,
         "sources": list(r.sources),
     }
 
 
 def _result_from_dict(raw: dict[str, Any]) -> GateResult:
-    measurements = tuple(Measurement(m["metric"], float(m["value"]), float(m["limit"]), Unit(m["unit"]), m["is_max"])
-                         for m in raw["measurements"])
-    return GateResult(raw["gate"], Outcome(raw["outcome"]), raw["explanation"], measurements, raw["evidence"],
-                      tuple(raw.get("sources", ())))
+    measurements = tuple(
+        Measurement(m["metric"], float(m["value"]), float(m["limit"]), Unit(m["unit"]), m["is_max"])
+        for m in raw["measurements"]
+    )
+    return GateResult(
+        raw["gate"],
+        Outcome(raw["outcome"]),
+        raw["explanation"],
+        measurements,
+        raw["evidence"],
+        tuple(raw.get("sources", ())),
+    )

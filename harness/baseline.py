@@ -23,16 +23,30 @@ SCENARIO = PHASE = "baseline"
 BASELINE_MAX_TOKENS = 8
 
 
-def run_baseline(base_url: str, *, settings: LoadSettings, tenant: Tenant, model: str, num_requests: int,
-                 transport: httpx.BaseTransport | None = None) -> list[RequestOutcome]:
+def run_baseline(
+    base_url: str,
+    *,
+    settings: LoadSettings,
+    tenant: Tenant,
+    model: str,
+    num_requests: int,
+    transport: httpx.BaseTransport | None = None,
+) -> list[RequestOutcome]:
     """`transport`: a test seam (httpx.MockTransport)."""
     outcomes: list[RequestOutcome] = []
     with httpx.Client(timeout=settings.request_timeout_s, transport=transport) as client:
         exchange_transport = HttpxTransport(client, base_url)
         for i in range(num_requests):
-            call = Call(request_id=f"baseline-{i}", scenario=SCENARIO, phase=PHASE, tenant=tenant, model=model,
-                        prompt=chat_prompt(settings.prompt_tokens, seed=f"baseline-{i}", system=settings.system_prompt,
-                                           tokens=settings.tokens),
-                        max_tokens=min(settings.max_tokens, BASELINE_MAX_TOKENS))
+            call = Call(
+                request_id=f"baseline-{i}",
+                scenario=SCENARIO,
+                phase=PHASE,
+                tenant=tenant,
+                model=model,
+                prompt=chat_prompt(
+                    settings.prompt_tokens, seed=f"baseline-{i}", system=settings.system_prompt, tokens=settings.tokens
+                ),
+                max_tokens=min(settings.max_tokens, BASELINE_MAX_TOKENS),
+            )
             run_exchange(exchange_transport, call, timeout_s=settings.request_timeout_s, on_done=outcomes.append)
     return outcomes

@@ -49,8 +49,15 @@ def check_complete(record: RunRecord) -> None:
         raise PartialRecord(f"{record.dir}: not judged ({error}); run it again")
 
 
-def judge(run_dir: Path, thresholds: Path | None = None, outputs: Sequence[str] = VERDICT_OUTPUTS,
-          library_dir: Path | None = None, *, require: Sequence[str] = (), allow_partial: bool = False) -> Judgement:
+def judge(
+    run_dir: Path,
+    thresholds: Path | None = None,
+    outputs: Sequence[str] = VERDICT_OUTPUTS,
+    library_dir: Path | None = None,
+    *,
+    require: Sequence[str] = (),
+    allow_partial: bool = False,
+) -> Judgement:
     """Evaluate the gates on the record in `run_dir`, write the verdict files and report.html.
     `library_dir`: where the report's chart library goes (default the run directory); runs
     written under one directory (a matrix) share the copy at its root. `require` and
@@ -77,8 +84,11 @@ def verdict_exit_code(verdict: Verdict) -> int:
         return EXIT_GATE_FAILED
     if verdict.outcome is Outcome.NOT_MEASURABLE:
         if verdict.counts()[Outcome.PASS]:
-            print("kvgate: most gates could not be measured: a partial verdict is not a pass "
-                  "(--allow-partial accepts one, --require names the gates that must be measured)", file=sys.stderr)
+            print(
+                "kvgate: most gates could not be measured: a partial verdict is not a pass "
+                "(--allow-partial accepts one, --require names the gates that must be measured)",
+                file=sys.stderr,
+            )
         else:
             print("kvgate: no gate could be measured: the record lacks every signal the gates need", file=sys.stderr)
         return EXIT_HARNESS_ERROR

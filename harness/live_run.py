@@ -148,10 +148,14 @@ def run_live(plan: LivePlan, progress: RunProgress) -> LiveResult:
             if plan.target_url:
                 target = external_target(plan.target_url, plan.metrics_url)
             else:
-                target = stack.enter_context(ReferenceEngine(_engine_config_path(plan, stack),
-                                                             admin_key=plan.settings.admin_key,
-                                                             workers=plan.engine_workers,
-                                                             log_path=plan.run_dir / "engine.log"))
+                target = stack.enter_context(
+                    ReferenceEngine(
+                        _engine_config_path(plan, stack),
+                        admin_key=plan.settings.admin_key,
+                        workers=plan.engine_workers,
+                        log_path=plan.run_dir / "engine.log",
+                    )
+                )
             tenants = TenantSet(parse_tenants(plan.settings.tenants))
             progress.phase("preflight", target.url)
             checked = preflight(target.url, key=tenants.all[0].key, model=plan.settings.model)
@@ -159,8 +163,13 @@ def run_live(plan: LivePlan, progress: RunProgress) -> LiveResult:
             tokens = None
             if plan.target_url and plan.followed is None:  # a followed load sized its prompts itself
                 progress.phase("tokens", "what a prompt costs in the target's tokens")
-                tokens = measure_tokens(target.url, key=tenants.all[0].key, model=checked.model,
-                                        system_prompt=settings.system_prompt, tokenizer=plan.tokenizer)
+                tokens = measure_tokens(
+                    target.url,
+                    key=tenants.all[0].key,
+                    model=checked.model,
+                    system_prompt=settings.system_prompt,
+                    tokenizer=plan.tokenizer,
+                )
                 settings = settings.with_(token_model=tokens.model.spec() if tokens else "")
             recording = True
             return _record(plan, settings, target, tenants, progress, stack, tokens)
@@ -183,31 +192,53 @@ def _engine_config_path(plan: LivePlan, stack: ExitStack) -> Path:
     return save_config(plan.config, private)
 
 
-def _record(plan: LivePlan, settings: LoadSettings, target: Target, tenants: TenantSet, progress: RunProgress,
-            stack: ExitStack, tokens: MeasuredTokens | None) -> LiveResult:
+def _record(
+    plan: LivePlan,
+    settings: LoadSettings,
+    target: Target,
+    tenants: TenantSet,
+    progress: RunProgress,
+    stack: ExitStack,
+    tokens: MeasuredTokens | None,
+) -> LiveResult:
     started_unix = time.time()
     writer = stack.enter_context(RunRecordWriter(plan.run_dir))
     fast_poll = any(s.name in FAST_POLL_SCENARIOS for s in plan.scenarios)
-    collectors = LiveCollectors(CollectorSettings(base_url=target.url, metrics_url=target.metrics_url,
-                                                  admin_key=settings.admin_key,
-                                                  sample_interval_s=plan.sample_interval_s,
-                                                  api_key=tenants.all[0].key, model=settings.model,
-                                                  fast_poll=fast_poll, kv_events_endpoint=plan.kv_events_endpoint),
-                                writer, started_unix)
+    collectors = LiveCollectors(
+        CollectorSettings(
+            base_url=target.url,
+            metrics_url=target.metrics_url,
+            admin_key=settings.admin_key,
+            sample_interval_s=plan.sample_interval_s,
+            api_key=tenants.all[0].key,
+            model=settings.model,
+            fast_poll=fast_poll,
+            kv_events_endpoint=plan.kv_events_endpoint,
+        ),
+        writer,
+        started_unix,
+    )
     stack.callback(collectors.close)
     collectors.start()
     initial = collectors.initial_state()
     phases: list[Phase] = []
-    live: dict[str, Any] = {"profile": plan.profile, "users": plan.users, "spawn_rate": plan.spawn_rate,
-                            "duration_s": plan.duration_s, "processes": plan.processes,
-                            "settings": public_settings(asdict(settings)),
-                            "engine_overrides": dict(plan.engine_overrides)}
+    live: dict[str, Any] = {
+        "profile": plan.profile,
+        "users": plan.users,
+        "spawn_rate": plan.spawn_rate,
+        "duration_s": plan.duration_s,
+        "processes": plan.processes,
+        "settings": public_settings(asdict(settings)),
+        "engine_overrides": dict(plan.engine_overrides),
+    }
     notes: list[str] = []
     if plan.target_url and plan.followed is None:
         live["tokens"] = {"source": tokens.source if tokens else "kvgate words", "model": settings.token_model}
         if tokens is None:
-            notes.append("prompt sizes are the reference engine's words, not the target's tokens: it has no "
-                         "/tokenize and no --tokenizer was given")
+            notes.append(
+                "prompt sizes are the reference engine's words, not the target's tokens: it has no "
+                "/tokenize and no --tokenizer was given"
+            )
 
     def clock() -> float:
         """The run's one clock: seconds since meta.started_unix."""
@@ -217,36 +248,54 @@ def _record(plan: LivePlan, settings: LoadSettings, target: Target, tenants: Ten
         if plan.baseline_requests:
             progress.phase("baseline", f"{plan.baseline_requests} sequential requests")
             b0 = clock()
-            baseline = run_baseline(target.url, settings=settings, tenant=tenants.pick("interactive", 0),
-                                    model=settings.model, num_requests=plan.baseline_requests)
+            baseline = run_baseline(
+                target.url,
+                settings=settings,
+                tenant=tenants.pick("interactive", 0),
+                model=settings.model,
+                num_requests=plan.baseline_requests,
+            )
             writer.append("requests", [o.row(started_unix) for o in baseline])
             phases.append(Phase(name="baseline", start_s=b0, end_s=clock()))
         if plan.open_loop is not None:
-            opened = run_open_load(plan.open_loop, base_url=target.url, settings=settings.with_(phase="load"),
-                                   tenants=tenants, duration_s=plan.duration_s, writer=writer, progress=progress,
-                                   clock=clock, started_unix=started_unix,
-                                   usage=lambda: collectors.last_snapshot["usage"] if collectors.last_snapshot else None)
+            opened = run_open_load(
+                plan.open_loop,
+                base_url=target.url,
+                settings=settings.with_(phase="load"),
+                tenants=tenants,
+                duration_s=plan.duration_s,
+                writer=writer,
+                progress=progress,
+                clock=clock,
+                started_unix=started_unix,
+                usage=lambda: collectors.last_snapshot["usage"] if collectors.last_snapshot else None,
+            )
             load_start, load_end, counts = opened.start_s, opened.end_s, opened.counts
             live["open_loop"] = opened.summary
             notes += opened.notes
         elif plan.followed is None:
-            load_start, load_end, counts = _load(plan, settings.with_(t0_unix=started_unix), target, writer,
-                                                 collectors, progress, clock, live)
+            load_start, load_end, counts = _load(
+                plan, settings.with_(t0_unix=started_unix), target, writer, collectors, progress, clock, live
+            )
         else:
-            load_start, load_end, counts = _follow(plan.followed, writer, collectors, progress, clock,
-                                                   plan.followed.origin_unix - started_unix)
+            load_start, load_end, counts = _follow(
+                plan.followed, writer, collectors, progress, clock, plan.followed.origin_unix - started_unix
+            )
         phases.append(Phase(name="load", start_s=load_start, end_s=load_end))
         progress.phase("cooldown", "waiting for the engine to drain")
         live["drained"] = collectors.wait_drained(plan.cooldown_max_s)
         if not live["drained"]:
-            notes.append(f"the target still held requests {plan.cooldown_max_s:.0f} s after the load "
-                         f"(or cannot say): cooldown ended at its limit")
+            notes.append(
+                f"the target still held requests {plan.cooldown_max_s:.0f} s after the load "
+                f"(or cannot say): cooldown ended at its limit"
+            )
         time.sleep(max(0.0, load_end + plan.cooldown_min_s - clock()))
         phases.append(Phase(name="cooldown", start_s=load_end, end_s=clock()))
         live["requests"] = dict(counts)
     except BaseException as err:
-        notes.append(f"{ENDED_EARLY}: {type(err).__name__}: {err}" if str(err) else
-                     f"{ENDED_EARLY}: {type(err).__name__}")
+        notes.append(
+            f"{ENDED_EARLY}: {type(err).__name__}: {err}" if str(err) else f"{ENDED_EARLY}: {type(err).__name__}"
+        )
         raise
     finally:
         collectors.stop()
@@ -256,32 +305,61 @@ def _record(plan: LivePlan, settings: LoadSettings, target: Target, tenants: Ten
         config, digest = engine_config_of(admin_config, named)
         is_label = admin_config is None and plan.target_url is not None and named is not None
         if is_label:
-            notes.append("policy and config digest are a label from --policy: the target's pool, watermarks and "
-                         "tenant caps are its own, unknown here, and nothing is judged against the file's")
+            notes.append(
+                "policy and config digest are a label from --policy: the target's pool, watermarks and "
+                "tenant caps are its own, unknown here, and nothing is judged against the file's"
+            )
         snap = collectors.last_snapshot
-        meta = live_meta(run_id=plan.run_dir.name, started_unix=started_unix, duration_s=clock(), config=config,
-                         digest=digest, config_path=str(plan.config_path or ""),
-                         scenarios=plan.scenario_names(), target=target.describe(settings.model),
-                         num_blocks=snap["num_blocks"] if snap else None, phases=phases,
-                         signals=collectors.signals(), initial=initial, final=final,
-                         notes=collectors.notes + notes, gpu_name=collectors.gpu.name, live=live,
-                         config_is_label=is_label)
+        meta = live_meta(
+            run_id=plan.run_dir.name,
+            started_unix=started_unix,
+            duration_s=clock(),
+            config=config,
+            digest=digest,
+            config_path=str(plan.config_path or ""),
+            scenarios=plan.scenario_names(),
+            target=target.describe(settings.model),
+            num_blocks=snap["num_blocks"] if snap else None,
+            phases=phases,
+            signals=collectors.signals(),
+            initial=initial,
+            final=final,
+            notes=collectors.notes + notes,
+            gpu_name=collectors.gpu.name,
+            live=live,
+            config_is_label=is_label,
+        )
         meta = meta.model_copy(update={"collectors": collectors.statuses(), "probes": collectors.probes})
         writer.write_meta(meta)
         meta = meta.model_copy(update={"pressure": record_pressure(plan.run_dir)})
     return LiveResult(plan.run_dir, meta)
 
 
-def _load(plan: LivePlan, settings: LoadSettings, target: Target, writer: RunRecordWriter,
-          collectors: LiveCollectors, progress: RunProgress, clock: Callable[[], float],
-          live: dict[str, Any]) -> tuple[float, float, Counter[str]]:
+def _load(
+    plan: LivePlan,
+    settings: LoadSettings,
+    target: Target,
+    writer: RunRecordWriter,
+    collectors: LiveCollectors,
+    progress: RunProgress,
+    clock: Callable[[], float],
+    live: dict[str, Any],
+) -> tuple[float, float, Counter[str]]:
     """Run locust until it exits; copy its rows into the record as they come. Returns the load
     window (first request sent, locust exited) and the request counts."""
     rows_path = plan.run_dir / "locust_requests.csv"
     settings = settings.with_(requests_csv=str(rows_path), phase="load")
-    cmd = locust_command(scenarios=plan.scenarios, mixed_dir=plan.mixed_dir, host=target.url, users=plan.users,
-                         spawn_rate=plan.spawn_rate, duration_s=plan.duration_s, stop_timeout_s=plan.stop_timeout_s,
-                         processes=plan.processes, html_path=plan.run_dir / "locust.html")
+    cmd = locust_command(
+        scenarios=plan.scenarios,
+        mixed_dir=plan.mixed_dir,
+        host=target.url,
+        users=plan.users,
+        spawn_rate=plan.spawn_rate,
+        duration_s=plan.duration_s,
+        stop_timeout_s=plan.stop_timeout_s,
+        processes=plan.processes,
+        html_path=plan.run_dir / "locust.html",
+    )
     live["locust_command"] = cmd
     shaped = plan.mixed_dir is None and any(s.name == "step_load" for s in plan.scenarios)
     progress.phase("load", f"{'the step-load shape' if shaped else f'{plan.users} users'}, {plan.duration_s:.0f} s")
@@ -305,8 +383,14 @@ def _load(plan: LivePlan, settings: LoadSettings, target: Target, writer: RunRec
     return (first_sent if first_sent is not None else spawned), ended, counts
 
 
-def _follow(load: FollowedLoad, writer: RunRecordWriter, collectors: LiveCollectors, progress: RunProgress,
-            clock: Callable[[], float], shift_s: float) -> tuple[float, float, Counter[str]]:
+def _follow(
+    load: FollowedLoad,
+    writer: RunRecordWriter,
+    collectors: LiveCollectors,
+    progress: RunProgress,
+    clock: Callable[[], float],
+    shift_s: float,
+) -> tuple[float, float, Counter[str]]:
     """Copy a followed load's rows into the record, moved onto its clock (`shift_s`: the rows'
     origin minus the record's), until the load is over. Returns the load window (first request
     sent, or when following began; when it was over) and the request counts."""
@@ -330,8 +414,9 @@ def _follow(load: FollowedLoad, writer: RunRecordWriter, collectors: LiveCollect
 TIME_COLUMNS = ("sent_s", "first_token_s", "done_s")
 
 
-def _copy_rows(tail: RowTail, writer: RunRecordWriter, counts: Counter[str], first_sent: float | None,
-               shift_s: float = 0.0) -> float | None:
+def _copy_rows(
+    tail: RowTail, writer: RunRecordWriter, counts: Counter[str], first_sent: float | None, shift_s: float = 0.0
+) -> float | None:
     rows = tail.read()
     if shift_s:
         for row in rows:
@@ -345,4 +430,3 @@ def _copy_rows(tail: RowTail, writer: RunRecordWriter, counts: Counter[str], fir
             sent = float(row["sent_s"])
             first_sent = sent if first_sent is None else min(first_sent, sent)
     return first_sent
-

@@ -53,21 +53,46 @@ class RowTail:
         lines = chunk[:end].decode().splitlines()
         if self._header is None:
             self._header, lines = next(csv.reader([lines[0]])), lines[1:]
-        return [dict(zip(self._header, values)) for values in csv.reader(io.StringIO("\n".join(lines)))
-                if values]
+        return [dict(zip(self._header, values)) for values in csv.reader(io.StringIO("\n".join(lines))) if values]
 
 
-def locust_command(*, scenarios: Sequence[Scenario], mixed_dir: Path | None, host: str, users: int,
-                   spawn_rate: float, duration_s: float, stop_timeout_s: float, processes: int,
-                   html_path: Path | None) -> list[str]:
+def locust_command(
+    *,
+    scenarios: Sequence[Scenario],
+    mixed_dir: Path | None,
+    host: str,
+    users: int,
+    spawn_rate: float,
+    duration_s: float,
+    stop_timeout_s: float,
+    processes: int,
+    html_path: Path | None,
+) -> list[str]:
     """`mixed_dir`: run the whole directory (the mixed default, users/spawn rate drive it);
     otherwise the named scenarios' files, with their user classes named (so a chosen step-load
     scenario's shape drives the run)."""
     files = str(mixed_dir) if mixed_dir is not None else ",".join(str(s.path) for s in scenarios)
-    cmd = [sys.executable, "-m", "locust", "-f", files, "--headless", "--host", host, "-u", str(users),
-           "-r", str(spawn_rate), "-t", f"{max(1, round(duration_s))}s", "--stop-timeout",
-           f"{math.ceil(stop_timeout_s)}s",  # locust reads whole seconds only: "1.0" is an error
-           "--exit-code-on-error", "0", "--only-summary"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        files,
+        "--headless",
+        "--host",
+        host,
+        "-u",
+        str(users),
+        "-r",
+        str(spawn_rate),
+        "-t",
+        f"{max(1, round(duration_s))}s",
+        "--stop-timeout",
+        f"{math.ceil(stop_timeout_s)}s",  # locust reads whole seconds only: "1.0" is an error
+        "--exit-code-on-error",
+        "0",
+        "--only-summary",
+    ]
     if processes:
         cmd += ["--processes", str(processes)]
     if html_path is not None:

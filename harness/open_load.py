@@ -57,9 +57,20 @@ class OpenLoadResult:
     notes: list[str]
 
 
-def run_open_load(load: OpenLoad, *, base_url: str, settings: LoadSettings, tenants: TenantSet, duration_s: float,
-                  writer: RunRecordWriter, progress: RunProgress, clock: Callable[[], float], started_unix: float,
-                  usage: Callable[[], float | None], transport: httpx.BaseTransport | None = None) -> OpenLoadResult:
+def run_open_load(
+    load: OpenLoad,
+    *,
+    base_url: str,
+    settings: LoadSettings,
+    tenants: TenantSet,
+    duration_s: float,
+    writer: RunRecordWriter,
+    progress: RunProgress,
+    clock: Callable[[], float],
+    started_unix: float,
+    usage: Callable[[], float | None],
+    transport: httpx.BaseTransport | None = None,
+) -> OpenLoadResult:
     """Send the workload, record every answer; the load window is [first intended send, last answer].
     `transport`: a test seam (httpx.MockTransport)."""
     counts, rows = Counter[str](), list[dict[str, Any]]()
@@ -78,8 +89,14 @@ def run_open_load(load: OpenLoad, *, base_url: str, settings: LoadSettings, tena
 
     progress.phase("load", f"open loop, {load.workload.name}, {duration_s:.0f} s")
     start_s = clock()  # until the schedule starts (after its first second of prompts is made)
-    client = OpenLoopClient(base_url, timeout_s=settings.request_timeout_s, max_in_flight=load.max_in_flight,
-                            origin_unix=started_unix, on_row=on_row, transport=transport)
+    client = OpenLoopClient(
+        base_url,
+        timeout_s=settings.request_timeout_s,
+        max_in_flight=load.max_in_flight,
+        origin_unix=started_unix,
+        on_row=on_row,
+        transport=transport,
+    )
     notes: list[str] = []
     try:
         sent = dispatch(load.workload.arrivals(settings, tenants, duration_s), client.submit, on_wait=show)
@@ -89,17 +106,28 @@ def run_open_load(load: OpenLoad, *, base_url: str, settings: LoadSettings, tena
             show()
         if num_open:
             waited_s = settings.request_timeout_s + DRAIN_MARGIN_S
-            notes.append(f"{num_open} open-loop request(s) still open {waited_s:.0f} s after the last was sent were cut")
+            notes.append(
+                f"{num_open} open-loop request(s) still open {waited_s:.0f} s after the last was sent were cut"
+            )
     finally:
         client.close()
     end_s = clock()
     lag = summarize_lag([row["sent_s"] - row[INTENDED_COLUMN] for row in rows], load.max_lag_ms)
-    summary = {**load.workload.describe(), "num_sent": sent.num_sent, "max_in_flight": load.max_in_flight,
-               "peak_in_flight": client.peak_in_flight, "client_lag": lag.to_dict(), **ttft_summary(rows)}
+    summary = {
+        **load.workload.describe(),
+        "num_sent": sent.num_sent,
+        "max_in_flight": load.max_in_flight,
+        "peak_in_flight": client.peak_in_flight,
+        "client_lag": lag.to_dict(),
+        **ttft_summary(rows),
+    }
     if not lag.is_within:
-        full = (f"; all {load.max_in_flight} sending threads were busy at once (the target answered slower than "
-                f"requests arrived: raise --max-in-flight, or lower the rate)"
-                if client.peak_in_flight >= load.max_in_flight else "")
+        full = (
+            f"; all {load.max_in_flight} sending threads were busy at once (the target answered slower than "
+            f"requests arrived: raise --max-in-flight, or lower the rate)"
+            if client.peak_in_flight >= load.max_in_flight
+            else ""
+        )
         notes.append(f"{HARNESS_ERROR}: the client could not keep its schedule: {lag.explain()}{full}")
     return OpenLoadResult(start_s, end_s, counts, summary, notes)
 
@@ -108,8 +136,10 @@ def ttft_summary(rows: list[dict[str, Any]]) -> dict[str, dict[str, float | None
     """TTFT percentiles from the actual and from the intended send time: the second is what a
     user who arrived on schedule waited."""
     answered = [(row["ttft_s"], row["sent_s"] - row[INTENDED_COLUMN]) for row in rows if row["ttft_s"] is not None]
-    return {"ttft_ms_from_sent": _percentiles([t for t, _ in answered]),
-            "ttft_ms_from_intended": _percentiles([t + lag for t, lag in answered])}
+    return {
+        "ttft_ms_from_sent": _percentiles([t for t, _ in answered]),
+        "ttft_ms_from_intended": _percentiles([t + lag for t, lag in answered]),
+    }
 
 
 def _percentiles(values_s: list[float]) -> dict[str, float | None]:

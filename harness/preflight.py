@@ -55,8 +55,9 @@ def served_models(client: httpx.Client, base_url: str, key: str) -> tuple[str, .
         return None
 
 
-def preflight(base_url: str, *, key: str, model: str = "", timeout_s: float = 30.0,
-              transport: httpx.BaseTransport | None = None) -> Preflight:
+def preflight(
+    base_url: str, *, key: str, model: str = "", timeout_s: float = 30.0, transport: httpx.BaseTransport | None = None
+) -> Preflight:
     """Send one minimal request; return the model to use (the first served one when `model` is
     empty) or raise PreflightError saying what is wrong. `transport`: a test seam
     (httpx.MockTransport)."""
@@ -69,11 +70,15 @@ def preflight(base_url: str, *, key: str, model: str = "", timeout_s: float = 30
         try:
             resp = client.post(url, json=body, headers={"Authorization": f"Bearer {key}"})
         except httpx.ConnectError as err:
-            raise PreflightError(f"cannot connect to {base} ({err}): check the address — is the server running, "
-                                 f"and are the scheme, host and port right? (try: curl {base}{MODELS_PATH})") from err
+            raise PreflightError(
+                f"cannot connect to {base} ({err}): check the address — is the server running, "
+                f"and are the scheme, host and port right? (try: curl {base}{MODELS_PATH})"
+            ) from err
         except httpx.TimeoutException as err:
-            raise PreflightError(f"no answer from POST {url} within {timeout_s:.0f} s: the server accepted the "
-                                 f"connection but did not reply; is it overloaded or still loading the model?") from err
+            raise PreflightError(
+                f"no answer from POST {url} within {timeout_s:.0f} s: the server accepted the "
+                f"connection but did not reply; is it overloaded or still loading the model?"
+            ) from err
         except httpx.HTTPError as err:
             raise PreflightError(f"POST {url} failed: {type(err).__name__}: {err}") from err
     refused_for_capacity = resp.status_code == 429 and _has_error(resp)
@@ -99,26 +104,38 @@ def _has_error(resp: httpx.Response) -> bool:
     return isinstance(body, dict) and isinstance(body.get("error"), dict)
 
 
-def _fail(resp: httpx.Response, *, url: str, base: str, key: str, model: str,
-          models: tuple[str, ...] | None) -> NoReturn:
+def _fail(
+    resp: httpx.Response, *, url: str, base: str, key: str, model: str, models: tuple[str, ...] | None
+) -> NoReturn:
     status, text = resp.status_code, resp.text[:MAX_BODY_CHARS]
     if status in (401, 403):
-        raise PreflightError(f"the target refused the API key {mask(key)} (HTTP {status}: {_message(text)}): check "
-                             f"the key — for the reference engine a tenant key from the config's [tenants.*] api_keys; "
-                             f"kvgate run takes them with --tenants or KVGATE_TENANTS")
+        raise PreflightError(
+            f"the target refused the API key {mask(key)} (HTTP {status}: {_message(text)}): check "
+            f"the key — for the reference engine a tenant key from the config's [tenants.*] api_keys; "
+            f"kvgate run takes them with --tenants or KVGATE_TENANTS"
+        )
     if status == 404:
-        listed = (f"the server lists these models: {', '.join(models)}" if models else
-                  f"GET {base}{MODELS_PATH} lists no models")
+        listed = (
+            f"the server lists these models: {', '.join(models)}"
+            if models
+            else f"GET {base}{MODELS_PATH} lists no models"
+        )
         if models and model not in models:
-            raise PreflightError(f"HTTP 404 from POST {url}: the model {model!r} is not served here; {listed}. "
-                                 f"Pass one of them with --model")
+            raise PreflightError(
+                f"HTTP 404 from POST {url}: the model {model!r} is not served here; {listed}. "
+                f"Pass one of them with --model"
+            )
         hint = " (it ends in /v1: give the server root, kvgate appends /v1/... itself)" if base.endswith("/v1") else ""
-        raise PreflightError(f"HTTP 404 from POST {url}: check the base URL{hint} — it must be the server root, "
-                             f"e.g. http://127.0.0.1:8000 — and the model name {model!r}; {listed}. "
-                             f"The answer was: {_message(text)}")
+        raise PreflightError(
+            f"HTTP 404 from POST {url}: check the base URL{hint} — it must be the server root, "
+            f"e.g. http://127.0.0.1:8000 — and the model name {model!r}; {listed}. "
+            f"The answer was: {_message(text)}"
+        )
     if status == 200:
-        raise PreflightError(f"POST {url} answered 200 but the body has no `choices`, so it is not an OpenAI chat "
-                             f"completion (a proxy page, or another API at this URL?). The body was:\n{text}")
+        raise PreflightError(
+            f"POST {url} answered 200 but the body has no `choices`, so it is not an OpenAI chat "
+            f"completion (a proxy page, or another API at this URL?). The body was:\n{text}"
+        )
     raise PreflightError(f"HTTP {status} from POST {url} (model {model!r}). The body was:\n{text}")
 
 

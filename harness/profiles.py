@@ -59,32 +59,88 @@ class Profile:
 # 0.5 GiB of host swap space holds about 4K tokens: swap runs out, and recompute is chosen too.
 # The mix: idle conversations outgrow the pool (evict rung); long answers about long contexts and
 # batch jobs grow past what admission planned when they started (preempt rung).
-PRESSURE_MACHINE: dict[str, Any] = {"hardware.kv_pool_gib": 7, "engine.max_num_seqs": 40,
-                                    "preemption.host_swap_gib": 0.5}
+PRESSURE_MACHINE: dict[str, Any] = {
+    "hardware.kv_pool_gib": 7,
+    "engine.max_num_seqs": 40,
+    "preemption.host_swap_gib": 0.5,
+}
 PRESSURE_LOAD: dict[str, Any] = {
-    "long_prompt_tokens": 7000, "long_output_tokens": 1024, "long_output_prompt_tokens": 1100,
-    "batch_prompt_tokens": 2048, "batch_max_tokens": 1024, "cancel_prompt_tokens": 4096, "cancel_max_tokens": 256,
-    "document_tokens": 512, "session_context_tokens": 1500, "long_session_context_tokens": 5000, "burst_size": 8,
-    "turns": 3, "idle_gap_min_s": 1.0, "idle_gap_max_s": 3.0, "wait_min_s": 0.1, "wait_max_s": 0.5,
-    "kill_interval_s": 4.0, "step_users": 2, "step_s": 3.0, "step_max_users": 16, "step_hold_s": 3.0,
+    "long_prompt_tokens": 7000,
+    "long_output_tokens": 1024,
+    "long_output_prompt_tokens": 1100,
+    "batch_prompt_tokens": 2048,
+    "batch_max_tokens": 1024,
+    "cancel_prompt_tokens": 4096,
+    "cancel_max_tokens": 256,
+    "document_tokens": 512,
+    "session_context_tokens": 1500,
+    "long_session_context_tokens": 5000,
+    "burst_size": 8,
+    "turns": 3,
+    "idle_gap_min_s": 1.0,
+    "idle_gap_max_s": 3.0,
+    "wait_min_s": 0.1,
+    "wait_max_s": 0.5,
+    "kill_interval_s": 4.0,
+    "step_users": 2,
+    "step_s": 3.0,
+    "step_max_users": 16,
+    "step_hold_s": 3.0,
     "request_timeout_s": 40.0,
     "mix": "multi_turn=8,long_output=20,shared_prefix=3,long_prompt=2,batch_mix=6,cancel_storm=2",
 }
 
-PROFILES: dict[str, Profile] = {p.name: p for p in (
-    Profile(name="quick", duration_s=16, users=54, spawn_rate=16, baseline_requests=30, cooldown_max_s=15,
-            cooldown_min_s=2, stop_timeout_s=12, engine_overrides=PRESSURE_MACHINE, settings=PRESSURE_LOAD),
-    # ci: the same pressure held three times as long, with room for slower worker kills and steps
-    Profile(name="ci", duration_s=45, users=54, spawn_rate=8, baseline_requests=30, cooldown_max_s=30,
-            cooldown_min_s=5, stop_timeout_s=15, engine_overrides=PRESSURE_MACHINE,
-            settings={**PRESSURE_LOAD, "kill_interval_s": 15.0, "step_users": 4, "step_s": 8.0,
-                      "step_max_users": 48, "step_hold_s": 8.0, "request_timeout_s": 60.0}),
-    # full: five minutes at the scenarios' default sizes on the config's own pool, for a target
-    # sized like production (a real GPU server); two cores' worth of load does not fill a
-    # simulated H100's 52.7 GiB, so on the reference engine it is a soak, not a pressure run.
-    Profile(name="full", duration_s=300, users=64, spawn_rate=8, baseline_requests=30, cooldown_max_s=60,
-            cooldown_min_s=10, stop_timeout_s=30),
-)}
+PROFILES: dict[str, Profile] = {
+    p.name: p
+    for p in (
+        Profile(
+            name="quick",
+            duration_s=16,
+            users=54,
+            spawn_rate=16,
+            baseline_requests=30,
+            cooldown_max_s=15,
+            cooldown_min_s=2,
+            stop_timeout_s=12,
+            engine_overrides=PRESSURE_MACHINE,
+            settings=PRESSURE_LOAD,
+        ),
+        # ci: the same pressure held three times as long, with room for slower worker kills and steps
+        Profile(
+            name="ci",
+            duration_s=45,
+            users=54,
+            spawn_rate=8,
+            baseline_requests=30,
+            cooldown_max_s=30,
+            cooldown_min_s=5,
+            stop_timeout_s=15,
+            engine_overrides=PRESSURE_MACHINE,
+            settings={
+                **PRESSURE_LOAD,
+                "kill_interval_s": 15.0,
+                "step_users": 4,
+                "step_s": 8.0,
+                "step_max_users": 48,
+                "step_hold_s": 8.0,
+                "request_timeout_s": 60.0,
+            },
+        ),
+        # full: five minutes at the scenarios' default sizes on the config's own pool, for a target
+        # sized like production (a real GPU server); two cores' worth of load does not fill a
+        # simulated H100's 52.7 GiB, so on the reference engine it is a soak, not a pressure run.
+        Profile(
+            name="full",
+            duration_s=300,
+            users=64,
+            spawn_rate=8,
+            baseline_requests=30,
+            cooldown_max_s=60,
+            cooldown_min_s=10,
+            stop_timeout_s=30,
+        ),
+    )
+}
 
 
 def format_overrides(overrides: Mapping[str, Any]) -> str:

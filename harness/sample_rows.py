@@ -38,12 +38,22 @@ def sample_row(snap: Mapping[str, Any], t_s: float) -> dict[str, Any]:
     """One samples.csv row, stamped `t_s` (seconds on the run's clock)."""
     waiting = snap.get("waiting_by_class", {})
     return {
-        "t_s": t_s, "num_blocks": snap["num_blocks"], "live_blocks": snap["live_blocks"],
-        "retained_blocks": snap["retained_blocks"], "pinned_blocks": snap["pinned_blocks"],
-        "cached_blocks": snap["cached_blocks"], "free_blocks": snap["free_blocks"], "usage": snap["usage"],
-        "num_running": snap["num_running"], "num_waiting": snap["num_waiting"], "num_swapped": snap["num_swapped"],
-        "waiting_system": waiting.get("system", 0), "waiting_interactive": waiting.get("interactive", 0),
-        "waiting_batch": waiting.get("batch", 0), "fragmentation": snap["fragmentation"], "level": snap["level"],
+        "t_s": t_s,
+        "num_blocks": snap["num_blocks"],
+        "live_blocks": snap["live_blocks"],
+        "retained_blocks": snap["retained_blocks"],
+        "pinned_blocks": snap["pinned_blocks"],
+        "cached_blocks": snap["cached_blocks"],
+        "free_blocks": snap["free_blocks"],
+        "usage": snap["usage"],
+        "num_running": snap["num_running"],
+        "num_waiting": snap["num_waiting"],
+        "num_swapped": snap["num_swapped"],
+        "waiting_system": waiting.get("system", 0),
+        "waiting_interactive": waiting.get("interactive", 0),
+        "waiting_batch": waiting.get("batch", 0),
+        "fragmentation": snap["fragmentation"],
+        "level": snap["level"],
         "source": "engine",
     }
 
@@ -53,8 +63,18 @@ def pool_state(snap: Mapping[str, Any]) -> dict[str, int]:
     it: blocks by state, blocks promised to admitted requests that have not started, and the
     requests the engine holds. Both from this one function, so the capacity_after_drain gate
     compares like with like."""
-    state = {key: int(snap[key]) for key in ("num_blocks", "live_blocks", "retained_blocks", "pinned_blocks",
-                                             "cached_blocks", "free_blocks", "pending_blocks")}
+    state = {
+        key: int(snap[key])
+        for key in (
+            "num_blocks",
+            "live_blocks",
+            "retained_blocks",
+            "pinned_blocks",
+            "cached_blocks",
+            "free_blocks",
+            "pending_blocks",
+        )
+    }
     state["requests_in_engine"] = int(snap["num_running"] + snap["num_waiting"] + snap["num_swapped"])
     return state
 
@@ -62,5 +82,13 @@ def pool_state(snap: Mapping[str, Any]) -> dict[str, int]:
 def tenant_rows(snap: Mapping[str, Any], t_s: float, caps: Mapping[str, float]) -> list[dict[str, Any]]:
     """One tenant_samples.csv row per configured tenant (zero blocks included), with its hard cap."""
     live, num_blocks = snap.get("tenant_live_blocks", {}), snap["num_blocks"]
-    return [{"t_s": t_s, "tenant": name, "live_blocks": live.get(name, 0), "share": live.get(name, 0) / num_blocks,
-             "cap": cap} for name, cap in caps.items()]
+    return [
+        {
+            "t_s": t_s,
+            "tenant": name,
+            "live_blocks": live.get(name, 0),
+            "share": live.get(name, 0) / num_blocks,
+            "cap": cap,
+        }
+        for name, cap in caps.items()
+    ]

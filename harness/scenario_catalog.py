@@ -41,8 +41,12 @@ def discover(directory: Path) -> dict[str, Scenario]:
         if path.name.startswith("_"):
             continue  # locust skips these too
         tree = ast.parse(path.read_text(), filename=str(path))
-        classes = tuple(node.name for node in tree.body if isinstance(node, ast.ClassDef)
-                        and any(isinstance(b, ast.Name) and b.id == BASE_CLASS for b in node.bases))
+        classes = tuple(
+            node.name
+            for node in tree.body
+            if isinstance(node, ast.ClassDef)
+            and any(isinstance(b, ast.Name) and b.id == BASE_CLASS for b in node.bases)
+        )
         if classes:
             found[path.stem] = Scenario(path.stem, path.resolve(), classes)
     return found

@@ -31,20 +31,29 @@ def judge_step(rate_per_s: float, record: RunRecord, thresholds: Thresholds) -> 
     answered = record.requests[(record.requests["phase"] == "load") & (record.requests["status"] == "ok")]
     span_s = (load.end_s - load.start_s) if load is not None else 0.0
     figures: dict[str, Any] = {
-        "rate_per_s": rate_per_s, "run_dir": record.dir, "num_sent": int(summary.get("num_sent", 0)),
-        "num_ok": len(answered), "achieved_per_s": len(answered) / span_s if span_s > 0 else None,
+        "rate_per_s": rate_per_s,
+        "run_dir": record.dir,
+        "num_sent": int(summary.get("num_sent", 0)),
+        "num_ok": len(answered),
+        "achieved_per_s": len(answered) / span_s if span_s > 0 else None,
         "p95_ttft_from_intended_ms": summary.get("ttft_ms_from_intended", {}).get("p95"),
-        "lag_p99_ms": summary.get("client_lag", {}).get("p99_ms")}
+        "lag_p99_ms": summary.get("client_lag", {}).get("p99_ms"),
+    }
     if (error := record.meta.harness_error) is not None:
-        return SweepStep(outcome=StepOutcome.HARNESS_ERROR, explanation=error, p95_ttft_ms=None, goodput=None,
-                         **figures)
+        return SweepStep(
+            outcome=StepOutcome.HARNESS_ERROR, explanation=error, p95_ttft_ms=None, goodput=None, **figures
+        )
     verdict = evaluate(record, thresholds, only=SLO_GATES)
     verdict.write(record.dir)
     passed = all(r.outcome is Outcome.PASS for r in verdict.results)
     ttft, goodput = verdict.result("interactive_ttft"), verdict.result("goodput")
-    return SweepStep(outcome=StepOutcome.PASS if passed else StepOutcome.FAIL,
-                     explanation="; ".join(f"{r.gate} {r.outcome.value}: {r.explanation}" for r in verdict.results),
-                     p95_ttft_ms=_value(ttft, slo.TTFT_MS), goodput=_value(goodput, GOODPUT_METRIC), **figures)
+    return SweepStep(
+        outcome=StepOutcome.PASS if passed else StepOutcome.FAIL,
+        explanation="; ".join(f"{r.gate} {r.outcome.value}: {r.explanation}" for r in verdict.results),
+        p95_ttft_ms=_value(ttft, slo.TTFT_MS),
+        goodput=_value(goodput, GOODPUT_METRIC),
+        **figures,
+    )
 
 
 def _value(result: Any, metric: str) -> float | None:
@@ -55,4 +64,4 @@ def _value(result: Any, metric: str) -> float | None:
 
 def step_rates(*, start_per_s: float, factor: float, num_steps: int) -> list[float]:
     """`num_steps` rates from `start_per_s`, each `factor` times the last."""
-    return [start_per_s * factor ** k for k in range(num_steps)]
+    return [start_per_s * factor**k for k in range(num_steps)]

@@ -50,8 +50,13 @@ class Target:
 
     def describe(self, model: str) -> dict[str, Any]:
         """meta.target."""
-        return {"url": self.url, "kind": self.kind, "metrics_url": self.metrics_url, "model": model,
-                "workers": self.workers}
+        return {
+            "url": self.url,
+            "kind": self.kind,
+            "metrics_url": self.metrics_url,
+            "model": model,
+            "workers": self.workers,
+        }
 
 
 def external_target(url: str, metrics_url: str | None) -> Target:
@@ -68,8 +73,16 @@ def free_port(host: str = "127.0.0.1") -> int:
 class ReferenceEngine:
     """`kvgate serve --config FILE` for the length of a `with` block."""
 
-    def __init__(self, config_path: Path, *, admin_key: str | None = None, workers: int = 0,
-                 log_path: Path | None = None, log_level: str = "warning", ready_timeout_s: float = 120.0) -> None:
+    def __init__(
+        self,
+        config_path: Path,
+        *,
+        admin_key: str | None = None,
+        workers: int = 0,
+        log_path: Path | None = None,
+        log_level: str = "warning",
+        ready_timeout_s: float = 120.0,
+    ) -> None:
         """`admin_key`: the engine's (default: a fresh random one, in `self.admin_key`)."""
         self.config_path = config_path
         self.admin_key = admin_key or secrets.token_urlsafe(24)
@@ -88,30 +101,48 @@ class ReferenceEngine:
             sock.bind(("127.0.0.1", 0))
             sock.listen(BACKLOG)
             port = sock.getsockname()[1]
-            cmd = [sys.executable, "-m", "harness.cli", "serve", "--config", str(self.config_path),
-                   "--fd", str(sock.fileno()), "--log-level", self.log_level]
+            cmd = [
+                sys.executable,
+                "-m",
+                "harness.cli",
+                "serve",
+                "--config",
+                str(self.config_path),
+                "--fd",
+                str(sock.fileno()),
+                "--log-level",
+                self.log_level,
+            ]
             if self.workers:
                 cmd += ["--workers", str(self.workers)]
             self._log = open(self.log_path, "wb") if self.log_path else None
             env = {**os.environ, ADMIN_KEY_VAR: self.admin_key}  # never on the command line (ps shows it)
-            self.process = subprocess.Popen(cmd, stdout=self._log or subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                                            start_new_session=True, pass_fds=(sock.fileno(),), env=env)
+            self.process = subprocess.Popen(
+                cmd,
+                stdout=self._log or subprocess.DEVNULL,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                pass_fds=(sock.fileno(),),
+                env=env,
+            )
         url = f"http://127.0.0.1:{port}"
         try:
             self._wait_ready(url)
         except BaseException:
             self.stop()
             raise
-        return Target(url=url, kind="reference", metrics_url=f"{url}/metrics", workers=self.workers,
-                      pid=self.process.pid)
+        return Target(
+            url=url, kind="reference", metrics_url=f"{url}/metrics", workers=self.workers, pid=self.process.pid
+        )
 
     def _wait_ready(self, url: str) -> None:
         assert self.process is not None
         deadline = time.monotonic() + self.ready_timeout_s
         while True:
             if self.process.poll() is not None:
-                raise TargetError(f"kvgate serve exited with code {self.process.returncode} before it was ready"
-                                  f"{self._log_tail()}")
+                raise TargetError(
+                    f"kvgate serve exited with code {self.process.returncode} before it was ready{self._log_tail()}"
+                )
             try:
                 if httpx.get(f"{url}/ready", timeout=2.0).status_code == 200:
                     return
@@ -140,6 +171,7 @@ class ReferenceEngine:
             self._log.close()
             self._log = None
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()

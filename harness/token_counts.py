@@ -69,8 +69,10 @@ def fit_token_model(counter: TokenCounter, other_text: str) -> MeasuredTokens:
     one_long = counter.count([{"role": "user", "content": probe}])
     per_word = (one_long - one_empty) / num_probe
     if per_word <= 0:
-        raise TokenCountError(f"{counter.source} counted {one_long} tokens for {num_probe} words and {one_empty} "
-                              f"for none: not a tokenizer a prompt can be sized with")
+        raise TokenCountError(
+            f"{counter.source} counted {one_long} tokens for {num_probe} words and {one_empty} "
+            f"for none: not a tokenizer a prompt can be sized with"
+        )
     per_message = two_empty - one_empty
     num_other = len(other_text.split())
     other = counter.count([{"role": "user", "content": other_text}]) if num_other else one_empty
@@ -133,8 +135,16 @@ class FileCounter:
         return sum(len(self._tokenizer.encode(m["content"]).ids) for m in messages)
 
 
-def measure_tokens(base_url: str, *, key: str, model: str, system_prompt: str, tokenizer: Path | None = None,
-                   timeout_s: float = 30.0, transport: httpx.BaseTransport | None = None) -> MeasuredTokens | None:
+def measure_tokens(
+    base_url: str,
+    *,
+    key: str,
+    model: str,
+    system_prompt: str,
+    tokenizer: Path | None = None,
+    timeout_s: float = 30.0,
+    transport: httpx.BaseTransport | None = None,
+) -> MeasuredTokens | None:
     """The target's token model: from its `/tokenize`, else from `tokenizer`; None when neither
     can count (the scenarios keep the reference engine's words). `transport`: a test seam."""
     with httpx.Client(timeout=timeout_s, transport=transport) as client:

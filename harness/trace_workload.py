@@ -45,15 +45,31 @@ class TraceWorkload:
             if request.arrival_s >= duration_s or (self.max_requests is not None and n >= self.max_requests):
                 return
             request_id = f"{self.name}-{request.row}"
-            prompt = trace_prompt(request.prefix_ids, request.num_prompt_tokens,
-                                  block_tokens=trace.prefix_block_tokens, filler_seed=request_id)
-            call = Call(request_id=request_id, scenario=self.name, phase=settings.phase,
-                        tenant=candidates[assigner.assign(request)], model=settings.model, prompt=prompt,
-                        max_tokens=request.num_output_tokens)
+            prompt = trace_prompt(
+                request.prefix_ids,
+                request.num_prompt_tokens,
+                block_tokens=trace.prefix_block_tokens,
+                filler_seed=request_id,
+            )
+            call = Call(
+                request_id=request_id,
+                scenario=self.name,
+                phase=settings.phase,
+                tenant=candidates[assigner.assign(request)],
+                model=settings.model,
+                prompt=prompt,
+                max_tokens=request.num_output_tokens,
+            )
             yield Arrival(request.arrival_s, call)
 
     def describe(self) -> dict[str, Any]:
-        return {"workload": self.name, "trace": str(self.trace.source), "format": self.trace.format,
-                "rate_scale": self.rate_scale, "time_scale": self.time_scale,
-                "trace_requests": len(self.trace.requests), "max_requests": self.max_requests,
-                "notes": list(self.trace.notes)}
+        return {
+            "workload": self.name,
+            "trace": str(self.trace.source),
+            "format": self.trace.format,
+            "rate_scale": self.rate_scale,
+            "time_scale": self.time_scale,
+            "trace_requests": len(self.trace.requests),
+            "max_requests": self.max_requests,
+            "notes": list(self.trace.notes),
+        }

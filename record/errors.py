@@ -70,8 +70,9 @@ class RequestError(KvgateError):
     code: str = "invalid_request"
     error_type: str = "invalid_request_error"
 
-    def __init__(self, message: str, *, code: str | None = None, param: str | None = None,
-                 retry_after_s: float | None = None) -> None:
+    def __init__(
+        self, message: str, *, code: str | None = None, param: str | None = None, retry_after_s: float | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         if code is not None:
@@ -81,8 +82,7 @@ class RequestError(KvgateError):
 
     def to_openai(self) -> dict:
         """The body OpenAI-compatible clients expect: {"error": {message, type, param, code}}."""
-        return {"error": {"message": self.message, "type": self.error_type,
-                          "param": self.param, "code": self.code}}
+        return {"error": {"message": self.message, "type": self.error_type, "param": self.param, "code": self.code}}
 
 
 class InvalidRequestError(RequestError):
@@ -119,8 +119,9 @@ class CapacityError(RequestError):
 
     status, code, error_type = 429, "kv_capacity", "rate_limit_error"
 
-    def __init__(self, message: str, *, code: str | None = None, retry_after_s: float | None = None,
-                 limit: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, code: str | None = None, retry_after_s: float | None = None, limit: str | None = None
+    ) -> None:
         super().__init__(message, code=code, retry_after_s=retry_after_s)
         self.limit = limit
 

@@ -92,11 +92,24 @@ class Event:
     def to_row(self) -> dict:
         """The event as {column: value} in EVENT_COLUMNS order, `kind` as its string value. Written
         out by hand (not `dataclasses.asdict`, which deep-copies): it runs once per event exported."""
-        return {"seq": self.seq, "t_s": self.t_s, "kind": self.kind.value, "request_id": self.request_id,
-                "tenant": self.tenant, "traffic_class": self.traffic_class, "num_blocks": self.num_blocks,
-                "num_tokens": self.num_tokens, "latency_s": self.latency_s, "deadline_s": self.deadline_s,
-                "tenant_live_blocks": self.tenant_live_blocks, "num_bytes": self.num_bytes, "usage": self.usage,
-                "reason": self.reason, "mode": self.mode, "client_request_id": self.client_request_id}
+        return {
+            "seq": self.seq,
+            "t_s": self.t_s,
+            "kind": self.kind.value,
+            "request_id": self.request_id,
+            "tenant": self.tenant,
+            "traffic_class": self.traffic_class,
+            "num_blocks": self.num_blocks,
+            "num_tokens": self.num_tokens,
+            "latency_s": self.latency_s,
+            "deadline_s": self.deadline_s,
+            "tenant_live_blocks": self.tenant_live_blocks,
+            "num_bytes": self.num_bytes,
+            "usage": self.usage,
+            "reason": self.reason,
+            "mode": self.mode,
+            "client_request_id": self.client_request_id,
+        }
 
 
 EVENT_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Event))

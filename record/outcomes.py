@@ -45,5 +45,9 @@ NOT_OVERLOAD_CODES = (*OOM_ERROR_CODES, "worker_lost")
 
 def is_overload_refusal(http_status: int | None, status: str, error_code: str) -> bool:
     """The rule for one row (`record.query.overload_refusals` applies it to a table)."""
-    return (http_status in OVERLOAD_STATUSES and status == Status.ERROR.value and bool(error_code)
-            and error_code not in NOT_OVERLOAD_CODES)
+    return (
+        http_status in OVERLOAD_STATUSES
+        and status == Status.ERROR.value
+        and bool(error_code)
+        and error_code not in NOT_OVERLOAD_CODES
+    )

@@ -45,16 +45,20 @@ def measure_pressure(record: RunRecord) -> Pressure:
     watermark_events = events[events["kind"] == "watermark"]
     if meta.signals.engine_events:
         source = "engine"
-        levels = [(float(t), _level(str(reason))) for t, reason in
-                  zip(watermark_events["t_s"], watermark_events["reason"])]
+        levels = [
+            (float(t), _level(str(reason))) for t, reason in zip(watermark_events["t_s"], watermark_events["reason"])
+        ]
     elif marks and len(record.samples):
         source = "samples"
         usage = live_usage(record.samples)
         levels = [(float(t), sum(u >= marks[name] for name in marks)) for t, u in zip(record.samples["t_s"], usage)]
     else:
         return Pressure(source="none", peak_usage=_peak(record))
-    rungs = [_rung(i, name, marks.get(name, math.nan), levels, end_s) for i, name in enumerate(RUNGS, start=1)
-             if name in marks]
+    rungs = [
+        _rung(i, name, marks.get(name, math.nan), levels, end_s)
+        for i, name in enumerate(RUNGS, start=1)
+        if name in marks
+    ]
     return Pressure(source=source, peak_usage=_peak(record), rungs=rungs, decisions=_decisions(record))
 
 
@@ -78,8 +82,11 @@ def missing_rungs(pressure: Pressure | None) -> tuple[str, ...]:
 def decisions_never_run(pressures: Iterable[Pressure | None]) -> tuple[str, ...]:
     """The core decisions that ran in none of these runs: what a comparison of them cannot judge."""
     known = [p for p in pressures if p is not None]
-    return tuple(name for name, counters in CORE_DECISIONS.items()
-                 if not any(p.decisions.get(c, 0) for p in known for c in counters))
+    return tuple(
+        name
+        for name, counters in CORE_DECISIONS.items()
+        if not any(p.decisions.get(c, 0) for p in known for c in counters)
+    )
 
 
 def _level(reason: str) -> int:

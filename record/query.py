@@ -101,8 +101,13 @@ def intended_cancels(requests: pd.DataFrame) -> pd.Series:
 def overload_refusals(requests: pd.DataFrame) -> pd.Series:
     """The requests refused for overload: `record.outcomes.is_overload_refusal` over a table."""
     code = requests["error_code"]
-    return (requests["http_status"].isin(OVERLOAD_STATUSES) & (requests["status"] == Status.ERROR.value) & code.notna()
-            & (code.astype(str) != "") & ~code.isin(NOT_OVERLOAD_CODES))
+    return (
+        requests["http_status"].isin(OVERLOAD_STATUSES)
+        & (requests["status"] == Status.ERROR.value)
+        & code.notna()
+        & (code.astype(str) != "")
+        & ~code.isin(NOT_OVERLOAD_CODES)
+    )
 
 
 def events_of(record: RunRecord, *kinds: str) -> pd.DataFrame:
@@ -133,6 +138,7 @@ def counter_prefix_hit_rate(meta: RunMeta) -> float | None:
     (vLLM's `prefix_cache_hits`/`_queries`; llama.cpp's cached and computed prompt tokens): the
     change from `meta.initial` to `meta.final`, or the final totals when the run did not record
     the counters at its start. None without the counters or without a lookup."""
+
     def lookups(state: dict) -> float | None:
         if "prefix_cache_hits_tokens" not in state:
             return None

@@ -35,11 +35,31 @@ from record.events import WORKER_EVENT_COLUMNS
 SCHEMA_VERSION = 2  # 2: the events' `value` column became typed columns (deadline_s, usage, ...)
 
 REQUEST_COLUMNS: tuple[str, ...] = (
-    "request_id", "engine_request_id", "scenario", "phase", "tenant", "traffic_class", "session_id",
-    "sent_s", "first_token_s", "done_s", "ttft_s", "e2e_s",
-    "status", "http_status", "error_code", "finish_reason",
-    "prompt_tokens", "completion_tokens", "max_tokens",
-    "streaming", "cancel_intended", "session_rebuilt", "max_tokens_clamped", "approximate", "worker",
+    "request_id",
+    "engine_request_id",
+    "scenario",
+    "phase",
+    "tenant",
+    "traffic_class",
+    "session_id",
+    "sent_s",
+    "first_token_s",
+    "done_s",
+    "ttft_s",
+    "e2e_s",
+    "status",
+    "http_status",
+    "error_code",
+    "finish_reason",
+    "prompt_tokens",
+    "completion_tokens",
+    "max_tokens",
+    "streaming",
+    "cancel_intended",
+    "session_rebuilt",
+    "max_tokens_clamped",
+    "approximate",
+    "worker",
     "intended_s",
 )
 """status: ok | error | cancelled (an intended cancel) | timeout. error_code: the OpenAI error
@@ -49,9 +69,25 @@ an open-loop request was meant to be sent (empty for closed-loop users); its cli
 sent_s − intended_s."""
 
 SAMPLE_COLUMNS: tuple[str, ...] = (
-    "t_s", "num_blocks", "live_blocks", "retained_blocks", "pinned_blocks", "cached_blocks", "free_blocks",
-    "usage", "num_running", "num_waiting", "num_swapped", "waiting_system", "waiting_interactive",
-    "waiting_batch", "fragmentation", "level", "gpu_mem_used_bytes", "gpu_mem_total_bytes", "source",
+    "t_s",
+    "num_blocks",
+    "live_blocks",
+    "retained_blocks",
+    "pinned_blocks",
+    "cached_blocks",
+    "free_blocks",
+    "usage",
+    "num_running",
+    "num_waiting",
+    "num_swapped",
+    "waiting_system",
+    "waiting_interactive",
+    "waiting_batch",
+    "fragmentation",
+    "level",
+    "gpu_mem_used_bytes",
+    "gpu_mem_total_bytes",
+    "source",
 )
 
 TENANT_SAMPLE_COLUMNS: tuple[str, ...] = ("t_s", "tenant", "live_blocks", "share", "cap")
@@ -169,16 +205,20 @@ class RunMeta(BaseModel):
     signals: Signals = Signals()
     versions: dict[str, str] = {}
     hardware: dict[str, Any] = {}
-    initial: dict[str, Any] = Field(default_factory=dict,
-                                    description="the pool before the first request, as final has it")
-    final: dict[str, Any] = Field(default_factory=dict,
-                                  description="state after the run drained: live_blocks, reservations, ...")
+    initial: dict[str, Any] = Field(
+        default_factory=dict, description="the pool before the first request, as final has it"
+    )
+    final: dict[str, Any] = Field(
+        default_factory=dict, description="state after the run drained: live_blocks, reservations, ..."
+    )
     notes: list[str] = []
     pressure: Pressure | None = Field(None, description="rungs reached and decisions taken (record/pressure.py)")
     collectors: dict[str, CollectorStatus] = Field(
-        default_factory=dict, description="each telemetry collector of a live run: available, or why not")
+        default_factory=dict, description="each telemetry collector of a live run: available, or why not"
+    )
     probes: dict[str, dict[str, Any]] = Field(
-        default_factory=dict, description="probes sent before the load (cache_salt: prefix-cache isolation)")
+        default_factory=dict, description="probes sent before the load (cache_salt: prefix-cache isolation)"
+    )
 
     def phase(self, name: str) -> Phase | None:
         return next((p for p in self.phases if p.name == name), None)
@@ -245,11 +285,29 @@ class RunRecordWriter:
 
 
 _DTYPES = {
-    "requests": {"request_id": str, "engine_request_id": str, "scenario": str, "phase": str, "tenant": str,
-                 "traffic_class": str, "session_id": str, "status": str, "error_code": str, "finish_reason": str,
-                 "worker": str},
-    "events": {"kind": str, "request_id": str, "tenant": str, "traffic_class": str, "reason": str, "mode": str,
-               "client_request_id": str, "worker": str},
+    "requests": {
+        "request_id": str,
+        "engine_request_id": str,
+        "scenario": str,
+        "phase": str,
+        "tenant": str,
+        "traffic_class": str,
+        "session_id": str,
+        "status": str,
+        "error_code": str,
+        "finish_reason": str,
+        "worker": str,
+    },
+    "events": {
+        "kind": str,
+        "request_id": str,
+        "tenant": str,
+        "traffic_class": str,
+        "reason": str,
+        "mode": str,
+        "client_request_id": str,
+        "worker": str,
+    },
     "samples": {"level": str, "source": str},
     "tenant_samples": {"tenant": str},
 }
@@ -275,11 +333,15 @@ class RunRecord:
         raw = json.loads(meta_path.read_text())
         version = raw.get("schema_version", 0)
         if version > SCHEMA_VERSION:
-            raise RecordError(f"{d}: run record schema {version} is newer than this kvgate ({SCHEMA_VERSION}); "
-                              f"upgrade kvgate to read it")
+            raise RecordError(
+                f"{d}: run record schema {version} is newer than this kvgate ({SCHEMA_VERSION}); "
+                f"upgrade kvgate to read it"
+            )
         if version < SCHEMA_VERSION:
-            raise RecordError(f"{d}: run record schema {version} is older than this kvgate's ({SCHEMA_VERSION}); "
-                              f"its event columns differ: run it again, or judge it with the kvgate that wrote it")
+            raise RecordError(
+                f"{d}: run record schema {version} is older than this kvgate's ({SCHEMA_VERSION}); "
+                f"its event columns differ: run it again, or judge it with the kvgate that wrote it"
+            )
         meta = RunMeta.model_validate(raw)
         tables = {name: _read_table(d / f"{name}.csv", columns, _DTYPES[name]) for name, columns in TABLES.items()}
         return cls(dir=d, meta=meta, **tables)

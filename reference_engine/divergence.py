@@ -65,7 +65,7 @@ def measure_divergence(executor: TorchExecutor, requests: Iterable[Request]) -> 
             continue
         n_req += 1
         seq = r.prompt_token_ids + outputs[:-1]
-        exact = dense_logits(executor, seq)[len(r.prompt_token_ids) - 1:].cpu()
+        exact = dense_logits(executor, seq)[len(r.prompt_token_ids) - 1 :].cpu()
         index = sorted(j for j in kept if j < len(outputs))
         approx = torch.stack([kept[j] for j in index])[:, lo:hi].log_softmax(-1)
         ref = exact[index][:, lo:hi].log_softmax(-1)
@@ -74,12 +74,18 @@ def measure_divergence(executor: TorchExecutor, requests: Iterable[Request]) -> 
         agree += int((chosen == torch.tensor([outputs[j] for j in index])).sum())
         count += len(index)
     kl = torch.cat(kls) if kls else torch.zeros(0)
-    return Divergence(num_requests=n_req, num_tokens=count, token_agreement=agree / count if count else 1.0,
-                      mean_kl=float(kl.mean()) if count else 0.0, max_kl=float(kl.max()) if count else 0.0)
+    return Divergence(
+        num_requests=n_req,
+        num_tokens=count,
+        token_agreement=agree / count if count else 1.0,
+        mean_kl=float(kl.mean()) if count else 0.0,
+        max_kl=float(kl.max()) if count else 0.0,
+    )
 
 
-def run_prompts(config: EngineConfig, prompts: Sequence[Sequence[int]], max_new_tokens: int,
-                tenant: str | None = None) -> tuple[TorchExecutor, list[Request]]:
+def run_prompts(
+    config: EngineConfig, prompts: Sequence[Sequence[int]], max_new_tokens: int, tenant: str | None = None
+) -> tuple[TorchExecutor, list[Request]]:
     """Run `prompts` through an engine with `config` (its policy, the torch executor) on a virtual
     clock, one request at a time, keeping every output's logits; returns the executor (which
     holds them) and the finished requests."""
@@ -100,7 +106,8 @@ def run_prompts(config: EngineConfig, prompts: Sequence[Sequence[int]], max_new_
     return executor, done
 
 
-def measure_policy_divergence(config: EngineConfig, prompts: Sequence[Sequence[int]], max_new_tokens: int,
-                              tenant: str | None = None) -> Divergence:
+def measure_policy_divergence(
+    config: EngineConfig, prompts: Sequence[Sequence[int]], max_new_tokens: int, tenant: str | None = None
+) -> Divergence:
     """Run `prompts` (`run_prompts`) and measure the outputs against exact decoding."""
     return measure_divergence(*run_prompts(config, prompts, max_new_tokens, tenant))

@@ -64,11 +64,20 @@ class MemoryPlan:
             raise ConfigError(
                 f"{model.name} ({weights / GIB:.1f} GiB of weights) leaves no KV pool on {gpu.name} "
                 f"at gpu_memory_utilization {hw.gpu_memory_utilization}; use a larger GPU, fp8 weights, "
-                f"or set hardware.kv_pool_gib")
+                f"or set hardware.kv_pool_gib"
+            )
         block = config.engine.block_tokens
         num_blocks = math.floor(pool / (bpt * block))
         if num_blocks < 1:
             raise ConfigError(f"the KV pool ({pool / GIB:.3f} GiB) holds no block of {block} tokens")
-        return cls(model=model, gpu=gpu, block_tokens=block, bytes_per_token=bpt, pool_bytes=pool,
-                   num_blocks=num_blocks, weight_bytes=weights, weight_dtype=config.model.weight_dtype,
-                   kv_dtype=config.model.kv_dtype)
+        return cls(
+            model=model,
+            gpu=gpu,
+            block_tokens=block,
+            bytes_per_token=bpt,
+            pool_bytes=pool,
+            num_blocks=num_blocks,
+            weight_bytes=weights,
+            weight_dtype=config.model.weight_dtype,
+            kv_dtype=config.model.kv_dtype,
+        )

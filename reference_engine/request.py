@@ -108,8 +108,7 @@ class Request:
     output_limit: int = field(init=False)
 
     def __post_init__(self) -> None:
-        self.output_limit = (self.max_new_tokens if self.eos_after is None
-                             else min(self.eos_after, self.max_new_tokens))
+        self.output_limit = self.max_new_tokens if self.eos_after is None else min(self.eos_after, self.max_new_tokens)
 
     @property
     def priority(self) -> int:

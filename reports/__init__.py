@@ -15,5 +15,16 @@ from reports.comparison import COMPARISON_FILE, render_comparison
 from reports.run_report import REPORT_FILE, render_run_report
 from reports.section import DEFAULT_SECTIONS, SECTIONS, ReportSection, make_section
 
-__all__ = ["COMPARISON_FILE", "DEFAULT_SECTIONS", "REPORT_FILE", "SECTIONS", "ComparedConfig", "ComparedRun",
-           "ReportSection", "group_runs", "make_section", "render_comparison", "render_run_report"]
+__all__ = [
+    "COMPARISON_FILE",
+    "DEFAULT_SECTIONS",
+    "REPORT_FILE",
+    "SECTIONS",
+    "ComparedConfig",
+    "ComparedRun",
+    "ReportSection",
+    "group_runs",
+    "make_section",
+    "render_comparison",
+    "render_run_report",
+]

@@ -56,8 +56,9 @@ class ComparedConfig:
         return self.num_runs(Outcome.PASS) == len(self.runs)
 
 
-def group_runs(records: Sequence[RunRecord], verdicts: Sequence[Verdict],
-               baselines: Collection[Path] = ()) -> list[ComparedConfig]:
+def group_runs(
+    records: Sequence[RunRecord], verdicts: Sequence[Verdict], baselines: Collection[Path] = ()
+) -> list[ComparedConfig]:
     """Stored runs as configs: runs with the same config digest (and policy) are repeats of one config. A
     config is named by its policy, or by its config file where two share a policy, or by run id;
     it is a baseline when one of its runs' directories is in `baselines`."""
@@ -68,8 +69,10 @@ def group_runs(records: Sequence[RunRecord], verdicts: Sequence[Verdict],
         groups.setdefault(key, []).append(ComparedRun.of(record, verdict))
     marked = {Path(b).resolve() for b in baselines}
     names = _names([runs[0].record.meta for runs in groups.values()])
-    return [ComparedConfig(name, tuple(runs), baseline=any(r.record.dir.resolve() in marked for r in runs))
-            for name, runs in zip(names, groups.values())]
+    return [
+        ComparedConfig(name, tuple(runs), baseline=any(r.record.dir.resolve() in marked for r in runs))
+        for name, runs in zip(names, groups.values())
+    ]
 
 
 def _names(metas: Sequence[RunMeta]) -> list[str]:

@@ -44,20 +44,34 @@ def render_comparison(configs: Sequence[ComparedConfig], out: str | Path) -> Pat
     ]
     failed = [(c, k) for c in configs if (k := c.num_runs(Outcome.FAIL))]
     count = f"{len(runs)} runs" if len(runs) == len(configs) else f"{len(configs)} configs, {len(runs)} runs"
-    subtitle = (f"{sum(k for _, k in failed)} of {len(runs)} runs failed a gate: "
-                + ", ".join(c.label + (f" ({k} of {len(c.runs)})" if len(c.runs) > 1 else "") for c, k in failed)
-                if failed else f"no gate failed in any of the {len(runs)} runs")
-    return write_page(out, f"kvgate comparison — {count}", subtitle, blocks, header=decision_lines(decision)[:1],
-                      alerts=alerts)
+    subtitle = (
+        f"{sum(k for _, k in failed)} of {len(runs)} runs failed a gate: "
+        + ", ".join(c.label + (f" ({k} of {len(c.runs)})" if len(c.runs) > 1 else "") for c, k in failed)
+        if failed
+        else f"no gate failed in any of the {len(runs)} runs"
+    )
+    return write_page(
+        out, f"kvgate comparison — {count}", subtitle, blocks, header=decision_lines(decision)[:1], alerts=alerts
+    )
 
 
 def comparison_alerts(configs: Sequence[ComparedConfig]) -> list[str]:
     """Runs that never reached the evict and preempt rungs; core decisions no candidate took."""
-    low = [f"{c.name}/{run.record.meta.run_id}" if len(c.runs) > 1 else c.name
-           for c in configs for run in c.runs if missing_rungs_warning(run.summary.pressure)]
+    low = [
+        f"{c.name}/{run.record.meta.run_id}" if len(c.runs) > 1 else c.name
+        for c in configs
+        for run in c.runs
+        if missing_rungs_warning(run.summary.pressure)
+    ]
     num_runs = sum(len(c.runs) for c in configs)
-    alerts = [f"{len(low)} of {num_runs} runs never reached the evict and preempt rungs (or cannot show it): "
-              f"{', '.join(low)}. Their verdicts say nothing about eviction or preemption."] if low else []
+    alerts = (
+        [
+            f"{len(low)} of {num_runs} runs never reached the evict and preempt rungs (or cannot show it): "
+            f"{', '.join(low)}. Their verdicts say nothing about eviction or preemption."
+        ]
+        if low
+        else []
+    )
     untested = decisions_warning(run.summary.pressure for c in configs if not c.baseline for run in c.runs)
     return alerts + ([untested] if untested else [])
 
@@ -66,20 +80,28 @@ def _decision_block(decision: Decision, alerts: Sequence[str]) -> str:
     banners = "".join(f'<div class="banner fail">{esc(a)}</div>' for a in alerts)
     lines = decision_lines(decision)
     items = "".join(f"<li>{'<b>' + esc(line) + '</b>' if i == 0 else esc(line)}</li>" for i, line in enumerate(lines))
-    return (banners + f"<ul>{items}</ul>"
-            + note("overall: among candidates that passed every gate in every run, the lowest mean rank over the "
-                   "deciding metrics (each config's median over its runs; ties go to the higher goodput). "
-                   "Baselines are compared and never chosen. docs/reports.md explains the ranking."))
+    return (
+        banners
+        + f"<ul>{items}</ul>"
+        + note(
+            "overall: among candidates that passed every gate in every run, the lowest mean rank over the "
+            "deciding metrics (each config's median over its runs; ties go to the higher goodput). "
+            "Baselines are compared and never chosen. docs/reports.md explains the ranking."
+        )
+    )
 
 
 def _gates_table(configs: Sequence[ComparedConfig], page_dir: Path) -> str:
     gates = list(dict.fromkeys(r.gate for c in configs for run in c.runs for r in run.verdict.results))
-    rows = [["<b>reports</b>", *(_links(c, page_dir) for c in configs)],
-            ["<b>overall</b>", *(_overall_cell(c) for c in configs)]]
+    rows = [
+        ["<b>reports</b>", *(_links(c, page_dir) for c in configs)],
+        ["<b>overall</b>", *(_overall_cell(c) for c in configs)],
+    ]
     rows += [[f"<code>{esc(gate)}</code>", *(_gate_cell(c, gate) for c in configs)] for gate in gates]
-    return (table(["gate", *(c.label for c in configs)], rows)
-            + note("hover a value for the gate's explanation; with repeats: the median of the runs' measured values "
-                   "(min–max) and how many runs each outcome had"))
+    return table(["gate", *(c.label for c in configs)], rows) + note(
+        "hover a value for the gate's explanation; with repeats: the median of the runs' measured values "
+        "(min–max) and how many runs each outcome had"
+    )
 
 
 def _links(config: ComparedConfig, page_dir: Path) -> str:
@@ -110,10 +132,13 @@ def _gate_cell(config: ComparedConfig, gate: str) -> str:
         values, unit = [h.value for h in headlines], headlines[0].unit
         low, high = min(values), max(values)
         measured = format_value(statistics.median(values), unit) + (
-            f" ({format_value(low, unit)}–{format_value(high, unit)})" if low != high else "")
+            f" ({format_value(low, unit)}–{format_value(high, unit)})" if low != high else ""
+        )
     worst = next((r for r in results if r.outcome is Outcome.FAIL), results[0])
-    return (f'{badge(_worst([r.outcome for r in results]))} <span title="{esc(worst.explanation)}">{esc(measured)}'
-            f"</span>{_tally([r.outcome for r in results])}")
+    return (
+        f'{badge(_worst([r.outcome for r in results]))} <span title="{esc(worst.explanation)}">{esc(measured)}'
+        f"</span>{_tally([r.outcome for r in results])}"
+    )
 
 
 def _worst(outcomes: Sequence[Outcome]) -> Outcome:
@@ -142,10 +167,13 @@ def _numbers_table(configs: Sequence[ComparedConfig], metrics: Sequence[Metric],
         gate_note = "as above" if same else esc(metric.gate_note)
         rows.append([label, *cells, esc(b.text()) if b else "", f"<small>{gate_note}</small>"])
     numeric = tuple(range(1, len(configs) + 1))
-    return (table(["", *(c.label for c in configs), "best candidate", "vs the gate above"], rows, numeric=numeric)
-            + note("each cell: the median over the config's runs, (min–max) when they differ; n/a where the record "
-                   "cannot give the number (never 0). Best: the best candidate's median, ≈ when repeats do not "
-                   "separate it from the runner-up. Rows marked (decides) make the overall ranking."))
+    return table(
+        ["", *(c.label for c in configs), "best candidate", "vs the gate above"], rows, numeric=numeric
+    ) + note(
+        "each cell: the median over the config's runs, (min–max) when they differ; n/a where the record "
+        "cannot give the number (never 0). Best: the best candidate's median, ≈ when repeats do not "
+        "separate it from the runner-up. Rows marked (decides) make the overall ranking."
+    )
 
 
 def _number_cell(config: ComparedConfig, metric: Metric, best: Best | None) -> str:
@@ -158,8 +186,13 @@ def _number_cell(config: ComparedConfig, metric: Metric, best: Best | None) -> s
 
 def _charts(configs: Sequence[ComparedConfig], metrics: dict[str, Metric]) -> str:
     labels = [c.label for c in configs]
-    ttft = go.Figure([_bar(configs, metrics[f"p95_ttft:{c}"], name=c, marker_color=CLASS_COLORS[c])
-                      for c in TRAFFIC_CLASSES if f"p95_ttft:{c}" in metrics])
+    ttft = go.Figure(
+        [
+            _bar(configs, metrics[f"p95_ttft:{c}"], name=c, marker_color=CLASS_COLORS[c])
+            for c in TRAFFIC_CLASSES
+            if f"p95_ttft:{c}" in metrics
+        ]
+    )
     ttft.update_layout(title="P95 TTFT under load (ms)", barmode="group", bargap=0.3)
     memory = go.Figure(_bar(configs, metrics["peak_live_usage"], marker_color="#0969da"))
     memory.update_layout(title="peak live usage", yaxis_tickformat=".0%", yaxis_range=[0, 1.05], bargap=0.5)
@@ -170,10 +203,18 @@ def _charts(configs: Sequence[ComparedConfig], metrics: dict[str, Metric]) -> st
     rejections.update_layout(title="requests without an answer, by reason (client view)", barmode="stack", bargap=0.5)
     for fig in (ttft, memory, goodput, rejections):
         fig.update_xaxes(categoryarray=labels)
-    figs = [(ttft, "fig-cmp-ttft"), (memory, "fig-cmp-memory"), (goodput, "fig-cmp-goodput"),
-            (rejections, "fig-cmp-rejections")]
-    return ('<div class="grid2">' + "".join(f"<div>{figure(f, i)}</div>" for f, i in figs) + "</div>"
-            + note("bars: the median over each config's runs; whiskers: min–max when a config ran more than once"))
+    figs = [
+        (ttft, "fig-cmp-ttft"),
+        (memory, "fig-cmp-memory"),
+        (goodput, "fig-cmp-goodput"),
+        (rejections, "fig-cmp-rejections"),
+    ]
+    return (
+        '<div class="grid2">'
+        + "".join(f"<div>{figure(f, i)}</div>" for f, i in figs)
+        + "</div>"
+        + note("bars: the median over each config's runs; whiskers: min–max when a config ran more than once")
+    )
 
 
 def _bar(configs: Sequence[ComparedConfig], metric: Metric, **style: object) -> go.Bar:
@@ -181,6 +222,14 @@ def _bar(configs: Sequence[ComparedConfig], metric: Metric, **style: object) -> 
     spreads = [spread(c, metric) for c in configs]
     medians = [None if s is None else s.median for s in spreads]
     repeated = any(s is not None and s.num_runs > 1 for s in spreads)
-    error = {"type": "data", "symmetric": False, "array": [0 if s is None else s.high - s.median for s in spreads],
-             "arrayminus": [0 if s is None else s.median - s.low for s in spreads]} if repeated else None
+    error = (
+        {
+            "type": "data",
+            "symmetric": False,
+            "array": [0 if s is None else s.high - s.median for s in spreads],
+            "arrayminus": [0 if s is None else s.median - s.low for s in spreads],
+        }
+        if repeated
+        else None
+    )
     return go.Bar(x=[c.label for c in configs], y=medians, error_y=error, **style)

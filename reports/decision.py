@@ -90,8 +90,12 @@ def best_of(configs: Sequence[ComparedConfig], metric: Metric) -> Best | None:
     leaders = tuple(c for c, s in known if _equal(metric, s.median, top))
     rest = [(c, s) for c, s in known if not _equal(metric, s.median, top)]
     runner_up, runner_spread = rest[0] if rest else (None, None)
-    close = (runner_spread is not None and known[0][1].num_runs > 1 and runner_spread.num_runs > 1
-             and known[0][1].overlaps(runner_spread))
+    close = (
+        runner_spread is not None
+        and known[0][1].num_runs > 1
+        and runner_spread.num_runs > 1
+        and known[0][1].overlaps(runner_spread)
+    )
     return Best(metric, leaders, known[0][1], runner_up, close)
 
 
@@ -108,8 +112,7 @@ class Decision:
 def decide(configs: Sequence[ComparedConfig], metrics: Sequence[Metric]) -> Decision:
     candidates = [c for c in configs if not c.baseline]
     eligible = [c for c in candidates if c.passed_every_gate]
-    deciding = tuple(m for m in metrics if m.deciding and eligible
-                     and all(spread(c, m) is not None for c in eligible))
+    deciding = tuple(m for m in metrics if m.deciding and eligible and all(spread(c, m) is not None for c in eligible))
     ranks = {c.name: 0.0 for c in eligible}
     for metric in deciding:
         for name, rank in _ranks(eligible, metric).items():
@@ -117,9 +120,14 @@ def decide(configs: Sequence[ComparedConfig], metrics: Sequence[Metric]) -> Deci
     tie = next((m for m in deciding if m.key == TIE_BREAK), None)
     ranking = sorted(eligible, key=lambda c: (ranks[c.name], _tie_key(c, tie), c.name))
     best = tuple(b for m in metrics if (b := best_of(configs, m)) is not None)
-    return Decision(choice=ranking[0] if ranking else None, ranking=tuple((c, ranks[c.name]) for c in ranking),
-                    deciding=deciding, not_eligible=tuple((c, _why_not(c)) for c in candidates if c not in eligible),
-                    baselines=tuple(c for c in configs if c.baseline), best=best)
+    return Decision(
+        choice=ranking[0] if ranking else None,
+        ranking=tuple((c, ranks[c.name]) for c in ranking),
+        deciding=deciding,
+        not_eligible=tuple((c, _why_not(c)) for c in candidates if c not in eligible),
+        baselines=tuple(c for c in configs if c.baseline),
+        best=best,
+    )
 
 
 def decide_configs(configs: Sequence[ComparedConfig]) -> Decision:
@@ -151,16 +159,20 @@ def _overall(decision: Decision) -> str:
     if not decision.deciding:
         return f"overall: {choice.name} ({runs}; no deciding metric is known for every eligible candidate)"
     over = ", ".join(m.label for m in decision.deciding)
-    return (f"overall: {choice.name} ({runs}; mean rank {decision.ranking[0][1]:.1f} among "
-            f"{len(decision.ranking)} eligible candidates over {over})")
+    return (
+        f"overall: {choice.name} ({runs}; mean rank {decision.ranking[0][1]:.1f} among "
+        f"{len(decision.ranking)} eligible candidates over {over})"
+    )
 
 
 def _ranks(configs: Sequence[ComparedConfig], metric: Metric) -> dict[str, float]:
     """1 = best by median; equal medians share the mean of their ranks."""
     medians = {c.name: spread(c, metric).median for c in configs}  # type: ignore[union-attr]
     ordered = sorted(medians.values(), key=lambda v: _sort_key(metric, v))
-    return {name: statistics.mean(i for i, v in enumerate(ordered, 1) if _equal(metric, v, m))
-            for name, m in medians.items()}
+    return {
+        name: statistics.mean(i for i, v in enumerate(ordered, 1) if _equal(metric, v, m))
+        for name, m in medians.items()
+    }
 
 
 def _equal(metric: Metric, a: float, b: float) -> bool:

@@ -89,8 +89,12 @@ def note(text: str) -> str:
 def table(header: Sequence[str], rows: Iterable[Sequence[str]], numeric: Sequence[int] = ()) -> str:
     """An HTML table; cells are HTML already (escape text with `esc`); `numeric` columns align right."""
     head = "".join(f"<th>{esc(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f'<td class="num">{c}</td>' if i in numeric else f"<td>{c}</td>"
-                                    for i, c in enumerate(row)) + "</tr>" for row in rows)
+    body = "".join(
+        "<tr>"
+        + "".join(f'<td class="num">{c}</td>' if i in numeric else f"<td>{c}</td>" for i, c in enumerate(row))
+        + "</tr>"
+        for row in rows
+    )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -106,18 +110,32 @@ LEGEND_RIGHT = {"orientation": "v", "x": 1.01, "y": 1.0}
 
 def figure(fig: go.Figure, div_id: str, height_px: int = FIGURE_HEIGHT_PX, legend: dict = LEGEND_BELOW) -> str:
     """A plotly figure as a div (plotly.js comes once from the page head)."""
-    fig.update_layout(template="plotly_white", height=height_px, margin={"l": 60, "r": 20, "t": 36, "b": 40},
-                      legend=legend, font={"size": 12})
-    return fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id,
-                       config={"displaylogo": False, "responsive": True})
+    fig.update_layout(
+        template="plotly_white",
+        height=height_px,
+        margin={"l": 60, "r": 20, "t": 36, "b": 40},
+        legend=legend,
+        font={"size": 12},
+    )
+    return fig.to_html(
+        full_html=False, include_plotlyjs=False, div_id=div_id, config={"displaylogo": False, "responsive": True}
+    )
 
 
 def limit_line(fig: go.Figure, x: float, text: str, *, log_x: bool) -> None:
     """A dashed red vertical line at a gate's limit, labelled. Shapes take data values on a log
     axis but annotations take log10 of them, so the label is placed by hand."""
     fig.add_vline(x=x, line_dash="dash", line_color="#cf222e")
-    fig.add_annotation(x=math.log10(x) if log_x else x, y=0.02, yref="paper", text=text, showarrow=False,
-                       xanchor="left", font={"size": 10, "color": "#cf222e"}, bgcolor="rgba(255,255,255,0.8)")
+    fig.add_annotation(
+        x=math.log10(x) if log_x else x,
+        y=0.02,
+        yref="paper",
+        text=text,
+        showarrow=False,
+        xanchor="left",
+        font={"size": 10, "color": "#cf222e"},
+        bgcolor="rgba(255,255,255,0.8)",
+    )
 
 
 def padded_log_range(values: Sequence[float]) -> list[float]:
@@ -140,8 +158,16 @@ def write_library(directory: Path) -> Path:
     return path
 
 
-def write_page(path: str | Path, title: str, subtitle: str, blocks: Sequence[Block], *,
-               header: Sequence[str] = (), alerts: Sequence[str] = (), library_dir: str | Path | None = None) -> Path:
+def write_page(
+    path: str | Path,
+    title: str,
+    subtitle: str,
+    blocks: Sequence[Block],
+    *,
+    header: Sequence[str] = (),
+    alerts: Sequence[str] = (),
+    library_dir: str | Path | None = None,
+) -> Path:
     """Write the page and, unless there already, the chart library it loads: in `library_dir`
     (default: the page's own directory) so that pages written to one tree share one copy.
     `header` lines go under the subtitle; `alerts` are red lines there, for what a reader must
@@ -149,27 +175,39 @@ def write_page(path: str | Path, title: str, subtitle: str, blocks: Sequence[Blo
     path = Path(path)
     library = write_library(Path(library_dir) if library_dir is not None else path.parent)
     src = quote(Path(os.path.relpath(library, path.parent)).as_posix())
-    path.write_text(_render_page(title, subtitle, blocks, library_src=src, header=header, alerts=alerts),
-                    encoding="utf-8")
+    path.write_text(
+        _render_page(title, subtitle, blocks, library_src=src, header=header, alerts=alerts), encoding="utf-8"
+    )
     return path
 
 
-def _render_page(title: str, subtitle: str, blocks: Sequence[Block], *, library_src: str,
-                 header: Sequence[str] = (), alerts: Sequence[str] = ()) -> str:
+def _render_page(
+    title: str,
+    subtitle: str,
+    blocks: Sequence[Block],
+    *,
+    library_src: str,
+    header: Sequence[str] = (),
+    alerts: Sequence[str] = (),
+) -> str:
     nav = "".join(f'<a href="#{b.anchor}">{esc(b.title)}</a>' for b in blocks)
     sections = "".join(f'<section id="{b.anchor}"><h2>{esc(b.title)}</h2>{b.body}</section>' for b in blocks)
     lines = "".join(f'<div class="sub">{esc(line)}</div>' for line in (subtitle, *header))
     alert_html = "".join(f'<div class="alert">{esc(alert)}</div>' for alert in alerts)
-    missing = esc(f"The charts need the chart library at {library_src} (relative to this page): copy the "
-                  f"directory the pages were written to, not a page alone.")
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{esc(title)}</title><style>{CSS}</style>"
-            f'<script type="text/javascript" src="{esc(library_src)}"></script></head>'
-            f"<body><header><h1>{esc(title)}</h1>{lines}{alert_html}</header>"
-            f"<nav>{nav}</nav><main>{sections}</main>"
-            f'<script>if (!window.Plotly) document.querySelector("main").insertAdjacentHTML("afterbegin", '
-            f"'<div class=\"banner fail\">{missing}</div>');</script></body></html>\n")
+    missing = esc(
+        f"The charts need the chart library at {library_src} (relative to this page): copy the "
+        f"directory the pages were written to, not a page alone."
+    )
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{esc(title)}</title><style>{CSS}</style>"
+        f'<script type="text/javascript" src="{esc(library_src)}"></script></head>'
+        f"<body><header><h1>{esc(title)}</h1>{lines}{alert_html}</header>"
+        f"<nav>{nav}</nav><main>{sections}</main>"
+        f'<script>if (!window.Plotly) document.querySelector("main").insertAdjacentHTML("afterbegin", '
+        f"'<div class=\"banner fail\">{missing}</div>');</script></body></html>\n"
+    )
 
 
 PHASE_COLORS = {"baseline": "#8c959f", "load": "#cf222e", "cooldown": "#1a7f37"}
@@ -178,6 +216,14 @@ PHASE_COLORS = {"baseline": "#8c959f", "load": "#cf222e", "cooldown": "#1a7f37"}
 def shade_phases(fig: go.Figure, phases: Sequence[Any]) -> None:
     """Light bands for the run's phases (baseline, load, cooldown) behind a time chart."""
     for phase in phases:
-        fig.add_vrect(x0=phase.start_s, x1=phase.end_s, fillcolor=PHASE_COLORS.get(phase.name, "#8c959f"),
-                      opacity=0.06, line_width=0, annotation_text=phase.name, annotation_position="top left",
-                      annotation_font_size=10, annotation_font_color="#57606a")
+        fig.add_vrect(
+            x0=phase.start_s,
+            x1=phase.end_s,
+            fillcolor=PHASE_COLORS.get(phase.name, "#8c959f"),
+            opacity=0.06,
+            line_width=0,
+            annotation_text=phase.name,
+            annotation_position="top left",
+            annotation_font_size=10,
+            annotation_font_color="#57606a",
+        )

@@ -57,13 +57,20 @@ def pressure_line(pressure: Pressure | None) -> str:
         return "pressure unknown: the record has neither the engine's watermark events nor usage samples"
     top = highest_rung(pressure)
     first = pressure.rungs[0].rung if pressure.rungs else None
-    reached = ("no rung reached" if top is None else
-               f"reached {top.rung}" if top.rung == first else f"reached {first} → {top.rung}")
+    reached = (
+        "no rung reached"
+        if top is None
+        else f"reached {top.rung}"
+        if top.rung == first
+        else f"reached {first} → {top.rung}"
+    )
     peak = "" if pressure.peak_usage is None else f" (peak live usage {pressure.peak_usage:.0%} of the pool)"
     d = pressure.decisions
     preemptions = sum(d.get(k, 0) for k in ("preempted_recompute", "preempted_swap", "preempted_kill"))
-    return (f"pressure: {reached}{peak}; {d.get('evicted_sessions', 0)} sessions evicted, "
-            f"{preemptions} preemptions, {d.get('expired_sessions', 0)} sessions expired")
+    return (
+        f"pressure: {reached}{peak}; {d.get('evicted_sessions', 0)} sessions evicted, "
+        f"{preemptions} preemptions, {d.get('expired_sessions', 0)} sessions expired"
+    )
 
 
 def missing_rungs_warning(pressure: Pressure | None) -> str | None:
@@ -76,12 +83,16 @@ def missing_rungs_warning(pressure: Pressure | None) -> str | None:
         return None
     what = " or ".join(RUNG_DECISIONS.get(name, f"what to do at {name}") for name in missing)
     if pressure.source == "none":
-        return (f"PRESSURE UNKNOWN: nothing in this record shows that the run reached the "
-                f"{' and '.join(missing)} rungs: this verdict says nothing about {what}")
+        return (
+            f"PRESSURE UNKNOWN: nothing in this record shows that the run reached the "
+            f"{' and '.join(missing)} rungs: this verdict says nothing about {what}"
+        )
     levels = ", ".join(f"{r.rung} at {r.usage:.0%}" for r in pressure.rungs if r.rung in missing)
     peak = "unknown" if pressure.peak_usage is None else f"{pressure.peak_usage:.0%}"
-    return (f"NEVER REACHED the {' and '.join(missing)} rung{'s' if len(missing) > 1 else ''} ({levels}; peak live "
-            f"usage {peak}): the policy was never asked {what}, so this verdict says nothing about that")
+    return (
+        f"NEVER REACHED the {' and '.join(missing)} rung{'s' if len(missing) > 1 else ''} ({levels}; peak live "
+        f"usage {peak}): the policy was never asked {what}, so this verdict says nothing about that"
+    )
 
 
 def decisions_warning(pressures: Iterable[Pressure | None]) -> str | None:
@@ -93,5 +104,7 @@ def decisions_warning(pressures: Iterable[Pressure | None]) -> str | None:
     if not never:
         return None
     names = ", ".join(name.replace("_", " ") for name in never)
-    return (f"NOT A COMPARISON OF POLICIES ON {names.upper()}: no candidate run took "
-            f"{'this decision' if len(never) == 1 else 'these decisions'} even once")
+    return (
+        f"NOT A COMPARISON OF POLICIES ON {names.upper()}: no candidate run took "
+        f"{'this decision' if len(never) == 1 else 'these decisions'} even once"
+    )

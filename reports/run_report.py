@@ -14,17 +14,31 @@ from reports.section import DEFAULT_SECTIONS, make_section
 REPORT_FILE = "report.html"
 
 
-def render_run_report(record: RunRecord, verdict: Verdict, out: str | Path | None = None,
-                      sections: Sequence[str] = DEFAULT_SECTIONS, library_dir: str | Path | None = None) -> Path:
+def render_run_report(
+    record: RunRecord,
+    verdict: Verdict,
+    out: str | Path | None = None,
+    sections: Sequence[str] = DEFAULT_SECTIONS,
+    library_dir: str | Path | None = None,
+) -> Path:
     """Write one HTML page (gate table first) and, where it is not yet, the chart library it
     loads (`library_dir`, default beside the page); the path written."""
     chosen = [make_section(name) for name in sections]
     blocks = [Block(s.name, s.title, s.render(record, verdict)) for s in chosen]
     meta = record.meta
     title = f"kvgate — {meta.policy or 'run'} — {verdict.outcome.label}"
-    subtitle = (f"run {meta.run_id} · {meta.mode} · config {meta.config_digest or 'digest unknown'} · "
-                f"{meta.duration_s:.0f} s · scenarios: {', '.join(meta.scenarios) or 'n/a'}")
+    subtitle = (
+        f"run {meta.run_id} · {meta.mode} · config {meta.config_digest or 'digest unknown'} · "
+        f"{meta.duration_s:.0f} s · scenarios: {', '.join(meta.scenarios) or 'n/a'}"
+    )
     warning = missing_rungs_warning(meta.pressure)
     path = Path(out) if out is not None else record.dir / REPORT_FILE
-    return write_page(path, title, subtitle, blocks, header=[pressure_line(meta.pressure)],
-                      alerts=[warning] if warning else [], library_dir=library_dir)
+    return write_page(
+        path,
+        title,
+        subtitle,
+        blocks,
+        header=[pressure_line(meta.pressure)],
+        alerts=[warning] if warning else [],
+        library_dir=library_dir,
+    )

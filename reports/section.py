@@ -30,14 +30,25 @@ class ReportSection(Protocol):
     name: str  # also the page anchor
     title: str
 
-    def render(self, record: RunRecord, verdict: Verdict) -> str:
-        ...
+    def render(self, record: RunRecord, verdict: Verdict) -> str: ...
 
 
-SECTIONS: dict[str, ReportSection] = {s.name: s for s in (
-    GateTableSection(), PressureSection(), KvUsageSection(), TenantShareSection(), QueuesSection(), TtftSection(),
-    CancelReleaseSection(), ChurnSection(), RejectionsSection(), OpenLoopSection(), ConfigSection(),
-)}
+SECTIONS: dict[str, ReportSection] = {
+    s.name: s
+    for s in (
+        GateTableSection(),
+        PressureSection(),
+        KvUsageSection(),
+        TenantShareSection(),
+        QueuesSection(),
+        TtftSection(),
+        CancelReleaseSection(),
+        ChurnSection(),
+        RejectionsSection(),
+        OpenLoopSection(),
+        ConfigSection(),
+    )
+}
 
 DEFAULT_SECTIONS: tuple[str, ...] = tuple(SECTIONS)
 

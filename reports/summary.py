@@ -82,8 +82,13 @@ def summarize(record: RunRecord) -> RunSummary:
         rejections=rejections_by_reason(record),
         rejections_by_tenant=_counts(_unanswered(record.requests)["tenant"].fillna("unknown")),
         goodput_rps=len(ok) / duration_s if duration_s else None,
-        goodput_rps_by_class={c: float((ok["traffic_class"] == c).sum()) / duration_s
-                              for c in TRAFFIC_CLASSES if (load["traffic_class"] == c).any()} if duration_s else {},
+        goodput_rps_by_class={
+            c: float((ok["traffic_class"] == c).sum()) / duration_s
+            for c in TRAFFIC_CLASSES
+            if (load["traffic_class"] == c).any()
+        }
+        if duration_s
+        else {},
         goodput_tokens_per_s=float(ok["completion_tokens"].sum()) / duration_s if duration_s else None,
         pressure=meta.pressure,
     )

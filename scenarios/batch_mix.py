@@ -19,12 +19,16 @@ class BatchMix(KvgateUser):
     @task(3)
     def batch_job(self) -> None:
         s = self.settings
-        self.chat(chat_prompt(s.batch_prompt_tokens, seed=self.seed(), system=s.system_prompt, tokens=s.tokens),
-                  max_tokens=s.batch_max_tokens)
+        self.chat(
+            chat_prompt(s.batch_prompt_tokens, seed=self.seed(), system=s.system_prompt, tokens=s.tokens),
+            max_tokens=s.batch_max_tokens,
+        )
 
     @task(1)
     def interactive_question(self) -> None:
         s = self.settings
-        self.chat(chat_prompt(s.prompt_tokens, seed=self.seed(), system=s.system_prompt, tokens=s.tokens),
-                  max_tokens=s.max_tokens,
-                  tenant=self.ctx.tenants.pick("interactive", self.index))
+        self.chat(
+            chat_prompt(s.prompt_tokens, seed=self.seed(), system=s.system_prompt, tokens=s.tokens),
+            max_tokens=s.max_tokens,
+            tenant=self.ctx.tenants.pick("interactive", self.index),
+        )

@@ -20,11 +20,17 @@ class CancelStorm(KvgateUser):
     @task
     def hang_up_during_prefill(self) -> None:
         s = self.settings
-        self.chat(chat_prompt(s.cancel_prompt_tokens, seed=self.seed(), system=s.system_prompt, tokens=s.tokens),
-                  max_tokens=s.cancel_max_tokens, cancel=Cancel(after_s=s.cancel_prefill_ms / 1000))
+        self.chat(
+            chat_prompt(s.cancel_prompt_tokens, seed=self.seed(), system=s.system_prompt, tokens=s.tokens),
+            max_tokens=s.cancel_max_tokens,
+            cancel=Cancel(after_s=s.cancel_prefill_ms / 1000),
+        )
 
     @task
     def hang_up_during_decode(self) -> None:
         s = self.settings
-        self.chat(chat_prompt(s.prompt_tokens, seed=self.seed(), system=s.system_prompt, tokens=s.tokens),
-                  max_tokens=s.cancel_max_tokens, cancel=Cancel(after_words=s.cancel_decode_words))
+        self.chat(
+            chat_prompt(s.prompt_tokens, seed=self.seed(), system=s.system_prompt, tokens=s.tokens),
+            max_tokens=s.cancel_max_tokens,
+            cancel=Cancel(after_words=s.cancel_decode_words),
+        )

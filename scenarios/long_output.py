@@ -18,5 +18,7 @@ class LongOutput(KvgateUser):
     @task
     def write(self) -> None:
         s = self.settings
-        self.chat(chat_prompt(s.long_output_prompt_tokens, seed=self.seed(), system=s.system_prompt, tokens=s.tokens),
-                  max_tokens=s.long_output_tokens)
+        self.chat(
+            chat_prompt(s.long_output_prompt_tokens, seed=self.seed(), system=s.system_prompt, tokens=s.tokens),
+            max_tokens=s.long_output_tokens,
+        )

@@ -18,5 +18,7 @@ class LongPrompt(KvgateUser):
     @task
     def summarise(self) -> None:
         s = self.settings
-        self.chat(chat_prompt(s.long_prompt_tokens, seed=self.seed(), system=s.system_prompt, tokens=s.tokens),
-                  max_tokens=s.max_tokens)
+        self.chat(
+            chat_prompt(s.long_prompt_tokens, seed=self.seed(), system=s.system_prompt, tokens=s.tokens),
+            max_tokens=s.max_tokens,
+        )

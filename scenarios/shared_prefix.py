@@ -26,8 +26,10 @@ class SharedPrefix(KvgateUser):
     def ask_about_documents(self) -> None:
         s = self.settings
         document = self.shelf.pick(self.rng)
-        fixed = count_tokens([{"role": "system", "content": s.system_prompt}, {"role": "user", "content": document}],
-                             s.tokens)
-        prompt = chat_prompt(fixed + s.prompt_tokens, seed=self.seed(), system=s.system_prompt, prefix=document,
-                             tokens=s.tokens)
+        fixed = count_tokens(
+            [{"role": "system", "content": s.system_prompt}, {"role": "user", "content": document}], s.tokens
+        )
+        prompt = chat_prompt(
+            fixed + s.prompt_tokens, seed=self.seed(), system=s.system_prompt, prefix=document, tokens=s.tokens
+        )
         self.chat(prompt, max_tokens=s.max_tokens)

@@ -22,5 +22,7 @@ class StepLoad(KvgateUser):
     @task
     def ask(self) -> None:
         s = self.settings
-        self.chat(chat_prompt(s.prompt_tokens, seed=self.seed(), system=s.system_prompt, tokens=s.tokens),
-                  max_tokens=s.max_tokens)
+        self.chat(
+            chat_prompt(s.prompt_tokens, seed=self.seed(), system=s.system_prompt, tokens=s.tokens),
+            max_tokens=s.max_tokens,
+        )

@@ -21,6 +21,10 @@ class TenantBurst(KvgateUser):
     @task
     def burst(self) -> None:
         s = self.settings
-        self.at_once(s.burst_size, lambda: self.chat(
-            chat_prompt(s.prompt_tokens, seed=self.seed(), system=s.system_prompt, tokens=s.tokens),
-            max_tokens=s.max_tokens))
+        self.at_once(
+            s.burst_size,
+            lambda: self.chat(
+                chat_prompt(s.prompt_tokens, seed=self.seed(), system=s.system_prompt, tokens=s.tokens),
+                max_tokens=s.max_tokens,
+            ),
+        )

@@ -58,20 +58,30 @@ def create_app(upstream: str, fault: Fault) -> Starlette:
 
     async def relay(request: Request) -> Response:
         headers = {k: v for k, v in request.headers.items() if k not in DROPPED_HEADERS}
-        sent = client.build_request(request.method, request.url.path, params=request.query_params,
-                                    content=await request.body(), headers=headers)
+        sent = client.build_request(
+            request.method, request.url.path, params=request.query_params, content=await request.body(), headers=headers
+        )
         resp = await client.send(sent, stream=True)
         kept = {k: v for k, v in resp.headers.items() if k not in DROPPED_HEADERS and k != "content-encoding"}
-        return StreamingResponse(resp.aiter_raw(), status_code=resp.status_code, headers=kept,
-                                 background=BackgroundTask(resp.aclose))
+        return StreamingResponse(
+            resp.aiter_raw(), status_code=resp.status_code, headers=kept, background=BackgroundTask(resp.aclose)
+        )
 
     async def chat(request: Request) -> Response:
         nonlocal in_flight
         if fault is Fault.NONE or not _is_streamed(await request.body()):
             return await relay(request)
         if fault is Fault.ALL_503:
-            return JSONResponse({"error": {"message": "the fault proxy refuses everything", "type": "overloaded",
-                                           "code": "service_unavailable"}}, status_code=503)
+            return JSONResponse(
+                {
+                    "error": {
+                        "message": "the fault proxy refuses everything",
+                        "type": "overloaded",
+                        "code": "service_unavailable",
+                    }
+                },
+                status_code=503,
+            )
         if fault is Fault.EMPTY_STREAM:
             return StreamingResponse(_lines([b"data: [DONE]"]), media_type=SSE)
         if fault is Fault.BROKEN_JSON:
@@ -89,8 +99,9 @@ def create_app(upstream: str, fault: Fault) -> Starlette:
         finally:
             in_flight -= 1
 
-    return Starlette(routes=[Route(CHAT_PATH, chat, methods=["POST"]),
-                             Route("/{path:path}", relay, methods=["GET", "POST"])])
+    return Starlette(
+        routes=[Route(CHAT_PATH, chat, methods=["POST"]), Route("/{path:path}", relay, methods=["GET", "POST"])]
+    )
 
 
 def _is_streamed(body: bytes) -> bool:
@@ -128,8 +139,9 @@ async def _cut(resp: Response) -> Response:
 def fault_proxy(upstream: str, fault: Fault) -> Iterator[str]:
     """Serve the proxy on a free loopback port in a thread; yields its base URL."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(upstream, fault), host="127.0.0.1", port=port,
-                                           log_level="critical"))
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(upstream, fault), host="127.0.0.1", port=port, log_level="critical")
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

@@ -17,8 +17,14 @@ BLOCK_TOKENS = 16
 TINY_FP32_BYTES_PER_TOKEN = 2 * 2 * 2 * 16 * 4  # K and V × 2 layers × 2 kv heads × head_dim 16 × fp32
 
 # Rungs far enough apart for a 48-block pool and a step that grows by 4 blocks at most.
-SPREAD_GUARD = {"warn_at_percent": 50, "admission_at_percent": 60, "evict_at_percent": 70,
-                "pause_batch_prefill_at_percent": 80, "preempt_at_percent": 90, "reject_at_percent": 99}
+SPREAD_GUARD = {
+    "warn_at_percent": 50,
+    "admission_at_percent": 60,
+    "evict_at_percent": 70,
+    "pause_batch_prefill_at_percent": 80,
+    "preempt_at_percent": 90,
+    "reject_at_percent": 99,
+}
 
 
 def torch_config(num_blocks: int = 256, **overrides: Any) -> EngineConfig:
@@ -26,13 +32,23 @@ def torch_config(num_blocks: int = 256, **overrides: Any) -> EngineConfig:
     step and a 32-token budget, modeled timing, one CPU thread (steady on a shared machine),
     admission off (tests force pressure on purpose)."""
     base: dict[str, Any] = {
-        "model.name": "kvgate-tiny", "model.weight_dtype": "fp32", "model.kv_dtype": "fp32",
-        "engine.executor": "torch", "torch.device": DEVICE, "torch.timing": "modeled", "torch.cpu_threads": 1,
+        "model.name": "kvgate-tiny",
+        "model.weight_dtype": "fp32",
+        "model.kv_dtype": "fp32",
+        "engine.executor": "torch",
+        "torch.device": DEVICE,
+        "torch.timing": "modeled",
+        "torch.cpu_threads": 1,
         "hardware.kv_pool_gib": (num_blocks + 0.5) * BLOCK_TOKENS * TINY_FP32_BYTES_PER_TOKEN / GIB,
-        "engine.max_num_seqs": 2, "engine.max_num_batched_tokens": 32, "kv_cache.guard": SPREAD_GUARD,
-        "admission.enabled": False, "prefix_cache.public_prefixes": [],
-        "tenants": {"acme": {"api_keys": ["sk-acme"], "max_kv_share": 1.0},
-                    "globex": {"api_keys": ["sk-globex"], "max_kv_share": 1.0}},
+        "engine.max_num_seqs": 2,
+        "engine.max_num_batched_tokens": 32,
+        "kv_cache.guard": SPREAD_GUARD,
+        "admission.enabled": False,
+        "prefix_cache.public_prefixes": [],
+        "tenants": {
+            "acme": {"api_keys": ["sk-acme"], "max_kv_share": 1.0},
+            "globex": {"api_keys": ["sk-globex"], "max_kv_share": 1.0},
+        },
     }
     base.update({k.replace("__", "."): v for k, v in overrides.items()})
     return with_overrides(EngineConfig(), base)

@@ -21,7 +21,6 @@ from record.query import flag
 from record.run_record import RunRecord
 
 
-
 class ApproximateAnswersGate:
     name = "approximate_answers"
     sources = (Source.CLIENT_REQUESTS,)
@@ -42,6 +41,9 @@ class ApproximateAnswersGate:
             share = float(approximate.mean())
             measurements.append(Measurement(metric, share, limits[metric], Unit.FRACTION))
             found.append(f"{group} {share:.1%} of {len(rows)}")
-            evidence[group] = {"num_answered": len(rows), "num_approximate": int(approximate.sum()),
-                               "approximate": rows.loc[approximate, "request_id"].head(5).tolist()}
+            evidence[group] = {
+                "num_answered": len(rows),
+                "num_approximate": int(approximate.sum()),
+                "approximate": rows.loc[approximate, "request_id"].head(5).tolist(),
+            }
         return GateResult.judged(self.name, measurements, "answered approximately: " + ", ".join(found), evidence)

@@ -36,19 +36,28 @@ class BatchProgressGate:
         if not record.meta.signals.client_requests or req.empty:
             return GateResult.not_measurable(self.name, "no client requests in the record")
         batch = req[(req["traffic_class"] == "batch") & ~intended_cancels(req)]
-        refused = ((batch["status"] == "error") & batch["http_status"].isin(EXPLICIT_STATUSES)
-                   & (batch["error_code"] != WAITED_OUT))
+        refused = (
+            (batch["status"] == "error")
+            & batch["http_status"].isin(EXPLICIT_STATUSES)
+            & (batch["error_code"] != WAITED_OUT)
+        )
         served = batch[~refused]
         if served.empty:
             why = "no batch traffic in this run" if batch.empty else "every batch request was refused explicitly"
             return GateResult.not_measurable(self.name, why)
         wait_s = ttft_ms(served, "batch") / 1000.0
         completed = float((served["status"] == "ok").mean())
-        measurements = [Measurement("min_completed_fraction", completed, limits["min_completed_fraction"],
-                                    Unit.FRACTION, is_max=False)]
-        evidence: dict = {"num_batch": len(batch), "num_refused": int(refused.sum()),
-                          "num_waited_out": int((served["error_code"] == WAITED_OUT).sum()),
-                          "not_completed": served.loc[served["status"] != "ok", "request_id"].head(5).tolist()}
+        measurements = [
+            Measurement(
+                "min_completed_fraction", completed, limits["min_completed_fraction"], Unit.FRACTION, is_max=False
+            )
+        ]
+        evidence: dict = {
+            "num_batch": len(batch),
+            "num_refused": int(refused.sum()),
+            "num_waited_out": int((served["error_code"] == WAITED_OUT).sum()),
+            "not_completed": served.loc[served["status"] != "ok", "request_id"].head(5).tolist(),
+        }
         explanation = f"{completed:.0%} of {len(served)} admitted batch requests completed"
         if len(wait_s):
             p95 = percentile(wait_s, 95)

@@ -41,7 +41,8 @@ class CancelReleaseGate:
             latency_s, source = polled_cancel_latencies(record), "polled request counts (upper bound)"
         else:
             return GateResult.not_measurable(
-                self.name, "no engine events and no polled request counts: release times are unknown")
+                self.name, "no engine events and no polled request counts: release times are unknown"
+            )
         if not latency_s:
             return GateResult.not_measurable(self.name, "no request was cancelled in this run")
         series = pd.Series(latency_s)
@@ -58,8 +59,9 @@ class CancelReleaseGate:
         explanation = f"P99 cancel→release over {len(series)} cancels, from {source}"
         if len(never):
             explanation += f"; {len(never)} never released (e.g. {never.index[0]})"
-        return GateResult.judged(self.name, [Measurement("p99_max_s", p99, limits["p99_max_s"], Unit.SECONDS)],
-                                 explanation, evidence)
+        return GateResult.judged(
+            self.name, [Measurement("p99_max_s", p99, limits["p99_max_s"], Unit.SECONDS)], explanation, evidence
+        )
 
 
 def cancel_latencies(record: RunRecord) -> dict[str, float]:

@@ -36,21 +36,31 @@ class CapacityAfterDrainGate:
     name = "capacity_after_drain"
     sources = (Source.ENGINE_STATE,)
     title = "Capacity back after the drain"
-    metrics = {LOST_BLOCKS: "admission capacity in blocks before the run minus after the cooldown",
-               LOST_SLOTS: "requests the engine holds after the cooldown minus before the run"}
+    metrics = {
+        LOST_BLOCKS: "admission capacity in blocks before the run minus after the cooldown",
+        LOST_SLOTS: "requests the engine holds after the cooldown minus before the run",
+    }
 
     def evaluate(self, record: RunRecord, limits: Limits) -> GateResult:
         initial, final = record.meta.initial, record.meta.final
         if not set(KEYS) <= set(initial) & set(final):
             return GateResult.not_measurable(
-                self.name, "no pool state before the run (meta.initial) and after it (meta.final) in the record")
+                self.name, "no pool state before the run (meta.initial) and after it (meta.final) in the record"
+            )
         before, after = capacity_blocks(initial), capacity_blocks(final)
         lost_blocks = before - after
         lost_slots = int(final["requests_in_engine"]) - int(initial["requests_in_engine"])
-        evidence = {"initial": {k: initial[k] for k in KEYS}, "final": {k: final[k] for k in KEYS},
-                    "capacity_blocks": {"initial": before, "final": after}}
-        explanation = (f"admission capacity {after:,} blocks after the cooldown against {before:,} before the run; "
-                       f"{int(final['requests_in_engine'])} requests still held")
-        measurements = [Measurement(metric, lost, limits[metric], Unit.COUNT)
-                        for metric, lost in ((LOST_BLOCKS, lost_blocks), (LOST_SLOTS, lost_slots))]
+        evidence = {
+            "initial": {k: initial[k] for k in KEYS},
+            "final": {k: final[k] for k in KEYS},
+            "capacity_blocks": {"initial": before, "final": after},
+        }
+        explanation = (
+            f"admission capacity {after:,} blocks after the cooldown against {before:,} before the run; "
+            f"{int(final['requests_in_engine'])} requests still held"
+        )
+        measurements = [
+            Measurement(metric, lost, limits[metric], Unit.COUNT)
+            for metric, lost in ((LOST_BLOCKS, lost_blocks), (LOST_SLOTS, lost_slots))
+        ]
         return GateResult.judged(self.name, measurements, explanation, evidence)

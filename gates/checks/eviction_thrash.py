@@ -58,10 +58,12 @@ class EvictionThrashGate:
     sources = (Source.ENGINE_EVENTS, Source.KV_EVENTS, Source.PROMETHEUS)
     title = "No eviction thrash"
     metrics = {
-        "max_unforced_evicted_fraction_per_s": ("blocks of retained state (idle sessions) evicted without pressure "
-                                                "per second under load / pool"),
-        "min_prefix_hit_rate": ("prefix-cache hit tokens / prompt tokens of the requests scheduled under load "
-                                "(0: not judged)"),
+        "max_unforced_evicted_fraction_per_s": (
+            "blocks of retained state (idle sessions) evicted without pressure per second under load / pool"
+        ),
+        "min_prefix_hit_rate": (
+            "prefix-cache hit tokens / prompt tokens of the requests scheduled under load (0: not judged)"
+        ),
     }
 
     def evaluate(self, record: RunRecord, limits: Limits) -> GateResult:
@@ -77,19 +79,32 @@ class EvictionThrashGate:
         blocks = unforced["num_blocks"].fillna(1)
         blocks_per_s = float(blocks.sum()) / duration_s
         rate = blocks_per_s / num_blocks
-        evidence: dict = {"unforced_evicted_blocks": float(blocks.sum()), "num_unforced_evictions": len(unforced),
-                          "evicted_blocks": float(evicted["num_blocks"].fillna(1).sum()),
-                          "num_evictions": len(evicted), "pool_blocks": num_blocks, "load_s": duration_s}
+        evidence: dict = {
+            "unforced_evicted_blocks": float(blocks.sum()),
+            "num_unforced_evictions": len(unforced),
+            "evicted_blocks": float(evicted["num_blocks"].fillna(1).sum()),
+            "num_evictions": len(evicted),
+            "pool_blocks": num_blocks,
+            "load_s": duration_s,
+        }
         if len(evicted):
             evidence["evicted_by_reason"] = evicted["reason"].value_counts().to_dict()
             evidence["evicted_sessions_that_came_back"] = _came_back(record, evicted)
         if len(unforced):
             per_second = blocks.groupby(unforced["t_s"].map(math.floor)).sum()
             evidence["busiest_second"] = {"t_s": int(per_second.idxmax()), "evicted_blocks": per_second.max()}
-        measurements = [Measurement("max_unforced_evicted_fraction_per_s", rate,
-                                    limits["max_unforced_evicted_fraction_per_s"], Unit.FRACTION_PER_S)]
-        explanation = (f"{blocks_per_s:.1f} blocks of retained state evicted per second without pressure "
-                       f"({rate:.3%} of the pool/s); {len(evicted) - len(unforced)} evictions under pressure")
+        measurements = [
+            Measurement(
+                "max_unforced_evicted_fraction_per_s",
+                rate,
+                limits["max_unforced_evicted_fraction_per_s"],
+                Unit.FRACTION_PER_S,
+            )
+        ]
+        explanation = (
+            f"{blocks_per_s:.1f} blocks of retained state evicted per second without pressure "
+            f"({rate:.3%} of the pool/s); {len(evicted) - len(unforced)} evictions under pressure"
+        )
         cached = record.meta.final.get("num_evicted_cached_blocks")
         run_s = window_duration_s(record, WHOLE_RUN)
         if cached is not None and run_s:
@@ -98,11 +113,11 @@ class EvictionThrashGate:
             explanation += f"; {cached:.0f} cached prefix blocks reclaimed for reuse (reported, not judged)"
         hit_rate = prefix_hit_rate(record, window)
         if hit_rate is not None:
-            measurements.append(Measurement("min_prefix_hit_rate", hit_rate, limits["min_prefix_hit_rate"],
-                                             Unit.FRACTION, is_max=False))
+            measurements.append(
+                Measurement("min_prefix_hit_rate", hit_rate, limits["min_prefix_hit_rate"], Unit.FRACTION, is_max=False)
+            )
             explanation += f"; prefix hit rate {hit_rate:.1%}"
         return GateResult.judged(self.name, measurements, explanation, evidence)
-
 
     def _from_kv_events(self, record: RunRecord, limits: Limits) -> GateResult:
         final = record.meta.final
@@ -110,20 +125,43 @@ class EvictionThrashGate:
         evidence = {"prefix_hit_rate": hit_rate}
         if "kv_blocks_removed" not in final:
             return GateResult.not_measurable(
-                self.name, "no engine events and no KV cache events: evictions are unknown "
-                           "(vLLM: --kv-events-config on the server, kvgate run --kv-events)", evidence)
+                self.name,
+                "no engine events and no KV cache events: evictions are unknown "
+                "(vLLM: --kv-events-config on the server, kvgate run --kv-events)",
+                evidence,
+            )
         if hit_rate is None:
-            return GateResult.not_measurable(self.name, "KV events arrived but the target reports no prefix-cache "
-                                                        "counters: reuse is unknown", evidence)
-        evidence.update({k: final[k] for k in ("kv_blocks_stored", "kv_blocks_removed", "kv_blocks_restored",
-                                               "kv_all_cleared", "kv_batches_missed") if k in final})
-        explanation = (f"from KV cache events: {final['kv_blocks_removed']} cached blocks removed on allocation "
-                       f"(all under pressure: no retained state), {final.get('kv_blocks_restored', 0)} of them "
-                       f"computed again later; prefix hit rate {hit_rate:.1%} over the run")
+            return GateResult.not_measurable(
+                self.name,
+                "KV events arrived but the target reports no prefix-cache counters: reuse is unknown",
+                evidence,
+            )
+        evidence.update(
+            {
+                k: final[k]
+                for k in (
+                    "kv_blocks_stored",
+                    "kv_blocks_removed",
+                    "kv_blocks_restored",
+                    "kv_all_cleared",
+                    "kv_batches_missed",
+                )
+                if k in final
+            }
+        )
+        explanation = (
+            f"from KV cache events: {final['kv_blocks_removed']} cached blocks removed on allocation "
+            f"(all under pressure: no retained state), {final.get('kv_blocks_restored', 0)} of them "
+            f"computed again later; prefix hit rate {hit_rate:.1%} over the run"
+        )
         if final.get("kv_batches_missed"):
             explanation += f"; {final['kv_batches_missed']} event batches lost"
-        return GateResult.judged(self.name, [Measurement("min_prefix_hit_rate", hit_rate, limits["min_prefix_hit_rate"],
-                                                         Unit.FRACTION, is_max=False)], explanation, evidence)
+        return GateResult.judged(
+            self.name,
+            [Measurement("min_prefix_hit_rate", hit_rate, limits["min_prefix_hit_rate"], Unit.FRACTION, is_max=False)],
+            explanation,
+            evidence,
+        )
 
 
 def _came_back(record: RunRecord, evicted: pd.DataFrame) -> int:

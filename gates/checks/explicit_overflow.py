@@ -44,16 +44,25 @@ class ExplicitOverflowGate:
         if not record.meta.signals.client_requests or req.empty:
             return GateResult.not_measurable(self.name, "no client requests in the record")
         req = req[~intended_cancels(req)]
-        found = {"max_timeouts": _hangs(req), "max_silent_truncations": _truncations(req),
-                 "max_unexplained_errors": _unexplained(req)}
+        found = {
+            "max_timeouts": _hangs(req),
+            "max_silent_truncations": _truncations(req),
+            "max_unexplained_errors": _unexplained(req),
+        }
         measurements = [Measurement(metric, len(rows), limits[metric], Unit.COUNT) for metric, rows in found.items()]
         explicit = req[(req["status"] == "error") & ~req.index.isin(found["max_unexplained_errors"].index)]
         evidence = {metric.removeprefix("max_"): rows["request_id"].head(5).tolist() for metric, rows in found.items()}
         evidence["explicit_errors_by_code"] = explicit["error_code"].value_counts().to_dict()
-        problems = [f"{len(rows)} {metric.removeprefix('max_').replace('_', ' ')}"
-                    for metric, rows in found.items() if len(rows)]
-        explanation = (f"{', '.join(problems)} among {len(req)} requests" if problems
-                       else f"{len(req)} requests: no hang, no silent truncation, {len(explicit)} explicit errors")
+        problems = [
+            f"{len(rows)} {metric.removeprefix('max_').replace('_', ' ')}"
+            for metric, rows in found.items()
+            if len(rows)
+        ]
+        explanation = (
+            f"{', '.join(problems)} among {len(req)} requests"
+            if problems
+            else f"{len(req)} requests: no hang, no silent truncation, {len(explicit)} explicit errors"
+        )
         return GateResult.judged(self.name, measurements, explanation, evidence)
 
 

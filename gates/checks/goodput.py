@@ -42,11 +42,16 @@ class GoodputGate:
         in_time = served_in_time(offered, limits)
         fraction = float(in_time.mean())
         missed = offered[~in_time]
-        evidence = {"num_offered": len(offered), "num_in_time": int(in_time.sum()),
-                    "missed_by_outcome": _missed_by_outcome(missed),
-                    "missed": missed["request_id"].head(5).tolist()}
-        explanation = (f"{int(in_time.sum())} of {len(offered)} critical interactive requests offered under load "
-                       f"were answered within {limits[slo.TTFT_MS]:.0f} ms ({fraction:.1%})")
+        evidence = {
+            "num_offered": len(offered),
+            "num_in_time": int(in_time.sum()),
+            "missed_by_outcome": _missed_by_outcome(missed),
+            "missed": missed["request_id"].head(5).tolist(),
+        }
+        explanation = (
+            f"{int(in_time.sum())} of {len(offered)} critical interactive requests offered under load "
+            f"were answered within {limits[slo.TTFT_MS]:.0f} ms ({fraction:.1%})"
+        )
         measurement = Measurement(METRIC, fraction, limits[METRIC], Unit.FRACTION, is_max=False)
         return GateResult.judged(self.name, [measurement], explanation, evidence)
 

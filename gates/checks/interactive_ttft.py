@@ -33,8 +33,11 @@ class InteractiveTtftGate:
     name = "interactive_ttft"
     sources = (Source.CLIENT_REQUESTS,)
     title = "Interactive TTFT under load"
-    metrics = {"max_degradation": ("load median / baseline median TTFT of requests shaped like the baseline's "
-                                   "(10 = one order of magnitude)")}
+    metrics = {
+        "max_degradation": (
+            "load median / baseline median TTFT of requests shaped like the baseline's (10 = one order of magnitude)"
+        )
+    }
 
     def evaluate(self, record: RunRecord, limits: Limits) -> GateResult:
         if not record.meta.signals.client_requests:
@@ -54,15 +57,23 @@ class InteractiveTtftGate:
         if base_median > 0 and len(shaped):
             ratio = percentile(shaped, 50) / base_median
             measurements.append(Measurement("max_degradation", ratio, limits["max_degradation"], Unit.RATIO))
-            evidence.update(baseline_median_ms=base_median, baseline_requests=len(baseline),
-                            load_median_ms=percentile(shaped, 50), load_like_baseline=len(shaped))
-            versus = (f"; median {percentile(shaped, 50):.0f} ms over {len(shaped)} requests shaped like the "
-                      f"baseline's, {ratio:.1f}× its unloaded median of {base_median:.0f} ms")
+            evidence.update(
+                baseline_median_ms=base_median,
+                baseline_requests=len(baseline),
+                load_median_ms=percentile(shaped, 50),
+                load_like_baseline=len(shaped),
+            )
+            versus = (
+                f"; median {percentile(shaped, 50):.0f} ms over {len(shaped)} requests shaped like the "
+                f"baseline's, {ratio:.1f}× its unloaded median of {base_median:.0f} ms"
+            )
         else:
             versus = "; degradation not measured (no baseline phase with interactive answers)"
             evidence["baseline"] = "absent"
-        explanation = (f"interactive P95 TTFT under load {p95:.0f} ms over {len(load)} requests with prompts "
-                       f"≤ {limits[slo.CRITICAL_MAX_PROMPT_TOKENS]:.0f} tokens{versus}")
+        explanation = (
+            f"interactive P95 TTFT under load {p95:.0f} ms over {len(load)} requests with prompts "
+            f"≤ {limits[slo.CRITICAL_MAX_PROMPT_TOKENS]:.0f} tokens{versus}"
+        )
         return GateResult.judged(self.name, measurements, explanation, evidence)
 
 

@@ -41,11 +41,16 @@ class MemoryLevelOffGate:
             return GateResult.not_measurable(self.name, "no samples during load")
         usage = live_usage(load)
         peak_t, peak, seen_by = _peak(load["t_s"], usage, _level_changes(record) if signals.engine_events else None)
-        evidence = {"peak": {"t_s": peak_t, "usage": peak, "seen_by": seen_by}, "evict_watermark": evict,
-                    "late_growth": _late_growth(load["t_s"], usage)}
-        explanation = (f"live usage peaked at {peak:.1%} at t={peak_t:.1f} s"
-                       f"{' (a watermark event between samples)' if seen_by == 'event' else ''}; "
-                       f"evict watermark {evict:.0%}")
+        evidence = {
+            "peak": {"t_s": peak_t, "usage": peak, "seen_by": seen_by},
+            "evict_watermark": evict,
+            "late_growth": _late_growth(load["t_s"], usage),
+        }
+        explanation = (
+            f"live usage peaked at {peak:.1%} at t={peak_t:.1f} s"
+            f"{' (a watermark event between samples)' if seen_by == 'event' else ''}; "
+            f"evict watermark {evict:.0%}"
+        )
         # Shown as usage against the ceiling it may reach, which reads better than a margin.
         measurement = Measurement("max_peak_over_evict", peak, evict + limits["max_peak_over_evict"], Unit.FRACTION)
         return GateResult.judged(self.name, [measurement], explanation, evidence)

@@ -46,14 +46,22 @@ class MemoryRecoveryGate:
         peak, last = float(load_active[peak_at]), float(after_active[last_at])
         if peak <= 0:
             return GateResult.not_measurable(self.name, "no KV was in use during load")
-        evidence = {"peak": {"t_s": samples.at[peak_at, "t_s"], "active_usage": peak},
-                    "last_after_load": {"t_s": samples.at[last_at, "t_s"], "active_usage": last,
-                                        "retained_blocks": samples.at[last_at, "retained_blocks"]},
-                    "drain_to_baseline_s": drain_to_baseline_s(samples, load_window(record.meta), after)}
-        explanation = (f"in-flight KV fell from {peak:.1%} of the pool at peak to {last:.1%} "
-                       f"at t={samples.at[last_at, 't_s']:.1f} s after load")
-        measurement = Measurement("max_cooldown_fraction_of_peak", last / peak,
-                                  limits["max_cooldown_fraction_of_peak"], Unit.FRACTION)
+        evidence = {
+            "peak": {"t_s": samples.at[peak_at, "t_s"], "active_usage": peak},
+            "last_after_load": {
+                "t_s": samples.at[last_at, "t_s"],
+                "active_usage": last,
+                "retained_blocks": samples.at[last_at, "retained_blocks"],
+            },
+            "drain_to_baseline_s": drain_to_baseline_s(samples, load_window(record.meta), after),
+        }
+        explanation = (
+            f"in-flight KV fell from {peak:.1%} of the pool at peak to {last:.1%} "
+            f"at t={samples.at[last_at, 't_s']:.1f} s after load"
+        )
+        measurement = Measurement(
+            "max_cooldown_fraction_of_peak", last / peak, limits["max_cooldown_fraction_of_peak"], Unit.FRACTION
+        )
         return GateResult.judged(self.name, [measurement], explanation, evidence)
 
 

@@ -22,14 +22,13 @@ from record.query import events_of, overload_refusals
 from record.run_record import RunRecord
 
 
-
 class NoOomGate:
     name = "no_oom"
     sources = (Source.ENGINE_EVENTS, Source.GPU_MEMORY, Source.CLIENT_REQUESTS)
     title = "Zero OOM"
     metrics = {
         "max_oom": "OOMs allowed: engine oom events + 5xx out_of_memory responses (any 5xx but an overload refusal "
-                   "without engine events) + samples over GPU capacity",
+        "without engine events) + samples over GPU capacity",
         "max_gpu_mem_fraction": "GPU memory used / total above which a sample counts as over capacity",
     }
 
@@ -61,13 +60,18 @@ class NoOomGate:
                 evidence["gpu_peak"] = {"t_s": s.at[peak, "t_s"], "fraction": fraction[peak]}
         if not counts:
             return GateResult.not_measurable(
-                self.name, "no OOM witness: engine events, client requests and GPU samples are all absent")
+                self.name, "no OOM witness: engine events, client requests and GPU samples are all absent"
+            )
         if not (signals.engine_events or signals.gpu_memory) and not sum(counts.values()):
             return GateResult.not_measurable(
-                self.name, "only the client could witness an OOM, and the target names none: no engine events "
-                           "or GPU samples to show there was none", evidence)
+                self.name,
+                "only the client could witness an OOM, and the target names none: no engine events "
+                "or GPU samples to show there was none",
+                evidence,
+            )
         total = sum(counts.values())
         evidence["counts"] = counts
         explanation = "OOMs: " + ", ".join(f"{what} {n}" for what, n in counts.items())
-        return GateResult.judged(self.name, [Measurement("max_oom", total, limits["max_oom"], Unit.COUNT)],
-                                 explanation, evidence)
+        return GateResult.judged(
+            self.name, [Measurement("max_oom", total, limits["max_oom"], Unit.COUNT)], explanation, evidence
+        )

@@ -36,16 +36,19 @@ class NoOrphansGate:
         measurements, found = [], []
         if "reservations_outstanding" in final or len(deaths):
             reservations = int(final.get("reservations_outstanding", 0)) + len(stranded)
-            measurements.append(Measurement("max_orphan_reservations", reservations,
-                                            limits["max_orphan_reservations"], Unit.COUNT))
+            measurements.append(
+                Measurement("max_orphan_reservations", reservations, limits["max_orphan_reservations"], Unit.COUNT)
+            )
             found.append(f"{reservations} orphan reservations")
         if "orphan_blocks" in final:
-            measurements.append(Measurement("max_orphan_blocks", int(final["orphan_blocks"]),
-                                            limits["max_orphan_blocks"], Unit.COUNT))
+            measurements.append(
+                Measurement("max_orphan_blocks", int(final["orphan_blocks"]), limits["max_orphan_blocks"], Unit.COUNT)
+            )
             found.append(f"{int(final['orphan_blocks'])} orphan blocks")
         if not measurements:
             return GateResult.not_measurable(
-                self.name, "no final state (reservations_outstanding, orphan_blocks) and no worker kill in the record")
+                self.name, "no final state (reservations_outstanding, orphan_blocks) and no worker kill in the record"
+            )
         reconciled = events_of(record, "orphan_reconciled")
         evidence = {
             "final": {k: final[k] for k in ("reservations_outstanding", "orphan_blocks", "live_blocks") if k in final},

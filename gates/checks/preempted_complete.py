@@ -41,12 +41,22 @@ class PreemptedCompleteGate:
         if not num_judged:
             return GateResult.not_measurable(self.name, "every preempted request was cancelled by its client")
         fraction = 1.0 - len(lost) / num_judged
-        evidence = {"num_preempted": num_judged, "num_lost": len(lost),
-                    "lost": [{"request_id": rid, "end": why} for rid, why in list(lost.items())[:5]]}
+        evidence = {
+            "num_preempted": num_judged,
+            "num_lost": len(lost),
+            "lost": [{"request_id": rid, "end": why} for rid, why in list(lost.items())[:5]],
+        }
         explanation = f"{num_judged - len(lost)} of {num_judged} preempted requests completed"
         if lost:
             rid, why = next(iter(lost.items()))
             explanation += f"; lost e.g. {rid} ({why})"
-        return GateResult.judged(self.name, [Measurement("min_completed_fraction", fraction,
-                                                         limits["min_completed_fraction"], Unit.FRACTION,
-                                                         is_max=False)], explanation, evidence)
+        return GateResult.judged(
+            self.name,
+            [
+                Measurement(
+                    "min_completed_fraction", fraction, limits["min_completed_fraction"], Unit.FRACTION, is_max=False
+                )
+            ],
+            explanation,
+            evidence,
+        )

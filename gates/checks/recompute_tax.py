@@ -30,7 +30,8 @@ class RecomputeTaxGate:
         raw_recomputed, raw_computed = (record.meta.final.get(key) for key in TOTALS)
         if raw_recomputed is None or raw_computed is None:
             return GateResult.not_measurable(
-                self.name, "no run totals of recomputed and computed tokens (meta.final) in the record")
+                self.name, "no run totals of recomputed and computed tokens (meta.final) in the record"
+            )
         recomputed, computed = float(raw_recomputed), float(raw_computed)
         if computed <= 0:
             return GateResult.not_measurable(self.name, "the engine computed no token in this run")
@@ -40,8 +41,10 @@ class RecomputeTaxGate:
             preempted = events_of(record, "preempted")
             lost = preempted.groupby("request_id")["num_tokens"].sum().sort_values(ascending=False, kind="stable")
             evidence["num_preemptions_by_mode"] = preempted["mode"].value_counts().sort_index().to_dict()
-            evidence["most_recomputed"] = [{"request_id": rid, "tokens": tokens}
-                                           for rid, tokens in lost[lost > 0].head(5).items()]
+            evidence["most_recomputed"] = [
+                {"request_id": rid, "tokens": tokens} for rid, tokens in lost[lost > 0].head(5).items()
+            ]
         explanation = f"{recomputed:,.0f} of {computed:,.0f} computed tokens redid work recompute discarded ({tax:.1%})"
-        return GateResult.judged(self.name, [Measurement(METRIC, tax, limits[METRIC], Unit.FRACTION)],
-                                 explanation, evidence)
+        return GateResult.judged(
+            self.name, [Measurement(METRIC, tax, limits[METRIC], Unit.FRACTION)], explanation, evidence
+        )

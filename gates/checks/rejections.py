@@ -46,8 +46,10 @@ class RejectionsGate:
     name = "rejections"
     sources = (Source.CLIENT_REQUESTS, Source.ENGINE_EVENTS)
     title = "Refusals bounded, none under the cap"
-    metrics = {**slo.group_metrics("offered under load that were refused for overload"),
-               UNDER_CAP: "tenant_quota refusals for the KV share while the tenant's worst case left room under its cap"}
+    metrics = {
+        **slo.group_metrics("offered under load that were refused for overload"),
+        UNDER_CAP: "tenant_quota refusals for the KV share while the tenant's worst case left room under its cap",
+    }
 
     def evaluate(self, record: RunRecord, limits: Limits) -> GateResult:
         measurements: list[Measurement] = []
@@ -62,7 +64,8 @@ class RejectionsGate:
             evidence["refused_under_cap"] = under_cap.head(5).to_dict("records")
         if not measurements:
             return GateResult.not_measurable(
-                self.name, "no client requests under load and no engine events with tenant caps in the record")
+                self.name, "no client requests under load and no engine events with tenant caps in the record"
+            )
         explanation = "refused under load: " + ", ".join(found)
         return GateResult.judged(self.name, measurements, explanation, evidence)
 
@@ -94,18 +97,20 @@ def refusals_under_cap(record: RunRecord) -> pd.DataFrame | None:
     if not record.meta.signals.engine_events or not num_blocks or not caps:
         return None
     events = record.events.assign(worker=record.events["worker"].fillna(""))
-    share_refusals = events[(events["kind"] == "rejected") & (events["reason"] == "tenant_quota")
-                            & (events["mode"] == "kv_share")]
-    columns = ["request_id", "tenant", "t_s", "worker", "reserved_blocks", "live_blocks", "need_blocks",
-               "cap_blocks"]
+    share_refusals = events[
+        (events["kind"] == "rejected") & (events["reason"] == "tenant_quota") & (events["mode"] == "kv_share")
+    ]
+    columns = ["request_id", "tenant", "t_s", "worker", "reserved_blocks", "live_blocks", "need_blocks", "cap_blocks"]
     if share_refusals.empty:
         return pd.DataFrame(columns=columns)
     engine_blocks = num_blocks / max(1, events["worker"].replace("", np.nan).nunique())
     reserved = _reserved_at(events, share_refusals)
-    judged = share_refusals.assign(reserved_blocks=reserved, live_blocks=share_refusals["tenant_live_blocks"].fillna(0),
-                                   need_blocks=share_refusals["num_blocks"].fillna(0),
-                                   cap_blocks=share_refusals["tenant"].map(
-                                       lambda t: math.floor(caps.get(t, math.inf) * engine_blocks)))
+    judged = share_refusals.assign(
+        reserved_blocks=reserved,
+        live_blocks=share_refusals["tenant_live_blocks"].fillna(0),
+        need_blocks=share_refusals["num_blocks"].fillna(0),
+        cap_blocks=share_refusals["tenant"].map(lambda t: math.floor(caps.get(t, math.inf) * engine_blocks)),
+    )
     room = judged["reserved_blocks"] + judged["live_blocks"] + judged["need_blocks"] <= judged["cap_blocks"]
     return judged.loc[room, columns].reset_index(drop=True)
 
@@ -117,12 +122,26 @@ def _reserved_at(events: pd.DataFrame, refusals: pd.DataFrame) -> pd.Series:
     arrivals = events[events["kind"].isin(("admitted", "queued"))]
     ends = events[events["kind"] == "finished"].drop_duplicates("request_id", keep="last")
     end_seq = arrivals["request_id"].map(ends.set_index("request_id")["seq"])
-    changes = pd.concat([
-        pd.DataFrame({"worker": arrivals["worker"], "tenant": arrivals["tenant"], "seq": arrivals["seq"],
-                      "delta": arrivals["num_blocks"].fillna(0)}),
-        pd.DataFrame({"worker": arrivals["worker"], "tenant": arrivals["tenant"], "seq": end_seq,
-                      "delta": -arrivals["num_blocks"].fillna(0)}).dropna(subset=["seq"]),
-    ]).sort_values("seq", kind="stable")
+    changes = pd.concat(
+        [
+            pd.DataFrame(
+                {
+                    "worker": arrivals["worker"],
+                    "tenant": arrivals["tenant"],
+                    "seq": arrivals["seq"],
+                    "delta": arrivals["num_blocks"].fillna(0),
+                }
+            ),
+            pd.DataFrame(
+                {
+                    "worker": arrivals["worker"],
+                    "tenant": arrivals["tenant"],
+                    "seq": end_seq,
+                    "delta": -arrivals["num_blocks"].fillna(0),
+                }
+            ).dropna(subset=["seq"]),
+        ]
+    ).sort_values("seq", kind="stable")
     reserved = pd.Series(0.0, index=refusals.index)
     for (worker, tenant), at in refusals.groupby(["worker", "tenant"]):
         mine = changes[(changes["worker"] == worker) & (changes["tenant"] == tenant)]

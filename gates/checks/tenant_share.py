@@ -35,8 +35,13 @@ class TenantShareGate:
             "num_samples": len(judged),
             "num_samples_over_cap": len(over),
             "tenants_over_cap": sorted(over["tenant"].unique()),
-            "worst_sample": {"t_s": top["t_s"], "tenant": top["tenant"], "live_blocks": top["live_blocks"],
-                             "share": top["share"], "cap": top["cap"]},
+            "worst_sample": {
+                "t_s": top["t_s"],
+                "tenant": top["tenant"],
+                "live_blocks": top["live_blocks"],
+                "share": top["share"],
+                "cap": top["cap"],
+            },
         }
         where = f"{top['tenant']} at {top['share']:.1%} of the pool (cap {top['cap']:.1%}) at t={top['t_s']:.1f} s"
         if len(over):

@@ -36,8 +36,14 @@ def verdict_table(verdict: Verdict) -> Table:
     table.add_column("explanation", overflow="fold")
     table.add_column("data", overflow="fold")
     for r in verdict.results:
-        table.add_row(r.gate, f"[{STYLES[r.outcome]}]{r.outcome.label}[/]", r.measured_text(),
-                      r.threshold_text(), r.explanation, data_text(r))
+        table.add_row(
+            r.gate,
+            f"[{STYLES[r.outcome]}]{r.outcome.label}[/]",
+            r.measured_text(),
+            r.threshold_text(),
+            r.explanation,
+            data_text(r),
+        )
     return table
 
 

@@ -26,15 +26,31 @@ class JunitOutput:
 
 def junit_element(verdict: Verdict) -> ET.Element:
     counts = verdict.counts()
-    suites = ET.Element("testsuites", name="kvgate", tests=str(len(verdict.results)),
-                        failures=str(counts[Outcome.FAIL]), skipped=str(counts[Outcome.NOT_MEASURABLE]), errors="0")
-    suite = ET.SubElement(suites, "testsuite", name=f"kvgate.{verdict.run_id}", tests=str(len(verdict.results)),
-                          failures=str(counts[Outcome.FAIL]), skipped=str(counts[Outcome.NOT_MEASURABLE]),
-                          errors="0")
+    suites = ET.Element(
+        "testsuites",
+        name="kvgate",
+        tests=str(len(verdict.results)),
+        failures=str(counts[Outcome.FAIL]),
+        skipped=str(counts[Outcome.NOT_MEASURABLE]),
+        errors="0",
+    )
+    suite = ET.SubElement(
+        suites,
+        "testsuite",
+        name=f"kvgate.{verdict.run_id}",
+        tests=str(len(verdict.results)),
+        failures=str(counts[Outcome.FAIL]),
+        skipped=str(counts[Outcome.NOT_MEASURABLE]),
+        errors="0",
+    )
     props = ET.SubElement(suite, "properties")
-    for name, value in (("run_id", verdict.run_id), ("policy", verdict.policy),
-                        ("config_digest", verdict.config_digest), ("outcome", verdict.outcome.value),
-                        ("thresholds", verdict.thresholds_source)):
+    for name, value in (
+        ("run_id", verdict.run_id),
+        ("policy", verdict.policy),
+        ("config_digest", verdict.config_digest),
+        ("outcome", verdict.outcome.value),
+        ("thresholds", verdict.thresholds_source),
+    ):
         ET.SubElement(props, "property", name=name, value=value)
     for result in verdict.results:
         suite.append(_testcase(result))
@@ -55,7 +71,9 @@ def _testcase(result: GateResult) -> ET.Element:
 
 def _details(result: GateResult) -> str:
     lines = [result.explanation]
-    lines += [f"{m.metric}: {m.value_text()} ({m.limit_text()}){'' if m.ok else '  <-- violated'}"
-              for m in result.measurements]
+    lines += [
+        f"{m.metric}: {m.value_text()} ({m.limit_text()}){'' if m.ok else '  <-- violated'}"
+        for m in result.measurements
+    ]
     lines.append("evidence: " + json.dumps(result.evidence, indent=2))
     return "\n".join(lines)

@@ -26,9 +26,14 @@ class StepSummaryOutput:
 
 
 def verdict_markdown(verdict: Verdict) -> str:
-    lines = [f"### kvgate {ICONS[verdict.outcome]} — run `{verdict.run_id}`", "",
-             f"{verdict.summary_line()}", "",
-             "| gate | result | measured | threshold | explanation |", "|---|---|---:|---:|---|"]
+    lines = [
+        f"### kvgate {ICONS[verdict.outcome]} — run `{verdict.run_id}`",
+        "",
+        f"{verdict.summary_line()}",
+        "",
+        "| gate | result | measured | threshold | explanation |",
+        "|---|---|---:|---:|---|",
+    ]
     for r in verdict.results:
         cells = [f"`{r.gate}`", ICONS[r.outcome], r.measured_text(), r.threshold_text(), r.explanation]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")

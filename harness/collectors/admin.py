@@ -23,12 +23,17 @@ def run_time(t_engine_s: float, answer: Mapping[str, Any], started_unix: float) 
 
 
 class AdminApi:
-    def __init__(self, base_url: str, admin_key: str, *, timeout_s: float = 10.0,
-                 transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(
+        self, base_url: str, admin_key: str, *, timeout_s: float = 10.0, transport: httpx.BaseTransport | None = None
+    ) -> None:
         """`transport`: a test seam (httpx.MockTransport)."""
         self.base_url = base_url.rstrip("/")
-        self._client = httpx.Client(base_url=self.base_url, timeout=timeout_s, transport=transport,
-                                    headers={"Authorization": f"Bearer {admin_key}"})
+        self._client = httpx.Client(
+            base_url=self.base_url,
+            timeout=timeout_s,
+            transport=transport,
+            headers={"Authorization": f"Bearer {admin_key}"},
+        )
 
     def get(self, path: str, **params: Any) -> dict[str, Any]:
         try:

@@ -83,9 +83,13 @@ class KvEventStats:
             self._removed.clear()
 
     def final(self) -> dict[str, int]:
-        return {"kv_blocks_stored": self.blocks_stored, "kv_blocks_removed": self.blocks_removed,
-                "kv_all_cleared": self.by_kind["AllBlocksCleared"], "kv_blocks_restored": self.blocks_restored,
-                "kv_batches_missed": self.num_missed}
+        return {
+            "kv_blocks_stored": self.blocks_stored,
+            "kv_blocks_removed": self.blocks_removed,
+            "kv_all_cleared": self.by_kind["AllBlocksCleared"],
+            "kv_blocks_restored": self.blocks_restored,
+            "kv_batches_missed": self.num_missed,
+        }
 
 
 def _key(block_hash: Any) -> Any:

@@ -82,13 +82,24 @@ class LiveCollectors:
             self.admin.close()
             self.admin = None
         self.events = EventCollector(self.admin, started_unix) if self.admin else None
-        self.caps: dict[str, float] = {name: float(t["max_kv_share"]) for name, t in
-                                       (self.engine_config or {}).get("config", {}).get("tenants", {}).items()}
-        self.scraper = (PrometheusScraper(settings.metrics_url, api_key=settings.api_key)
-                        if settings.metrics_url else None)
-        self.outside = None if self.admin is not None else TargetTelemetry(
-            settings.base_url, self.scraper, api_key=settings.api_key, model=settings.model,
-            kv_events_endpoint=settings.kv_events_endpoint)
+        self.caps: dict[str, float] = {
+            name: float(t["max_kv_share"])
+            for name, t in (self.engine_config or {}).get("config", {}).get("tenants", {}).items()
+        }
+        self.scraper = (
+            PrometheusScraper(settings.metrics_url, api_key=settings.api_key) if settings.metrics_url else None
+        )
+        self.outside = (
+            None
+            if self.admin is not None
+            else TargetTelemetry(
+                settings.base_url,
+                self.scraper,
+                api_key=settings.api_key,
+                model=settings.model,
+                kv_events_endpoint=settings.kv_events_endpoint,
+            )
+        )
         self.gpu = GpuSampler(settings.gpu_index)
         if not self.gpu.available:
             self.notes.append(f"GPU memory unavailable: {self.gpu.reason}")
@@ -180,8 +191,10 @@ class LiveCollectors:
         for thread in self._threads:
             thread.stop()
             if thread.num_errors:
-                self.notes.append(f"collector {thread.name}: {thread.num_errors} of {thread.num_calls} ticks failed "
-                                  f"(last: {thread.last_error})")
+                self.notes.append(
+                    f"collector {thread.name}: {thread.num_errors} of {thread.num_calls} ticks failed "
+                    f"(last: {thread.last_error})"
+                )
         self._threads.clear()
         for source, num in self._failures.items():
             self.notes.append(f"{source}: {num} failed (last: {self._last_failure[source]})")
@@ -237,19 +250,30 @@ class LiveCollectors:
         return final
 
     def signals(self) -> Signals:
-        return Signals(client_requests=True, engine_events=self.events_ok, engine_samples=self.samples_ok,
-                       tenant_samples=self.samples_ok and bool(self.caps), gpu_memory=self.gpu_ok,
-                       prometheus=self.prometheus_ok,
-                       worker_chaos=bool(self.events and self.events.num_by_kind.get("worker_died")))
+        return Signals(
+            client_requests=True,
+            engine_events=self.events_ok,
+            engine_samples=self.samples_ok,
+            tenant_samples=self.samples_ok and bool(self.caps),
+            gpu_memory=self.gpu_ok,
+            prometheus=self.prometheus_ok,
+            worker_chaos=bool(self.events and self.events.num_by_kind.get("worker_died")),
+        )
 
     def statuses(self) -> dict[str, CollectorStatus]:
         """meta.collectors: every source of this run, available or why not."""
-        out = {"admin_api": CollectorStatus(available=self.admin is not None,
-                                            detail="engine events, samples, ledger" if self.admin else
-                                            "no kvgate admin API: events and per-request engine state are absent"),
-               "prometheus": CollectorStatus(available=self.prometheus_ok,
-                                             detail=self.settings.metrics_url or "no metrics URL"),
-               "gpu_memory": CollectorStatus(available=self.gpu_ok, detail=self.gpu.name or self.gpu.reason)}
+        out = {
+            "admin_api": CollectorStatus(
+                available=self.admin is not None,
+                detail="engine events, samples, ledger"
+                if self.admin
+                else "no kvgate admin API: events and per-request engine state are absent",
+            ),
+            "prometheus": CollectorStatus(
+                available=self.prometheus_ok, detail=self.settings.metrics_url or "no metrics URL"
+            ),
+            "gpu_memory": CollectorStatus(available=self.gpu_ok, detail=self.gpu.name or self.gpu.reason),
+        }
         if self.outside is not None:
             out.update(self.outside.statuses())
         return out

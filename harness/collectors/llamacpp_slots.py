@@ -46,8 +46,9 @@ def _decoded(slot: dict[str, Any]) -> int:
 class SlotsReader:
     """GET <base>/slots with the target's key."""
 
-    def __init__(self, base_url: str, *, api_key: str = "", timeout_s: float = 5.0,
-                 transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(
+        self, base_url: str, *, api_key: str = "", timeout_s: float = 5.0, transport: httpx.BaseTransport | None = None
+    ) -> None:
         self.url = f"{base_url.rstrip('/')}/slots"
         self._client = httpx.Client(timeout=timeout_s, headers=bearer(api_key), transport=transport)
 

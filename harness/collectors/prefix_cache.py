@@ -33,8 +33,28 @@ from harness.loadgen.exchange import CHAT_PATH
 
 RESET_PATHS = ("/reset_prefix_cache", "/flush_cache")
 PROBE_WORDS = 600  # several KV blocks at any block size in use (16 on GPUs, 128 on vLLM's CPU backend)
-PROBE_VOCABULARY = ("the", "cache", "keeps", "every", "block", "of", "a", "prompt", "that", "was", "seen", "before",
-                    "and", "one", "more", "time", "it", "is", "read", "back")
+PROBE_VOCABULARY = (
+    "the",
+    "cache",
+    "keeps",
+    "every",
+    "block",
+    "of",
+    "a",
+    "prompt",
+    "that",
+    "was",
+    "seen",
+    "before",
+    "and",
+    "one",
+    "more",
+    "time",
+    "it",
+    "is",
+    "read",
+    "back",
+)
 
 
 @dataclass(frozen=True)
@@ -56,8 +76,7 @@ def reset_prefix_cache(client: httpx.Client, base_url: str) -> ResetResult:
             tried.append(f"{path} {resp.status_code}")
             continue
         ok = resp.status_code == 200 and _success(resp)
-        return ResetResult(True, ok, f"POST {path}: HTTP {resp.status_code}"
-                                     + ("" if ok else f" {resp.text[:200]}"))
+        return ResetResult(True, ok, f"POST {path}: HTTP {resp.status_code}" + ("" if ok else f" {resp.text[:200]}"))
     return ResetResult(False, False, f"no reset route ({', '.join(tried)}; vLLM needs VLLM_SERVER_DEV_MODE=1)")
 
 
@@ -94,8 +113,9 @@ once its lookups have been counted."""
 COUNTER_WAIT_S = 2.0
 
 
-def probe_cache_salt(client: httpx.Client, base_url: str, model: str, hit_counter: HitCounter | None = None
-                     ) -> SaltProbe:
+def probe_cache_salt(
+    client: httpx.Client, base_url: str, model: str, hit_counter: HitCounter | None = None
+) -> SaltProbe:
     """Prime, repeat with the same salt, repeat with another (see the module docstring)."""
     run = secrets.token_hex(4)
     # Common words are one token each on any tokenizer; the run's id first makes every block new.
@@ -109,21 +129,38 @@ def probe_cache_salt(client: httpx.Client, base_url: str, model: str, hit_counte
     if same is None or other is None:
         return SaltProbe(False, None, None, "", "the target reports no cached tokens, in answers or metrics")
     if same <= 0:
-        return SaltProbe(False, same, other, source,
-                         "the same salt did not hit: prefix caching is off or not reported, isolation cannot be told")
-    return SaltProbe(True, same, other, source,
-                     "a different salt missed" if other == 0 else f"a different salt hit {other} cached tokens")
+        return SaltProbe(
+            False,
+            same,
+            other,
+            source,
+            "the same salt did not hit: prefix caching is off or not reported, isolation cannot be told",
+        )
+    return SaltProbe(
+        True,
+        same,
+        other,
+        source,
+        "a different salt missed" if other == 0 else f"a different salt hit {other} cached tokens",
+    )
 
 
 class ProbeFailed(Exception):
     """A probe request did not complete."""
 
 
-def _hit(client: httpx.Client, base_url: str, model: str, prompt: str, salt: str,
-         hit_counter: HitCounter | None) -> tuple[int | None, str]:
+def _hit(
+    client: httpx.Client, base_url: str, model: str, prompt: str, salt: str, hit_counter: HitCounter | None
+) -> tuple[int | None, str]:
     before = hit_counter() if hit_counter else None
-    body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": 1,
-            "temperature": 0, "stream": False, "cache_salt": salt}
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": 1,
+        "temperature": 0,
+        "stream": False,
+        "cache_salt": salt,
+    }
     try:
         resp = client.post(base_url.rstrip("/") + CHAT_PATH, json=body)
     except httpx.HTTPError as err:

@@ -52,13 +52,25 @@ GAUGES: dict[str, tuple[Candidate, ...]] = {
     "pinned_blocks": (_kv("pinned"),),
     "cached_blocks": (_kv("cached"),),
     "free_blocks": (_kv("free"),),
-    "usage": (Candidate("kvgate_kv_usage_ratio", mean=True), Candidate("vllm:kv_cache_usage_perc", mean=True),
-              Candidate("vllm:gpu_cache_usage_perc", mean=True), Candidate("sglang:token_usage", mean=True),
-              Candidate("llamacpp:kv_cache_usage_ratio", mean=True)),
-    "num_running": (Candidate("kvgate_requests", {"state": "running"}), Candidate("vllm:num_requests_running"),
-                    Candidate("sglang:num_running_reqs"), Candidate("llamacpp:requests_processing")),
-    "num_waiting": (Candidate("kvgate_requests", {"state": "waiting"}), Candidate("vllm:num_requests_waiting"),
-                    Candidate("sglang:num_queue_reqs"), Candidate("llamacpp:requests_deferred")),
+    "usage": (
+        Candidate("kvgate_kv_usage_ratio", mean=True),
+        Candidate("vllm:kv_cache_usage_perc", mean=True),
+        Candidate("vllm:gpu_cache_usage_perc", mean=True),
+        Candidate("sglang:token_usage", mean=True),
+        Candidate("llamacpp:kv_cache_usage_ratio", mean=True),
+    ),
+    "num_running": (
+        Candidate("kvgate_requests", {"state": "running"}),
+        Candidate("vllm:num_requests_running"),
+        Candidate("sglang:num_running_reqs"),
+        Candidate("llamacpp:requests_processing"),
+    ),
+    "num_waiting": (
+        Candidate("kvgate_requests", {"state": "waiting"}),
+        Candidate("vllm:num_requests_waiting"),
+        Candidate("sglang:num_queue_reqs"),
+        Candidate("llamacpp:requests_deferred"),
+    ),
     "num_swapped": (Candidate("kvgate_requests", {"state": "swapped"}), Candidate("vllm:num_requests_swapped")),
     "fragmentation": (Candidate("kvgate_kv_fragmentation_ratio", mean=True),),
 }
@@ -71,8 +83,11 @@ COUNTERS: dict[str, tuple[Candidate, ...]] = {
     "computed_tokens": (Candidate("kvgate_computed_tokens_total"),),
     "orphans_reconciled": (Candidate("kvgate_orphan_blocks_reconciled_total"),),
     "prefix_cache_queries_tokens": (Candidate("vllm:prefix_cache_queries_total"),),
-    "prefix_cache_hits_tokens": (Candidate("vllm:prefix_cache_hits_total"), Candidate("sglang:cached_tokens_total"),
-                                 Candidate("llamacpp:prompt_tokens_cached_total")),
+    "prefix_cache_hits_tokens": (
+        Candidate("vllm:prefix_cache_hits_total"),
+        Candidate("sglang:cached_tokens_total"),
+        Candidate("llamacpp:prompt_tokens_cached_total"),
+    ),
     "prefix_cache_hit_rate": (Candidate("sglang:cache_hit_rate", mean=True),),
     "prompt_tokens_computed": (Candidate("llamacpp:prompt_tokens_total"),),  # llama.cpp: cache hits not included
     "num_aborted": (Candidate("vllm:request_success_total", {"finished_reason": "abort"}),),
@@ -140,8 +155,9 @@ def _pick(series: Mapping[str, Series], table: Mapping[str, tuple[Candidate, ...
     out: dict[str, float] = {}
     for column, candidates in table.items():
         for c in candidates:
-            values = [v for labels, v in series.get(c.name, ())
-                      if all(labels.get(k) == want for k, want in c.labels.items())]
+            values = [
+                v for labels, v in series.get(c.name, ()) if all(labels.get(k) == want for k, want in c.labels.items())
+            ]
             if values:
                 out[column] = sum(values) / len(values) if c.mean else sum(values)
                 break

@@ -22,5 +22,4 @@ def sample_row(snap: Mapping[str, Any], started_unix: float) -> dict[str, Any]:
 
 def in_flight(snap: Mapping[str, Any]) -> int:
     """Requests the engine still holds (running, waiting, swapped), plus router reservations."""
-    return (snap["num_running"] + snap["num_waiting"] + snap["num_swapped"]
-            + int(snap.get("num_reservations", 0)))
+    return snap["num_running"] + snap["num_waiting"] + snap["num_swapped"] + int(snap.get("num_reservations", 0))

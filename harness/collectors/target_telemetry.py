@@ -35,16 +35,33 @@ def scrape_pool_state(scrape: Scrape) -> dict[str, Any] | None:
         return None
     live = round(usage * num_blocks)
     held = scrape.gauges["num_running"] + scrape.gauges.get("num_waiting", 0.0)
-    return {"num_blocks": num_blocks, "live_blocks": live, "free_blocks": num_blocks - live, "cached_blocks": 0,
-            "retained_blocks": 0, "pinned_blocks": 0, "pending_blocks": 0, "requests_in_engine": int(held),
-            "usage": usage, "pool_source": "prometheus"}
+    return {
+        "num_blocks": num_blocks,
+        "live_blocks": live,
+        "free_blocks": num_blocks - live,
+        "cached_blocks": 0,
+        "retained_blocks": 0,
+        "pinned_blocks": 0,
+        "pending_blocks": 0,
+        "requests_in_engine": int(held),
+        "usage": usage,
+        "pool_source": "prometheus",
+    }
 
 
 class TargetTelemetry:
     """Owns the outside collectors of one run; `statuses` only ever gains entries."""
 
-    def __init__(self, base_url: str, scraper: PrometheusScraper | None, *, api_key: str = "", model: str = "",
-                 kv_events_endpoint: str = "", kv_events_topic: str = "") -> None:
+    def __init__(
+        self,
+        base_url: str,
+        scraper: PrometheusScraper | None,
+        *,
+        api_key: str = "",
+        model: str = "",
+        kv_events_endpoint: str = "",
+        kv_events_topic: str = "",
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.scraper = scraper
         self.model = model
@@ -105,9 +122,13 @@ class TargetTelemetry:
             self.kv_events.stop()
             stats = self.kv_events.stats
             final.update(stats.final())
-            self._set("kv_events", stats.num_batches > 0,
-                      f"{stats.num_batches} event batches from {self.kv_events.endpoint}" if stats.num_batches else
-                      f"no event batch arrived from {self.kv_events.endpoint} (is --kv-events-config set?)")
+            self._set(
+                "kv_events",
+                stats.num_batches > 0,
+                f"{stats.num_batches} event batches from {self.kv_events.endpoint}"
+                if stats.num_batches
+                else f"no event batch arrived from {self.kv_events.endpoint} (is --kv-events-config set?)",
+            )
         return final
 
     def _reset(self, when: str) -> ResetResult:
@@ -141,8 +162,11 @@ class TargetTelemetry:
             return {}
         pool = scrape_pool_state(scrape)
         if pool is None:
-            self._set("pool_state", False, f"{which}: the target states no pool size and usage "
-                                           f"(vLLM's vllm:cache_config_info num_gpu_blocks)")
+            self._set(
+                "pool_state",
+                False,
+                f"{which}: the target states no pool size and usage (vLLM's vllm:cache_config_info num_gpu_blocks)",
+            )
             return dict(scrape.counters)
         self._set("pool_state", True, "blocks from usage × vllm:cache_config_info num_gpu_blocks")
         return {**scrape.counters, **pool}

@@ -28,10 +28,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", help="profile file to write (default: calibration-<device>-<model>.toml)")
     p.add_argument("--config", help="base engine config (TOML); default: built-in defaults")
     p.add_argument("--model", help="catalog model to run (default: kvgate-tiny on cpu, kvgate-small on cuda)")
-    p.add_argument("--dtype", choices=["fp32", "bf16", "fp16"],
-                   help="weights and KV (default: fp32 on cpu, bf16 on cuda)")
-    p.add_argument("--gpu", choices=sorted(GPUS), help="catalog GPU the MFU/MBU are fractions of "
-                   "(default: the CUDA device if the catalog knows it, else the config's hardware.gpu)")
+    p.add_argument(
+        "--dtype", choices=["fp32", "bf16", "fp16"], help="weights and KV (default: fp32 on cpu, bf16 on cuda)"
+    )
+    p.add_argument(
+        "--gpu",
+        choices=sorted(GPUS),
+        help="catalog GPU the MFU/MBU are fractions of "
+        "(default: the CUDA device if the catalog knows it, else the config's hardware.gpu)",
+    )
     p.add_argument("--prefill", default="32,128,512,1024", help="prefill sizes in tokens, comma-separated")
     p.add_argument("--batches", default="1,2,4,8,16,32", help="decode batch sizes, comma-separated")
     p.add_argument("--context", type=int, default=256, help="context of each decoding sequence, tokens")
@@ -77,20 +82,37 @@ def run(args: argparse.Namespace) -> int:
     block_tokens = base.engine.block_tokens
     bytes_per_block = get_model(model).kv_bytes_per_token(DType(dtype)) * block_tokens
     num_blocks = cal.blocks_needed(block_tokens, prefill, batches, args.context)
-    config = with_overrides(base, {
-        "model.name": model, "model.weight_dtype": dtype, "model.kv_dtype": dtype, "hardware.gpu": gpu,
-        "hardware.kv_pool_gib": (num_blocks + 0.5) * bytes_per_block / GIB, "engine.kv_bytes_safety": 1.0,
-        "engine.executor": "torch", "torch.device": args.device, "torch.timing": "measured",
-        "torch.cpu_threads": args.threads or 0})
+    config = with_overrides(
+        base,
+        {
+            "model.name": model,
+            "model.weight_dtype": dtype,
+            "model.kv_dtype": dtype,
+            "hardware.gpu": gpu,
+            "hardware.kv_pool_gib": (num_blocks + 0.5) * bytes_per_block / GIB,
+            "engine.kv_bytes_safety": 1.0,
+            "engine.executor": "torch",
+            "torch.device": args.device,
+            "torch.timing": "measured",
+            "torch.cpu_threads": args.threads or 0,
+        },
+    )
     plan = MemoryPlan.from_config(config)
     console = Console()
     with console.status(f"measuring {model} ({dtype}) on {args.device}..."):
         executor = TorchExecutor(config, plan)
         points = cal.measure(executor, plan, prefill, batches, args.context, args.repeats)
     profile = cal.fit_profile(points, plan.gpu)
-    meta = {"executor": "torch", "device": args.device, "device_name": _device_name(args.device),
-            "model": model, "dtype": dtype, "block_tokens": block_tokens, "torch_version": _torch_version(),
-            "cpu_threads": _threads()}
+    meta = {
+        "executor": "torch",
+        "device": args.device,
+        "device_name": _device_name(args.device),
+        "model": model,
+        "dtype": dtype,
+        "block_tokens": block_tokens,
+        "torch_version": _torch_version(),
+        "cpu_threads": _threads(),
+    }
     out = Path(args.out or f"calibration-{args.device.replace(':', '')}-{model}.toml")
     out.write_text(cal.profile_toml(profile, meta))
     _print(console, profile, out)
@@ -124,9 +146,12 @@ def _print(console: Console, profile, out: Path) -> None:
     for p, pred in zip(profile.points, profile.predicted_s):
         table.add_row(p.kind, str(p.tokens), str(p.batch), f"{p.time_s * 1000:.3f}", f"{pred * 1000:.3f}")
     console.print(table)
-    console.print(f"mfu = {profile.mfu:.4g}, mbu = {profile.mbu:.4g}, "
-                  f"step_overhead_ms = {profile.step_overhead_ms:.4g}; worst fit error {profile.max_rel_error:.0%}")
+    console.print(
+        f"mfu = {profile.mfu:.4g}, mbu = {profile.mbu:.4g}, "
+        f"step_overhead_ms = {profile.step_overhead_ms:.4g}; worst fit error {profile.max_rel_error:.0%}"
+    )
     for note in profile.notes:
         console.print(f"note: {note}")
-    console.print(f"wrote {out}  (use it with [sim] profile = \"{out}\", hardware.gpu = \"{profile.gpu.name}\")",
-                  markup=False)
+    console.print(
+        f'wrote {out}  (use it with [sim] profile = "{out}", hardware.gpu = "{profile.gpu.name}")', markup=False
+    )

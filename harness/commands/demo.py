@@ -60,8 +60,9 @@ def run(args: argparse.Namespace) -> int:
             while i < len(arrivals) and arrivals[i][0] <= clock.now():
                 _, tenant, prompt, max_tokens, kind = arrivals[i]
                 try:
-                    r = core.add_request(tenant=tenant, prompt_token_ids=core.tokenizer.encode(prompt),
-                                         max_new_tokens=max_tokens)
+                    r = core.add_request(
+                        tenant=tenant, prompt_token_ids=core.tokenizer.encode(prompt), max_new_tokens=max_tokens
+                    )
                     label_of[r.request_id] = kind
                 except RequestError as err:
                     rejected[(kind, err.code)] += 1
@@ -73,8 +74,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_summary(console: Console, core: EngineCore, label_of: dict[str, str],
-                   rejected: Counter[tuple[str, str]]) -> None:
+def _print_summary(
+    console: Console, core: EngineCore, label_of: dict[str, str], rejected: Counter[tuple[str, str]]
+) -> None:
     ttft: defaultdict[str, list[float]] = defaultdict(list)
     done: Counter[tuple[str, str | None]] = Counter()  # (kind, finish reason)
     preempted: Counter[str] = Counter()
@@ -103,7 +105,9 @@ def _print_summary(console: Console, core: EngineCore, label_of: dict[str, str],
         table.add_row(kind, str(finished), str(queued[kind]), rej, str(preempted[kind]), p50, p95)
     console.print(table)
     s = core.snapshot()
-    console.print(f"pool {s.num_blocks} blocks of {core.pool.block_tokens} tokens; OOM events "
-                  f"{core.scheduler.num_oom}; prefix hits {core.pool.num_prefix_hits}/{core.pool.num_prefix_queries} "
-                  f"blocks; highest watermark level entered at usage {peak:.0%}; "
-                  f"{core.num_steps} engine steps in {core.clock.now():.1f} virtual s")
+    console.print(
+        f"pool {s.num_blocks} blocks of {core.pool.block_tokens} tokens; OOM events "
+        f"{core.scheduler.num_oom}; prefix hits {core.pool.num_prefix_hits}/{core.pool.num_prefix_queries} "
+        f"blocks; highest watermark level entered at usage {peak:.0%}; "
+        f"{core.num_steps} engine steps in {core.clock.now():.1f} virtual s"
+    )

@@ -23,18 +23,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("gate", help="evaluate the gates on a stored run record; exit 1 on a violation")
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run record directory")
     p.add_argument("--gates", metavar="FILE", help="thresholds TOML overriding gates/thresholds.toml")
-    p.add_argument("--only", metavar="NAMES", type=names, action="extend",
-                   help="comma-separated gates to run (default: all)")
-    p.add_argument("--require", metavar="NAMES", type=names, action="extend", default=[],
-                   help="comma-separated gates that must be measurable (not measurable = fail)")
+    p.add_argument(
+        "--only", metavar="NAMES", type=names, action="extend", help="comma-separated gates to run (default: all)"
+    )
+    p.add_argument(
+        "--require",
+        metavar="NAMES",
+        type=names,
+        action="extend",
+        default=[],
+        help="comma-separated gates that must be measurable (not measurable = fail)",
+    )
     add_partial_argument(p)
     p.set_defaults(func=run)
 
 
 def add_partial_argument(p: argparse.ArgumentParser) -> None:
     """--allow-partial: shared by `kvgate gate` and `kvgate run`."""
-    p.add_argument("--allow-partial", action="store_true",
-                   help="accept a verdict with most gates not measurable as a pass (default: exit 2)")
+    p.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="accept a verdict with most gates not measurable as a pass (default: exit 2)",
+    )
 
 
 def names(text: str) -> list[str]:
@@ -46,8 +56,9 @@ def run(args: argparse.Namespace) -> int:
     if record is None:
         return EXIT_HARNESS_ERROR
     check_complete(record)
-    verdict = evaluate(record, load_thresholds(args.gates), only=args.only, require=args.require,
-                       allow_partial=args.allow_partial)
+    verdict = evaluate(
+        record, load_thresholds(args.gates), only=args.only, require=args.require, allow_partial=args.allow_partial
+    )
     write_verdict(record.dir, verdict, VERDICT_OUTPUTS)
     return verdict_exit_code(verdict)
 

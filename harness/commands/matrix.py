@@ -60,14 +60,30 @@ class Entry:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("matrix", help="run every policy config under the same load; one report each + a comparison")
     p.add_argument("configs", nargs="+", type=Path, metavar="CONFIG", help="candidate policy configs (gated)")
-    p.add_argument("--baseline", type=Path, nargs="+", default=[], metavar="CONFIG",
-                   help="baseline configs: run and compared, never decide the exit code")
+    p.add_argument(
+        "--baseline",
+        type=Path,
+        nargs="+",
+        default=[],
+        metavar="CONFIG",
+        help="baseline configs: run and compared, never decide the exit code",
+    )
     add_load_arguments(p)
-    p.add_argument("--repeat", type=int, default=1, metavar="N",
-                   help="run each config N times, each run its own record and report; the comparison shows the "
-                        "median and range (default 1)")
-    p.add_argument("--out", type=Path, metavar="DIR", default=Path("runs/matrix"),
-                   help="directory for one run record per config and comparison.html (default runs/matrix)")
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run each config N times, each run its own record and report; the comparison shows the "
+        "median and range (default 1)",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        default=Path("runs/matrix"),
+        help="directory for one run record per config and comparison.html (default runs/matrix)",
+    )
     p.set_defaults(func=run)
 
 
@@ -105,9 +121,18 @@ def run(args: argparse.Namespace) -> int:
         repeat = f" run {entry.repeat} of {args.repeat}" if args.repeat > 1 else ""
         console.rule(f"[bold]{i}/{len(runs)}[/] {entry.path}{repeat}" + (" (baseline)" if entry.baseline else ""))
         run_dir = entry.run_dir(args.out, args.repeat)
-        run_args = argparse.Namespace(**{**vars(args), "policy": entry.path, "out": run_dir, "target": None,
-                                         "metrics_url": None, "model": None, "tenants": None,
-                                         "kv_events": ""})
+        run_args = argparse.Namespace(
+            **{
+                **vars(args),
+                "policy": entry.path,
+                "out": run_dir,
+                "target": None,
+                "metrics_url": None,
+                "model": None,
+                "tenants": None,
+                "kv_events": "",
+            }
+        )
         try:
             plan = build_plan(run_args)
             with RichProgress(console) as progress:
@@ -119,18 +144,25 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"[red]kvgate: {entry.path}: {err}[/]")
             failed_runs.append((entry, str(err)))
         wall_s[entry] = time.monotonic() - started
-    shortfalls = goodput_shortfalls([j.verdict for e, j in judged if not e.baseline],
-                                    [j.verdict for e, j in judged if e.baseline])
+    shortfalls = goodput_shortfalls(
+        [j.verdict for e, j in judged if not e.baseline], [j.verdict for e, j in judged if e.baseline]
+    )
     if judged:
         configs = _compared(entries, judged)
         report = render_comparison(configs, args.out / COMPARISON_FILE)
         _print_summary(console, judged, failed_runs, wall_s, args.out)
         _print_decision(console, configs)
         for shortfall in shortfalls:
-            console.print(f"goodput below the best baseline: {shortfall.explanation()}", style="bold red",
-                          markup=False, highlight=False)
-        console.print(f"reports: [bold]{args.out}/<config>/{'<config>-<k>/' if args.repeat > 1 else ''}report.html[/]; "
-                      f"comparison report: [bold]{report}[/]")
+            console.print(
+                f"goodput below the best baseline: {shortfall.explanation()}",
+                style="bold red",
+                markup=False,
+                highlight=False,
+            )
+        console.print(
+            f"reports: [bold]{args.out}/<config>/{'<config>-<k>/' if args.repeat > 1 else ''}report.html[/]; "
+            f"comparison report: [bold]{report}[/]"
+        )
     return _exit_code(judged, failed_runs, bool(shortfalls))
 
 
@@ -153,8 +185,9 @@ def _print_decision(console: Console, configs: list[ComparedConfig]) -> None:
         console.print(alert, style="bold red", markup=False, highlight=False)
 
 
-def _exit_code(judged: list[tuple[Entry, Judgement]], failed_runs: list[tuple[Entry, str]],
-               below_baseline: bool) -> int:
+def _exit_code(
+    judged: list[tuple[Entry, Judgement]], failed_runs: list[tuple[Entry, str]], below_baseline: bool
+) -> int:
     if any(not e.baseline for e, _ in failed_runs) or not judged:
         return EXIT_HARNESS_ERROR
     codes = [j.exit_code for e, j in judged if not e.baseline]
@@ -163,8 +196,13 @@ def _exit_code(judged: list[tuple[Entry, Judgement]], failed_runs: list[tuple[En
     return EXIT_GATE_FAILED if EXIT_GATE_FAILED in codes or below_baseline else EXIT_OK
 
 
-def _print_summary(console: Console, judged: list[tuple[Entry, Judgement]],
-                   failed_runs: list[tuple[Entry, str]], wall_s: dict[Entry, float], out: Path) -> None:
+def _print_summary(
+    console: Console,
+    judged: list[tuple[Entry, Judgement]],
+    failed_runs: list[tuple[Entry, str]],
+    wall_s: dict[Entry, float],
+    out: Path,
+) -> None:
     """One row per run; `wall` is the whole run (engine start to report), what a CI budget counts;
     `pressure` the highest rung reached (red when below evict or preempt); `run` names the run's
     directory under --out. Long cells wrap: a CI log is no wider than 140."""
@@ -175,9 +213,16 @@ def _print_summary(console: Console, judged: list[tuple[Entry, Judgement]],
         failed = [g.gate for g in j.verdict.results if g.outcome.value == "fail"]
         verdict = j.verdict.outcome.value + (" (baseline)" if entry.baseline else "")
         style = "red" if failed and not entry.baseline else ("yellow" if failed else "green")
-        table.add_row(str(entry.path), j.record.meta.policy, j.record.meta.config_digest,
-                      f"[{style}]{verdict}[/]", ", ".join(failed) or "-", _pressure_cell(j),
-                      f"{wall_s[entry]:.0f} s", j.record.dir.relative_to(out).as_posix())
+        table.add_row(
+            str(entry.path),
+            j.record.meta.policy,
+            j.record.meta.config_digest,
+            f"[{style}]{verdict}[/]",
+            ", ".join(failed) or "-",
+            _pressure_cell(j),
+            f"{wall_s[entry]:.0f} s",
+            j.record.dir.relative_to(out).as_posix(),
+        )
     for entry, err in failed_runs:
         table.add_row(str(entry.path), "-", "-", "[red]harness error[/]", err[:60], "-", f"{wall_s[entry]:.0f} s", "-")
     console.print(table)

@@ -45,34 +45,81 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--trace", required=True, type=Path, help="trace file (Mooncake JSONL, Azure or BurstGPT CSV)")
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--policy", type=Path, metavar="CONFIG", help="engine/policy config (TOML)")
-    which.add_argument("--compare", type=Path, nargs="+", metavar="CONFIG",
-                       help="replay the same trace through every config and compare them")
+    which.add_argument(
+        "--compare",
+        type=Path,
+        nargs="+",
+        metavar="CONFIG",
+        help="replay the same trace through every config and compare them",
+    )
     p.add_argument("--format", default=AUTO, choices=[AUTO, *LOADERS], help="trace format (default: auto)")
-    p.add_argument("--rate-scale", type=float, default=1.0, metavar="X",
-                   help="multiply the arrival rate by X (arrival times divided by X)")
-    p.add_argument("--time-scale", type=float, default=1.0, metavar="X",
-                   help="stretch the trace's time axis by X (arrival times multiplied by X)")
+    p.add_argument(
+        "--rate-scale",
+        type=float,
+        default=1.0,
+        metavar="X",
+        help="multiply the arrival rate by X (arrival times divided by X)",
+    )
+    p.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        metavar="X",
+        help="stretch the trace's time axis by X (arrival times multiplied by X)",
+    )
     p.add_argument("--limit", type=int, metavar="N", help="replay only the first N requests")
-    p.add_argument("--tenants", default=DEFAULT_SPEC, metavar="SPEC",
-                   help="tenant assignment: round_robin | fraction:a=0.5,b=0.5 | hash[:a,b][;depth=2] "
-                        "(default: hash over the config's interactive tenants)")
-    p.add_argument("--public-prefix-ids", type=_int_set, default=frozenset(), metavar="IDS",
-                   help="comma-separated trace prefix ids that are public (shared across tenants) when they "
-                        "lead a prompt, e.g. 0 for the Mooncake system prompt")
-    p.add_argument("--max-tokens", choices=[m.value for m in MaxTokens], default=MaxTokens.TRACE.value,
-                   help="max_tokens each request sends: the trace's output length, or unset (engine default)")
-    p.add_argument("--out", type=Path, metavar="DIR",
-                   help="run record directory (--compare: the directory that holds one per config); "
-                        "default runs/replay-<trace>-<time>")
-    p.add_argument("--sample-interval", type=float, metavar="S",
-                   help="virtual seconds between samples (default: the config's server.sample_interval_s)")
-    p.add_argument("--step-by-step", action="store_true",
-                   help="one engine step per call, every plan one step (slow; for checking equivalence)")
-    p.add_argument("--jobs", type=int, metavar="N",
-                   help="--compare: replay N configs at once, one process each (default: one per CPU, at most one "
-                        "per config; 1 replays them one after the other in this process)")
-    p.add_argument("--goodput-ttft-ms", type=float, metavar="MS",
-                   help="TTFT SLO that counts a request toward goodput (default: the gates' [slo] ttft_ms, 900)")
+    p.add_argument(
+        "--tenants",
+        default=DEFAULT_SPEC,
+        metavar="SPEC",
+        help="tenant assignment: round_robin | fraction:a=0.5,b=0.5 | hash[:a,b][;depth=2] "
+        "(default: hash over the config's interactive tenants)",
+    )
+    p.add_argument(
+        "--public-prefix-ids",
+        type=_int_set,
+        default=frozenset(),
+        metavar="IDS",
+        help="comma-separated trace prefix ids that are public (shared across tenants) when they "
+        "lead a prompt, e.g. 0 for the Mooncake system prompt",
+    )
+    p.add_argument(
+        "--max-tokens",
+        choices=[m.value for m in MaxTokens],
+        default=MaxTokens.TRACE.value,
+        help="max_tokens each request sends: the trace's output length, or unset (engine default)",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="run record directory (--compare: the directory that holds one per config); "
+        "default runs/replay-<trace>-<time>",
+    )
+    p.add_argument(
+        "--sample-interval",
+        type=float,
+        metavar="S",
+        help="virtual seconds between samples (default: the config's server.sample_interval_s)",
+    )
+    p.add_argument(
+        "--step-by-step",
+        action="store_true",
+        help="one engine step per call, every plan one step (slow; for checking equivalence)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        metavar="N",
+        help="--compare: replay N configs at once, one process each (default: one per CPU, at most one "
+        "per config; 1 replays them one after the other in this process)",
+    )
+    p.add_argument(
+        "--goodput-ttft-ms",
+        type=float,
+        metavar="MS",
+        help="TTFT SLO that counts a request toward goodput (default: the gates' [slo] ttft_ms, 900)",
+    )
     p.set_defaults(func=run)
 
 
@@ -96,13 +143,20 @@ def run(args: argparse.Namespace) -> int:
     configs = [load_config(path) for path in paths]  # every config is valid before the first replay starts
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = args.out or Path("runs") / f"replay-{args.trace.stem}-{stamp}"
-    console.print(f"[bold]replay[/] {trace.format} trace {args.trace} — {len(trace.requests)} requests over "
-                  f"{trace.duration_s:.0f} s" + (f" ({'; '.join(trace.notes)})" if trace.notes else ""))
+    console.print(
+        f"[bold]replay[/] {trace.format} trace {args.trace} — {len(trace.requests)} requests over "
+        f"{trace.duration_s:.0f} s" + (f" ({'; '.join(trace.notes)})" if trace.notes else "")
+    )
     settings = _settings(args)
     for config in configs:  # a bad --tenants spec fails now, not after the first replays
         make_assigner(settings.tenants, config)
-    _warn_if_overloaded(console, trace.rescaled(rate_scale=settings.rate_scale, time_scale=settings.time_scale),
-                        paths, configs, settings.rate_scale)
+    _warn_if_overloaded(
+        console,
+        trace.rescaled(rate_scale=settings.rate_scale, time_scale=settings.time_scale),
+        paths,
+        configs,
+        settings.rate_scale,
+    )
     if args.compare is None:
         result = _replay(console, trace, args.policy, configs[0], settings, out)
         _print_run(console, result, _slo_s(args))
@@ -111,9 +165,14 @@ def run(args: argparse.Namespace) -> int:
         return judgement.exit_code
     run_dirs = [out / name for name in _names(paths)]
     jobs = min(len(paths), args.jobs or os.cpu_count() or 1)
-    results = (_replay_side_by_side(console, trace, paths, configs, settings, run_dirs, jobs) if jobs > 1 else
-               [_replay(console, trace, path, config, settings, run_dir)
-                for path, config, run_dir in zip(paths, configs, run_dirs)])
+    results = (
+        _replay_side_by_side(console, trace, paths, configs, settings, run_dirs, jobs)
+        if jobs > 1
+        else [
+            _replay(console, trace, path, config, settings, run_dir)
+            for path, config, run_dir in zip(paths, configs, run_dirs)
+        ]
+    )
     summaries = [ReplaySummary.from_record(RunRecord.load(r.run_dir), _slo_s(args)) for r in results]
     _print_comparison(console, results, summaries)
     judgements = [judge(r.run_dir, library_dir=out) for r in results]  # one chart library under out
@@ -126,8 +185,9 @@ def _slo_s(args: argparse.Namespace) -> float | None:
     return None if args.goodput_ttft_ms is None else args.goodput_ttft_ms / 1000
 
 
-def _warn_if_overloaded(console: Console, trace: Trace, paths: Sequence[Path], configs: Sequence[EngineConfig],
-                        rate_scale: float) -> None:
+def _warn_if_overloaded(
+    console: Console, trace: Trace, paths: Sequence[Path], configs: Sequence[EngineConfig], rate_scale: float
+) -> None:
     """Say before the replay starts when the trace offers more prefill than a config's GPU serves
     (the record keeps the same note)."""
     for path, config in zip(paths, configs):
@@ -137,10 +197,15 @@ def _warn_if_overloaded(console: Console, trace: Trace, paths: Sequence[Path], c
 
 
 def _settings(args: argparse.Namespace) -> ReplaySettings:
-    return ReplaySettings(tenants=args.tenants, public_prefix_ids=args.public_prefix_ids,
-                          max_tokens=MaxTokens(args.max_tokens), rate_scale=args.rate_scale,
-                          time_scale=args.time_scale, sample_interval_s=args.sample_interval,
-                          step_by_step=args.step_by_step)
+    return ReplaySettings(
+        tenants=args.tenants,
+        public_prefix_ids=args.public_prefix_ids,
+        max_tokens=MaxTokens(args.max_tokens),
+        rate_scale=args.rate_scale,
+        time_scale=args.time_scale,
+        sample_interval_s=args.sample_interval,
+        step_by_step=args.step_by_step,
+    )
 
 
 def _names(configs: Sequence[Path]) -> list[str]:
@@ -149,24 +214,37 @@ def _names(configs: Sequence[Path]) -> list[str]:
     return [s if stems.count(s) == 1 else f"{s}-{i}" for i, s in enumerate(stems)]
 
 
-def _replay(console: Console, trace: Trace, config_path: Path, config: EngineConfig, settings: ReplaySettings,
-            run_dir: Path) -> ReplayResult:
+def _replay(
+    console: Console, trace: Trace, config_path: Path, config: EngineConfig, settings: ReplaySettings, run_dir: Path
+) -> ReplayResult:
     total_s = trace.duration_s * settings.time_scale / settings.rate_scale
     with _progress(console, config_path.name, total_s) as on_progress:
         return run_replay(trace, config, settings, run_dir, config_path=str(config_path), on_progress=on_progress)
 
 
-def _replay_side_by_side(console: Console, trace: Trace, paths: Sequence[Path], configs: Sequence[EngineConfig],
-                         settings: ReplaySettings, run_dirs: Sequence[Path], jobs: int) -> list[ReplayResult]:
+def _replay_side_by_side(
+    console: Console,
+    trace: Trace,
+    paths: Sequence[Path],
+    configs: Sequence[EngineConfig],
+    settings: ReplaySettings,
+    run_dirs: Sequence[Path],
+    jobs: int,
+) -> list[ReplayResult]:
     """Each config in its own process (`jobs` at a time), one progress bar each; results in the
     order of `paths`. Replays are independent and single-threaded, so this changes no record."""
     total_s = trace.duration_s * settings.time_scale / settings.rate_scale
     spawn = multiprocessing.get_context("spawn")  # no fork of a process that may hold threads
-    with spawn.Manager() as manager, ProcessPoolExecutor(jobs, mp_context=spawn) as pool, \
-            _progress_bars(console, [p.name for p in paths], total_s) as update:
+    with (
+        spawn.Manager() as manager,
+        ProcessPoolExecutor(jobs, mp_context=spawn) as pool,
+        _progress_bars(console, [p.name for p in paths], total_s) as update,
+    ):
         progress = manager.Queue()
-        futures = [pool.submit(_replay_in_worker, trace, path, config, settings, run_dir, i, progress)
-                   for i, (path, config, run_dir) in enumerate(zip(paths, configs, run_dirs))]
+        futures = [
+            pool.submit(_replay_in_worker, trace, path, config, settings, run_dir, i, progress)
+            for i, (path, config, run_dir) in enumerate(zip(paths, configs, run_dirs))
+        ]
         pending: set[Future] = set(futures)
         while pending:
             done, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
@@ -182,8 +260,15 @@ def _replay_side_by_side(console: Console, trace: Trace, paths: Sequence[Path], 
         return [f.result() for f in futures]  # raises the first failure, as one after the other would
 
 
-def _replay_in_worker(trace: Trace, path: Path, config: EngineConfig, settings: ReplaySettings, run_dir: Path,
-                      index: int, progress: "queue.Queue[tuple[int, float]]") -> ReplayResult:
+def _replay_in_worker(
+    trace: Trace,
+    path: Path,
+    config: EngineConfig,
+    settings: ReplaySettings,
+    run_dir: Path,
+    index: int,
+    progress: "queue.Queue[tuple[int, float]]",
+) -> ReplayResult:
     last = [0.0]
 
     def report(now_s: float) -> None:  # a few times a second: each put is a round trip to the manager
@@ -212,8 +297,7 @@ def _progress(console: Console, label: str, total_s: float):
 @contextmanager
 def _progress_bars(console: Console, labels: Sequence[str], total_s: float):
     """One bar per label by virtual time; yields update(index, now_s)."""
-    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[virtual]}"),
-               TimeElapsedColumn())
+    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[virtual]}"), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as progress:
         tasks = [progress.add_task(label, total=max(total_s, 1e-9), virtual="") for label in labels]
 
@@ -245,12 +329,21 @@ def _print_run(console: Console, result: ReplayResult, slo_s: float | None) -> N
         ("TTFT P50 / P95 ms, all ok", f"{_ms(s.ttft_p50_s)} / {_ms(s.ttft_p95_s)}"),
         ("prefix hit rate (tokens)", _pct(s.hit_rate)),
         ("evicted blocks", f"{s.num_evicted_blocks:,}"),
-        ("peak live memory", "-" if s.peak_live_bytes is None else
-         f"{s.peak_live_bytes / GIB:.1f} GiB ({_pct(s.peak_usage)} of the pool)"),
+        (
+            "peak live memory",
+            "-"
+            if s.peak_live_bytes is None
+            else f"{s.peak_live_bytes / GIB:.1f} GiB ({_pct(s.peak_usage)} of the pool)",
+        ),
         ("OOM events / preemptions", f"{s.num_oom} / {s.num_preemptions}"),
-        (f"goodput (TTFT ≤ {s.ttft_slo_s * 1000:.0f} ms)", "-" if s.goodput_rps is None else f"{s.goodput_rps:.2f} req/s"),
-        ("virtual time / wall time", f"{result.stats.end_s:,.1f} s / {result.wall_s:.2f} s "
-                                     f"({result.speedup:,.0f}x real time)"),
+        (
+            f"goodput (TTFT ≤ {s.ttft_slo_s * 1000:.0f} ms)",
+            "-" if s.goodput_rps is None else f"{s.goodput_rps:.2f} req/s",
+        ),
+        (
+            "virtual time / wall time",
+            f"{result.stats.end_s:,.1f} s / {result.wall_s:.2f} s ({result.speedup:,.0f}x real time)",
+        ),
     ]
     for key, value in rows:
         table.add_row(key, value)
@@ -270,11 +363,14 @@ def _print_comparison(console: Console, results: Sequence[ReplayResult], summari
         ("evicted blk", lambda r, s: f"{s.num_evicted_blocks:,}"),
         ("TTFT P50 ms", lambda r, s: _ms(s.ttft_p50_s)),
         ("TTFT P95 ms", lambda r, s: _ms(s.ttft_p95_s)),
-        ("peak live", lambda r, s: "-" if s.peak_live_bytes is None else
-         f"{s.peak_live_bytes / GIB:.1f} GiB {_pct(s.peak_usage)}"),
+        (
+            "peak live",
+            lambda r, s: (
+                "-" if s.peak_live_bytes is None else f"{s.peak_live_bytes / GIB:.1f} GiB {_pct(s.peak_usage)}"
+            ),
+        ),
         ("OOMs", lambda r, s: str(s.num_oom)),
-        ("rejections by tenant", lambda r, s: ", ".join(f"{k} {v}" for k, v in s.rejections_by_tenant.items())
-         or "0"),
+        ("rejections by tenant", lambda r, s: ", ".join(f"{k} {v}" for k, v in s.rejections_by_tenant.items()) or "0"),
         (f"goodput req/s (≤{slo_ms:.0f} ms)", lambda r, s: "-" if s.goodput_rps is None else f"{s.goodput_rps:.2f}"),
         ("speed-up", lambda r, s: f"{r.speedup:,.0f}x"),
     ]
@@ -283,5 +379,3 @@ def _print_comparison(console: Console, results: Sequence[ReplayResult], summari
     for r, s in zip(results, summaries):
         table.add_row(*(cell(r, s) for _, cell in columns))
     console.print(table)
-
-

@@ -27,8 +27,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--compare", action="store_true", help="one comparison page across the runs instead")
     p.add_argument("--out", metavar="FILE", help=f"output file (one run, or --compare; default {DEFAULT_COMPARISON})")
     p.add_argument("--gates", metavar="FILE", help="thresholds TOML: re-evaluate the gates with it")
-    p.add_argument("--baseline", metavar="RUN_DIR", nargs="+", default=[],
-                   help="--compare: baseline runs, compared beside the others and never chosen")
+    p.add_argument(
+        "--baseline",
+        metavar="RUN_DIR",
+        nargs="+",
+        default=[],
+        help="--compare: baseline runs, compared beside the others and never chosen",
+    )
     p.set_defaults(func=run)
 
 

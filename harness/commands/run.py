@@ -56,72 +56,130 @@ from reports.pressure import missing_rungs_warning, pressure_line
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="drive a target with the scenarios, record the run, evaluate the gates")
-    p.add_argument("--policy", type=Path, metavar="CONFIG",
-                   help="engine/policy config (TOML): the reference engine is started with it unless --target is "
-                        "given (then it supplies tenants, keys and model; --label-policy names the run after it)")
+    p.add_argument(
+        "--policy",
+        type=Path,
+        metavar="CONFIG",
+        help="engine/policy config (TOML): the reference engine is started with it unless --target is "
+        "given (then it supplies tenants, keys and model; --label-policy names the run after it)",
+    )
     add_load_arguments(p)
     p.add_argument("--target", metavar="URL", help="an already running OpenAI-compatible server (its root URL)")
-    p.add_argument("--tokenizer", type=Path, metavar="FILE",
-                   help="with --target: a tokenizer.json (tokenizers) that counts the target's prompt tokens when "
-                        "it has no /tokenize (vLLM and llama.cpp have one)")
-    p.add_argument("--label-policy", action="store_true",
-                   help="with --target: record the --policy config's name and digest as what the target runs "
-                        "(a label; its watermarks, pool and caps are never judged against)")
-    p.add_argument("--metrics-url", metavar="URL", help="its Prometheus metrics (default: <target>/metrics; '' for none)")
-    p.add_argument("--kv-events", metavar="ENDPOINT", default="",
-                   help="vLLM's KV cache events: tcp://HOST:PORT to connect to a server whose --kv-events-config "
-                        "endpoint is tcp://*:PORT, listen:tcp://127.0.0.1:PORT for one that connects there")
+    p.add_argument(
+        "--tokenizer",
+        type=Path,
+        metavar="FILE",
+        help="with --target: a tokenizer.json (tokenizers) that counts the target's prompt tokens when "
+        "it has no /tokenize (vLLM and llama.cpp have one)",
+    )
+    p.add_argument(
+        "--label-policy",
+        action="store_true",
+        help="with --target: record the --policy config's name and digest as what the target runs "
+        "(a label; its watermarks, pool and caps are never judged against)",
+    )
+    p.add_argument(
+        "--metrics-url", metavar="URL", help="its Prometheus metrics (default: <target>/metrics; '' for none)"
+    )
+    p.add_argument(
+        "--kv-events",
+        metavar="ENDPOINT",
+        default="",
+        help="vLLM's KV cache events: tcp://HOST:PORT to connect to a server whose --kv-events-config "
+        "endpoint is tcp://*:PORT, listen:tcp://127.0.0.1:PORT for one that connects there",
+    )
     p.add_argument("--model", metavar="NAME", help="model name (default: the config's, else the first of /v1/models)")
     p.add_argument("--tenants", metavar="SPEC", help="name=key[:class],... (default: the config's tenants)")
     p.add_argument("--out", type=Path, metavar="DIR", help="run record directory (default runs/<timestamp>-<policy>)")
     load = p.add_argument_group("open-loop load (instead of locust's users; docs/load.md)")
     which = load.add_mutually_exclusive_group()
-    which.add_argument("--rate", type=positive(float), metavar="R",
-                       help="send chat requests (short_qa's) at R per second on average, on the --arrivals schedule")
-    which.add_argument("--trace", type=Path, metavar="FILE",
-                       help="send a request trace (Mooncake JSONL, Azure 2023 or BurstGPT CSV) at its own times")
+    which.add_argument(
+        "--rate",
+        type=positive(float),
+        metavar="R",
+        help="send chat requests (short_qa's) at R per second on average, on the --arrivals schedule",
+    )
+    which.add_argument(
+        "--trace",
+        type=Path,
+        metavar="FILE",
+        help="send a request trace (Mooncake JSONL, Azure 2023 or BurstGPT CSV) at its own times",
+    )
     load.add_argument("--trace-format", default=AUTO, choices=[AUTO, *LOADERS], help="trace format (default: auto)")
-    load.add_argument("--rate-scale", type=positive(float), default=1.0, metavar="X",
-                      help="--trace: multiply its arrival rate by X (arrival times divided by X)")
-    load.add_argument("--time-scale", type=positive(float), default=1.0, metavar="X",
-                      help="--trace: stretch its time axis by X (arrival times multiplied by X)")
-    load.add_argument("--limit", type=positive(int), metavar="N",
-                      help="send at most N requests (--duration bounds them too)")
+    load.add_argument(
+        "--rate-scale",
+        type=positive(float),
+        default=1.0,
+        metavar="X",
+        help="--trace: multiply its arrival rate by X (arrival times divided by X)",
+    )
+    load.add_argument(
+        "--time-scale",
+        type=positive(float),
+        default=1.0,
+        metavar="X",
+        help="--trace: stretch its time axis by X (arrival times multiplied by X)",
+    )
+    load.add_argument(
+        "--limit", type=positive(int), metavar="N", help="send at most N requests (--duration bounds them too)"
+    )
     add_arrival_arguments(load)
-    p.add_argument("--require", metavar="NAMES", type=names, action="extend", default=[],
-                   help="comma-separated gates that must be measurable (not measurable = fail), as kvgate gate")
+    p.add_argument(
+        "--require",
+        metavar="NAMES",
+        type=names,
+        action="extend",
+        default=[],
+        help="comma-separated gates that must be measurable (not measurable = fail), as kvgate gate",
+    )
     add_partial_argument(p)
     p.set_defaults(func=run)
 
 
 def add_arrival_arguments(p: argparse._ActionsContainer) -> None:
     """How an open-loop load is timed and bounded: shared by `kvgate run` and `kvgate sweep`."""
-    p.add_argument("--arrivals", choices=[k.value for k in ArrivalKind], default=ArrivalKind.POISSON.value,
-                   help="arrival schedule at the rate (default: poisson)")
-    p.add_argument("--burst-size", type=positive(int), default=8, metavar="N",
-                   help="--arrivals bursts: requests per burst")
+    p.add_argument(
+        "--arrivals",
+        choices=[k.value for k in ArrivalKind],
+        default=ArrivalKind.POISSON.value,
+        help="arrival schedule at the rate (default: poisson)",
+    )
+    p.add_argument(
+        "--burst-size", type=positive(int), default=8, metavar="N", help="--arrivals bursts: requests per burst"
+    )
     p.add_argument("--seed", type=at_least_zero, default=0, metavar="N", help="seed of the arrival schedule")
-    p.add_argument("--max-lag-ms", type=positive(float), default=MAX_LAG_P99_MS, metavar="MS",
-                   help=f"P99 client lag beyond which the run is a harness error, not a verdict "
-                        f"(default {MAX_LAG_P99_MS:.0f})")
-    p.add_argument("--max-in-flight", type=positive(int), default=DEFAULT_MAX_IN_FLIGHT, metavar="N",
-                   help=f"requests the client holds open at once; more wait, and show as lag "
-                        f"(default {DEFAULT_MAX_IN_FLIGHT})")
+    p.add_argument(
+        "--max-lag-ms",
+        type=positive(float),
+        default=MAX_LAG_P99_MS,
+        metavar="MS",
+        help=f"P99 client lag beyond which the run is a harness error, not a verdict (default {MAX_LAG_P99_MS:.0f})",
+    )
+    p.add_argument(
+        "--max-in-flight",
+        type=positive(int),
+        default=DEFAULT_MAX_IN_FLIGHT,
+        metavar="N",
+        help=f"requests the client holds open at once; more wait, and show as lag (default {DEFAULT_MAX_IN_FLIGHT})",
+    )
 
 
 def open_load_of(args: argparse.Namespace) -> OpenLoad | None:
     """The open-loop load `kvgate run`'s options ask for, or None (locust's users)."""
     if args.trace is not None:
         trace = load_trace(args.trace, args.trace_format)
-        return _open_load(args, TraceWorkload(trace=trace, rate_scale=args.rate_scale, time_scale=args.time_scale,
-                                              max_requests=args.limit))
+        return _open_load(
+            args,
+            TraceWorkload(trace=trace, rate_scale=args.rate_scale, time_scale=args.time_scale, max_requests=args.limit),
+        )
     return chat_load(args, args.rate, args.limit) if args.rate is not None else None
 
 
 def chat_load(args: argparse.Namespace, rate_per_s: float, max_requests: int | None = None) -> OpenLoad:
     """Chat at `rate_per_s` on the schedule `add_arrival_arguments` asked for."""
-    schedule = Arrivals(kind=arrival_kind(args.arrivals), rate_per_s=rate_per_s, seed=args.seed,
-                        burst_size=args.burst_size)
+    schedule = Arrivals(
+        kind=arrival_kind(args.arrivals), rate_per_s=rate_per_s, seed=args.seed, burst_size=args.burst_size
+    )
     return _open_load(args, ChatWorkload(schedule=schedule, max_requests=max_requests))
 
 
@@ -131,39 +189,74 @@ def _open_load(args: argparse.Namespace, workload: Workload) -> OpenLoad:
 
 def add_load_arguments(p: argparse.ArgumentParser) -> None:
     """The options that say how to load a target: shared by `kvgate run` and `kvgate matrix`."""
-    p.add_argument("--scenarios", type=names, default=[], metavar="A,B",
-                   help="comma-separated scenario names (default: all of scenarios/, the mixed default)")
-    p.add_argument("--profile", choices=list(PROFILES), default="ci",
-                   help="duration, users and sizes: quick (< 1 min), ci (default), full")
+    p.add_argument(
+        "--scenarios",
+        type=names,
+        default=[],
+        metavar="A,B",
+        help="comma-separated scenario names (default: all of scenarios/, the mixed default)",
+    )
+    p.add_argument(
+        "--profile",
+        choices=list(PROFILES),
+        default="ci",
+        help="duration, users and sizes: quick (< 1 min), ci (default), full",
+    )
     p.add_argument("--duration", type=positive(float), metavar="S", help="seconds of load (default: the profile's)")
     p.add_argument("--users", type=positive(int), metavar="N", help="locust users (default: the profile's)")
-    p.add_argument("--spawn-rate", type=positive(float), metavar="R",
-                   help="users started per second (default: the profile's)")
-    p.add_argument("--workers", type=at_least_zero, default=0, metavar="N",
-                   help="engine worker processes behind a router (kvgate serve --workers; worker_kill needs >= 2)")
-    p.add_argument("--processes", type=at_least_zero, default=0, metavar="N",
-                   help="locust worker processes (locust --processes; 0: one process)")
-    p.add_argument("--request-timeout", type=positive(float), metavar="S",
-                   help="seconds a request may take before it is a timeout (default: the profile's; never more "
-                        "than the load plus its stop timeout, so a hang ends as a timeout within the run)")
-    p.add_argument("--gates", type=Path, metavar="FILE",
-                   help="thresholds TOML overriding gates/thresholds.toml (read before the load starts)")
-    p.add_argument("--sample-interval", type=positive(float), metavar="S",
-                   help="seconds between samples (default: the config's server.sample_interval_s, else 0.5)")
+    p.add_argument(
+        "--spawn-rate", type=positive(float), metavar="R", help="users started per second (default: the profile's)"
+    )
+    p.add_argument(
+        "--workers",
+        type=at_least_zero,
+        default=0,
+        metavar="N",
+        help="engine worker processes behind a router (kvgate serve --workers; worker_kill needs >= 2)",
+    )
+    p.add_argument(
+        "--processes",
+        type=at_least_zero,
+        default=0,
+        metavar="N",
+        help="locust worker processes (locust --processes; 0: one process)",
+    )
+    p.add_argument(
+        "--request-timeout",
+        type=positive(float),
+        metavar="S",
+        help="seconds a request may take before it is a timeout (default: the profile's; never more "
+        "than the load plus its stop timeout, so a hang ends as a timeout within the run)",
+    )
+    p.add_argument(
+        "--gates",
+        type=Path,
+        metavar="FILE",
+        help="thresholds TOML overriding gates/thresholds.toml (read before the load starts)",
+    )
+    p.add_argument(
+        "--sample-interval",
+        type=positive(float),
+        metavar="S",
+        help="seconds between samples (default: the config's server.sample_interval_s, else 0.5)",
+    )
     p.add_argument("--scenarios-dir", type=Path, default=None, metavar="DIR", help="where the locustfiles are")
 
 
 def positive(kind: Callable[[str], float]) -> Callable[[str], float]:
     """An argparse type: a number of `kind` above zero (`--users 0` is a mistake, not a default)."""
+
     def parse(text: str) -> float:
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {'a whole number' if kind is int else 'a number'}"
-                                             ) from None
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not {'a whole number' if kind is int else 'a number'}"
+            ) from None
         if not (value > 0 and math.isfinite(value)):
             raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
         return value
+
     return parse
 
 
@@ -178,8 +271,10 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, raise_keyboard_interrupt)  # CI cancels with SIGTERM: clean up as for Ctrl-C
     console = Console()
     plan = build_plan(args)
-    console.print(f"[bold]kvgate run[/] {plan.run_dir} — policy {_policy(_named(plan.config, args))}, "
-                  f"scenarios {', '.join(plan.scenario_names())}, profile {plan.profile}")
+    console.print(
+        f"[bold]kvgate run[/] {plan.run_dir} — policy {_policy(_named(plan.config, args))}, "
+        f"scenarios {', '.join(plan.scenario_names())}, profile {plan.profile}"
+    )
     if plan.engine_overrides:
         console.print(f"  the {plan.profile} profile sets {format_overrides(plan.engine_overrides)}")
     with RichProgress(console) as progress:
@@ -231,24 +326,43 @@ def build_plan(args: argparse.Namespace) -> LivePlan:
     if open_loop is not None and args.scenarios:
         raise KvgateError("--scenarios picks locust scenarios; --rate and --trace send an open-loop load instead")
     duration_s, stop_timeout_s = args.duration or profile.duration_s, profile.stop_timeout_s
-    settings = settings.with_(request_timeout_s=request_timeout(args.request_timeout or settings.request_timeout_s,
-                                                                duration_s, stop_timeout_s))
+    settings = settings.with_(
+        request_timeout_s=request_timeout(
+            args.request_timeout or settings.request_timeout_s, duration_s, stop_timeout_s
+        )
+    )
     directory = args.scenarios_dir or scenarios_dir()
     scenarios = select(directory, args.scenarios) if open_loop is None else []
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = args.out or _unique(Path("runs") / f"{stamp}-{_policy(_named(config, args))}")
     sample_interval = args.sample_interval or (config.server.sample_interval_s if config is not None else 0.5)
-    return LivePlan(run_dir=run_dir, config=config, config_path=args.policy, scenarios=scenarios,
-                    mixed_dir=None if args.scenarios or open_loop else directory, settings=settings,
-                    duration_s=duration_s, users=args.users or profile.users,
-                    spawn_rate=args.spawn_rate or profile.spawn_rate, processes=args.processes,
-                    engine_workers=args.workers, target_url=args.target, metrics_url=args.metrics_url,
-                    baseline_requests=profile.baseline_requests, cooldown_max_s=profile.cooldown_max_s,
-                    cooldown_min_s=profile.cooldown_min_s, stop_timeout_s=stop_timeout_s,
-                    sample_interval_s=sample_interval, profile=profile.name, engine_overrides=overrides,
-                    open_loop=open_loop, kv_events_endpoint=args.kv_events,
-                    label_policy=args.target is not None and args.label_policy,
-                    tokenizer=args.tokenizer if args.target is not None else None)
+    return LivePlan(
+        run_dir=run_dir,
+        config=config,
+        config_path=args.policy,
+        scenarios=scenarios,
+        mixed_dir=None if args.scenarios or open_loop else directory,
+        settings=settings,
+        duration_s=duration_s,
+        users=args.users or profile.users,
+        spawn_rate=args.spawn_rate or profile.spawn_rate,
+        processes=args.processes,
+        engine_workers=args.workers,
+        target_url=args.target,
+        metrics_url=args.metrics_url,
+        baseline_requests=profile.baseline_requests,
+        cooldown_max_s=profile.cooldown_max_s,
+        cooldown_min_s=profile.cooldown_min_s,
+        stop_timeout_s=stop_timeout_s,
+        sample_interval_s=sample_interval,
+        profile=profile.name,
+        engine_overrides=overrides,
+        open_loop=open_loop,
+        kv_events_endpoint=args.kv_events,
+        label_policy=args.target is not None and args.label_policy,
+        tokenizer=args.tokenizer if args.target is not None else None,
+    )
+
 
 def request_timeout(wanted_s: float, duration_s: float, stop_timeout_s: float) -> float:
     """The request timeout a run uses: never longer than the load plus locust's stop timeout, the
@@ -266,10 +380,12 @@ def _settings(args: argparse.Namespace, config: EngineConfig | None, profile: Ma
     if config is not None:
         prefixes = config.prefix_cache.public_prefixes
         admin_key = secrets.token_urlsafe(24) if args.target is None else config.server.admin_key
-        settings = settings.with_(tenants=format_tenants(tenants_of_config(config)) or settings.tenants,
-                                  admin_key=admin_key or settings.admin_key,
-                                  system_prompt=prefixes[0].text if prefixes else DEFAULT_SYSTEM_PROMPT,
-                                  model=config.server.served_model_name or config.model.name)
+        settings = settings.with_(
+            tenants=format_tenants(tenants_of_config(config)) or settings.tenants,
+            admin_key=admin_key or settings.admin_key,
+            system_prompt=prefixes[0].text if prefixes else DEFAULT_SYSTEM_PROMPT,
+            model=config.server.served_model_name or config.model.name,
+        )
     settings = settings.with_env(os.environ)
     if args.model:
         settings = settings.with_(model=args.model)
@@ -291,9 +407,16 @@ class RichProgress:
 
     def __init__(self, console: Console) -> None:
         self.console = console
-        self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                                  TextColumn("{task.fields[detail]}"), TimeElapsedColumn(), console=console,
-                                  transient=True, disable=not console.is_terminal)
+        self._progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[detail]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+            disable=not console.is_terminal,
+        )
         self._task: TaskID | None = None
         self._phase = ""
         self._since = time.monotonic()

@@ -24,15 +24,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config", required=True, help="engine config (TOML)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--fd", type=int, default=None, metavar="FD",
-                   help="serve on this inherited, already bound listening socket instead of --host/--port "
-                        "(a harness that binds the port itself, so nothing can take it in between)")
-    p.add_argument("--workers", type=_non_negative, default=0, metavar="N",
-                   help="N engine worker processes behind a router, each with its own KV pool "
-                        "(default 0: one engine in this process, no router)")
-    p.add_argument("--dev", action="store_true",
-                   help="a local dev run: start without an admin key (the admin API then takes the public dev "
-                        "key sk-kvgate-admin); anywhere else give [server] admin_key or KVGATE_ADMIN_KEY")
+    p.add_argument(
+        "--fd",
+        type=int,
+        default=None,
+        metavar="FD",
+        help="serve on this inherited, already bound listening socket instead of --host/--port "
+        "(a harness that binds the port itself, so nothing can take it in between)",
+    )
+    p.add_argument(
+        "--workers",
+        type=_non_negative,
+        default=0,
+        metavar="N",
+        help="N engine worker processes behind a router, each with its own KV pool "
+        "(default 0: one engine in this process, no router)",
+    )
+    p.add_argument(
+        "--dev",
+        action="store_true",
+        help="a local dev run: start without an admin key (the admin API then takes the public dev "
+        "key sk-kvgate-admin); anywhere else give [server] admin_key or KVGATE_ADMIN_KEY",
+    )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.add_argument("--access-log", action="store_true", help="log every HTTP request (costs CPU under load)")
     p.set_defaults(func=run)
@@ -49,6 +62,15 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # the router's own calls to workers
-    serve(config, host=args.host, port=args.port, fd=args.fd, workers=args.workers, log_level=args.log_level,
-          access_log=args.access_log, admin_key=os.environ.get(ADMIN_KEY_VAR) or None, dev=args.dev)
+    serve(
+        config,
+        host=args.host,
+        port=args.port,
+        fd=args.fd,
+        workers=args.workers,
+        log_level=args.log_level,
+        access_log=args.access_log,
+        admin_key=os.environ.get(ADMIN_KEY_VAR) or None,
+        dev=args.dev,
+    )
     return 0

@@ -47,31 +47,67 @@ DEFAULT_MAX_STEPS = 6
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sweep", help="raise an open-loop rate until the SLO gates fail; report the highest that passed")
     p.add_argument("--target", metavar="URL", help="an already running OpenAI-compatible server (its root URL)")
-    p.add_argument("--policy", type=Path, metavar="CONFIG",
-                   help="engine/policy config: the reference engine is started with it for every step unless --target")
-    p.add_argument("--metrics-url", metavar="URL",
-                   help="its Prometheus metrics (default: <target>/metrics; '' for none)")
+    p.add_argument(
+        "--policy",
+        type=Path,
+        metavar="CONFIG",
+        help="engine/policy config: the reference engine is started with it for every step unless --target",
+    )
+    p.add_argument(
+        "--metrics-url", metavar="URL", help="its Prometheus metrics (default: <target>/metrics; '' for none)"
+    )
     p.add_argument("--model", metavar="NAME", help="model name (default: the config's, else the first of /v1/models)")
     p.add_argument("--tenants", metavar="SPEC", help="name=key[:class],... (default: the config's tenants)")
     rates = p.add_mutually_exclusive_group()
     rates.add_argument("--rates", type=_rates, metavar="R1,R2,...", help="the rates to step through, rising")
-    rates.add_argument("--start-rate", type=positive(float), default=1.0, metavar="R",
-                       help="the first rate, requests/s (default 1)")
-    p.add_argument("--rate-factor", type=positive(float), default=2.0, metavar="F",
-                   help="each step's rate is F times the last (default 2)")
-    p.add_argument("--max-steps", type=positive(int), default=DEFAULT_MAX_STEPS, metavar="N",
-                   help=f"at most N steps (default {DEFAULT_MAX_STEPS})")
-    p.add_argument("--duration", type=positive(float), default=DEFAULT_STEP_S, metavar="S",
-                   help=f"seconds of load per step (default {DEFAULT_STEP_S:.0f})")
-    p.add_argument("--profile", choices=list(PROFILES), default="quick",
-                   help="prompt sizes, timeouts and cooldown of each step (default: quick)")
+    rates.add_argument(
+        "--start-rate", type=positive(float), default=1.0, metavar="R", help="the first rate, requests/s (default 1)"
+    )
+    p.add_argument(
+        "--rate-factor",
+        type=positive(float),
+        default=2.0,
+        metavar="F",
+        help="each step's rate is F times the last (default 2)",
+    )
+    p.add_argument(
+        "--max-steps",
+        type=positive(int),
+        default=DEFAULT_MAX_STEPS,
+        metavar="N",
+        help=f"at most N steps (default {DEFAULT_MAX_STEPS})",
+    )
+    p.add_argument(
+        "--duration",
+        type=positive(float),
+        default=DEFAULT_STEP_S,
+        metavar="S",
+        help=f"seconds of load per step (default {DEFAULT_STEP_S:.0f})",
+    )
+    p.add_argument(
+        "--profile",
+        choices=list(PROFILES),
+        default="quick",
+        help="prompt sizes, timeouts and cooldown of each step (default: quick)",
+    )
     p.add_argument("--gates", type=Path, metavar="FILE", help="thresholds TOML overriding gates/thresholds.toml")
     p.add_argument("--sample-interval", type=positive(float), metavar="S", help="seconds between samples")
     p.add_argument("--out", type=Path, metavar="DIR", help="sweep directory (default runs/sweep-<timestamp>)")
     add_arrival_arguments(p)
     # what `kvgate run`'s plan reads and a sweep does not choose: no locust, no trace
-    p.set_defaults(func=run, scenarios=[], scenarios_dir=None, users=None, spawn_rate=None, processes=0, workers=0,
-                   rate=None, trace=None, limit=None, kv_events="")
+    p.set_defaults(
+        func=run,
+        scenarios=[],
+        scenarios_dir=None,
+        users=None,
+        spawn_rate=None,
+        processes=0,
+        workers=0,
+        rate=None,
+        trace=None,
+        limit=None,
+        kv_events="",
+    )
 
 
 def _rates(text: str) -> list[float]:
@@ -92,10 +128,17 @@ def run(args: argparse.Namespace) -> int:
     base = build_plan(argparse.Namespace(**{**vars(args), "out": out}))
     steps: list[SweepStep] = []
     for k, rate in enumerate(rates[: args.max_steps]):
-        plan = dataclasses.replace(base, run_dir=out / f"step-{k}-{rate:g}", scenarios=[], mixed_dir=None,
-                                   baseline_requests=0, open_loop=chat_load(args, rate))
-        console.print(f"[bold]step {k + 1}/{min(len(rates), args.max_steps)}[/]: {rate:g} requests/s, "
-                      f"{plan.duration_s:.0f} s")
+        plan = dataclasses.replace(
+            base,
+            run_dir=out / f"step-{k}-{rate:g}",
+            scenarios=[],
+            mixed_dir=None,
+            baseline_requests=0,
+            open_loop=chat_load(args, rate),
+        )
+        console.print(
+            f"[bold]step {k + 1}/{min(len(rates), args.max_steps)}[/]: {rate:g} requests/s, {plan.duration_s:.0f} s"
+        )
         with RichProgress(console) as progress:
             run_live(plan, progress)
         step = judge_step(rate, RunRecord.load(plan.run_dir), thresholds)
@@ -108,17 +151,40 @@ def run(args: argparse.Namespace) -> int:
 
 def _finish(console: Console, steps: list[SweepStep], out: Path, thresholds: Thresholds, target: str) -> int:
     best = highest_passing(steps)
-    (out / "sweep.json").write_text(json.dumps({"highest_passing_rate_per_s": best.rate_per_s if best else None,
-                                                "result": result_line(steps),
-                                                "steps": [s.to_dict() for s in steps]}, indent=2) + "\n")
-    page = render_sweep(steps, out / SWEEP_FILE, ttft_objective_ms=thresholds.for_gate("interactive_ttft")[slo.TTFT_MS],
-                        goodput_floor=thresholds.for_gate("goodput")[GOODPUT_METRIC], target=target)
+    (out / "sweep.json").write_text(
+        json.dumps(
+            {
+                "highest_passing_rate_per_s": best.rate_per_s if best else None,
+                "result": result_line(steps),
+                "steps": [s.to_dict() for s in steps],
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+    page = render_sweep(
+        steps,
+        out / SWEEP_FILE,
+        ttft_objective_ms=thresholds.for_gate("interactive_ttft")[slo.TTFT_MS],
+        goodput_floor=thresholds.for_gate("goodput")[GOODPUT_METRIC],
+        target=target,
+    )
     table = Table("rate /s", "outcome", "sent", "answered /s", "P95 TTFT ms", "goodput", "P99 lag ms")
     for s in steps:
-        table.add_row(f"{s.rate_per_s:g}", s.outcome.value, str(s.num_sent),
-                      *("—" if v is None else f"{v:{fmt}}" for v, fmt in ((s.achieved_per_s, ".2f"),
-                                                                        (s.p95_ttft_ms, ".0f"), (s.goodput, ".1%"),
-                                                                        (s.lag_p99_ms, ".1f"))))
+        table.add_row(
+            f"{s.rate_per_s:g}",
+            s.outcome.value,
+            str(s.num_sent),
+            *(
+                "—" if v is None else f"{v:{fmt}}"
+                for v, fmt in (
+                    (s.achieved_per_s, ".2f"),
+                    (s.p95_ttft_ms, ".0f"),
+                    (s.goodput, ".1%"),
+                    (s.lag_p99_ms, ".1f"),
+                )
+            ),
+        )
     console.print(table)
     console.print(f"[bold]{result_line(steps)}[/]")
     console.print(f"report: [bold]{page}[/]")

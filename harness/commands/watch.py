@@ -33,15 +33,26 @@ READY = "ready"
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("watch", help="record and judge a load another process drives (a plain locust run)")
     p.add_argument("--target", required=True, metavar="URL", help="the server the load goes to")
-    p.add_argument("--rows", required=True, type=Path, metavar="FILE",
-                   help="the CSV of request rows the load writes (run-record columns)")
-    p.add_argument("--rows-origin-unix", required=True, type=float, metavar="T",
-                   help="the unix time the rows' times count from")
+    p.add_argument(
+        "--rows",
+        required=True,
+        type=Path,
+        metavar="FILE",
+        help="the CSV of request rows the load writes (run-record columns)",
+    )
+    p.add_argument(
+        "--rows-origin-unix", required=True, type=float, metavar="T", help="the unix time the rows' times count from"
+    )
     p.add_argument("--out", required=True, type=Path, metavar="DIR", help="the run record directory")
     p.add_argument("--metrics-url", metavar="URL", help="Prometheus metrics (default: <target>/metrics; '' for none)")
     p.add_argument("--gates", type=Path, metavar="FILE", help="thresholds TOML overriding gates/thresholds.toml")
-    p.add_argument("--cooldown-max", type=float, default=30.0, metavar="S",
-                   help="wait at most this long for the target to drain after the load (default 30)")
+    p.add_argument(
+        "--cooldown-max",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="wait at most this long for the target to drain after the load (default 30)",
+    )
     p.set_defaults(func=run)
 
 
@@ -49,11 +60,24 @@ def run(args: argparse.Namespace) -> int:
     over = threading.Event()
     threading.Thread(target=_wait_for_eof, args=(over,), daemon=True, name="kvgate-watch-stdin").start()
     settings = LoadSettings().with_env(os.environ)
-    plan = LivePlan(run_dir=args.out, config=None, config_path=None, scenarios=[], mixed_dir=None,
-                    settings=settings, duration_s=0.0, users=0, spawn_rate=0.0, target_url=args.target,
-                    metrics_url=args.metrics_url, baseline_requests=0, cooldown_max_s=args.cooldown_max,
-                    cooldown_min_s=min(2.0, args.cooldown_max), profile="followed",
-                    followed=FollowedLoad(args.rows, over.is_set, args.rows_origin_unix))
+    plan = LivePlan(
+        run_dir=args.out,
+        config=None,
+        config_path=None,
+        scenarios=[],
+        mixed_dir=None,
+        settings=settings,
+        duration_s=0.0,
+        users=0,
+        spawn_rate=0.0,
+        target_url=args.target,
+        metrics_url=args.metrics_url,
+        baseline_requests=0,
+        cooldown_max_s=args.cooldown_max,
+        cooldown_min_s=min(2.0, args.cooldown_max),
+        profile="followed",
+        followed=FollowedLoad(args.rows, over.is_set, args.rows_origin_unix),
+    )
     result = run_live(plan, _Progress())
     judgement = judge(result.run_dir, args.gates)
     print(f"kvgate watch: run record {result.run_dir}, report {judgement.report}", file=sys.stderr)

@@ -52,8 +52,9 @@ class Arrivals:
 
     def __post_init__(self) -> None:
         if not (self.rate_per_s > 0 and math.isfinite(self.rate_per_s)):
-            raise KvgateError(f"an arrival rate must be a positive number of requests per second, "
-                              f"got {self.rate_per_s!r}")
+            raise KvgateError(
+                f"an arrival rate must be a positive number of requests per second, got {self.rate_per_s!r}"
+            )
         if self.burst_size < 1:
             raise KvgateError(f"a burst holds at least 1 request, got {self.burst_size}")
 

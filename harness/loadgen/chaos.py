@@ -36,8 +36,12 @@ class KillRefused(Exception):
 
 def parse_workers(body: dict[str, Any]) -> list[WorkerInfo]:
     """The `/admin/workers` answer as a list (single-process engines list themselves, worker null)."""
-    return [WorkerInfo(worker=-1 if w.get("worker") is None else int(w["worker"]), pid=w.get("pid"),
-                       state=str(w.get("state", ""))) for w in body.get("workers", [])]
+    return [
+        WorkerInfo(
+            worker=-1 if w.get("worker") is None else int(w["worker"]), pid=w.get("pid"), state=str(w.get("state", ""))
+        )
+        for w in body.get("workers", [])
+    ]
 
 
 def is_loopback(base_url: str) -> bool:
@@ -60,15 +64,16 @@ def is_engine_worker(pid: int, proc: Path = Path("/proc")) -> bool:
 def choose_victim(base_url: str, workers: list[WorkerInfo], turn: int) -> WorkerInfo:
     """The worker to kill on this turn (rotating over the ready ones), or KillRefused."""
     if not is_loopback(base_url):
-        raise KillRefused(f"target {base_url} is not on a loopback address: its worker pids are not ours to kill",
-                          permanent=True)
+        raise KillRefused(
+            f"target {base_url} is not on a loopback address: its worker pids are not ours to kill", permanent=True
+        )
     if len(workers) < 2 or any(w.worker < 0 for w in workers):
-        raise KillRefused("the engine does not run several workers (kvgate serve --workers N, N >= 2)",
-                          permanent=True)
+        raise KillRefused("the engine does not run several workers (kvgate serve --workers N, N >= 2)", permanent=True)
     ready = [w for w in workers if w.state == "ready" and w.pid and is_engine_worker(w.pid)]
     if len(ready) < 2:
-        raise KillRefused("fewer than two ready workers right now: killing one would take the service down",
-                          permanent=False)
+        raise KillRefused(
+            "fewer than two ready workers right now: killing one would take the service down", permanent=False
+        )
     return ready[turn % len(ready)]
 
 

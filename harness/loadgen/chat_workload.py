@@ -34,9 +34,15 @@ class ChatWorkload:
         for n, at_s in enumerate(self.schedule.times(duration_s=duration_s, max_requests=self.max_requests)):
             request_id = f"{self.name}-{n}"
             prompt = chat_prompt(settings.prompt_tokens, seed=request_id, system=settings.system_prompt)
-            call = Call(request_id=request_id, scenario=self.name, phase=settings.phase,
-                        tenant=candidates[n % len(candidates)], model=settings.model, prompt=prompt,
-                        max_tokens=settings.max_tokens)
+            call = Call(
+                request_id=request_id,
+                scenario=self.name,
+                phase=settings.phase,
+                tenant=candidates[n % len(candidates)],
+                model=settings.model,
+                prompt=prompt,
+                max_tokens=settings.max_tokens,
+            )
             yield Arrival(at_s, call)
 
     def describe(self) -> dict[str, Any]:

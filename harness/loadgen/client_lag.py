@@ -38,8 +38,10 @@ class LagSummary:
         return self.p99_ms <= self.bound_ms
 
     def explain(self) -> str:
-        return (f"P99 client lag {self.p99_ms:.1f} ms (bound {self.bound_ms:.0f} ms), max {self.max_ms:.1f} ms; "
-                f"{self.num_late} of {self.num_requests} requests sent more than {self.bound_ms:.0f} ms late")
+        return (
+            f"P99 client lag {self.p99_ms:.1f} ms (bound {self.bound_ms:.0f} ms), max {self.max_ms:.1f} ms; "
+            f"{self.num_late} of {self.num_requests} requests sent more than {self.bound_ms:.0f} ms late"
+        )
 
     def to_dict(self) -> dict[str, float | int]:
         return asdict(self)
@@ -51,6 +53,11 @@ def summarize_lag(lags_s: Sequence[float], bound_ms: float = MAX_LAG_P99_MS) -> 
     lags_ms = np.asarray(lags_s, dtype=float) * 1000.0
     if lags_ms.size == 0:
         return LagSummary(0, 0.0, 0.0, 0.0, 0, bound_ms)
-    return LagSummary(num_requests=int(lags_ms.size), p50_ms=percentile(lags_ms, 50),
-                      p99_ms=percentile(lags_ms, 99), max_ms=float(lags_ms.max()),
-                      num_late=int((lags_ms > bound_ms).sum()), bound_ms=bound_ms)
+    return LagSummary(
+        num_requests=int(lags_ms.size),
+        p50_ms=percentile(lags_ms, 50),
+        p99_ms=percentile(lags_ms, 99),
+        max_ms=float(lags_ms.max()),
+        num_late=int((lags_ms > bound_ms).sum()),
+        bound_ms=bound_ms,
+    )

@@ -84,15 +84,23 @@ class Call:
     cancel: Cancel | None = None
 
     def body(self) -> bytes:
-        body: dict = {"model": self.model, "messages": self.prompt.messages, "stream": True,
-                      "stream_options": {"include_usage": True}}
+        body: dict = {
+            "model": self.model,
+            "messages": self.prompt.messages,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         if self.max_tokens is not None:
             body["max_tokens"] = self.max_tokens
         return json.dumps(body).encode()
 
     def headers(self) -> dict[str, str]:
-        headers = {"Authorization": f"Bearer {self.tenant.key}", "Content-Type": "application/json",
-                   "Accept": "text/event-stream", "X-Request-Id": self.request_id}
+        headers = {
+            "Authorization": f"Bearer {self.tenant.key}",
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream",
+            "X-Request-Id": self.request_id,
+        }
         if self.session_id:
             headers["X-Session-Id"] = self.session_id
             if not self.rebuildable:
@@ -111,14 +119,28 @@ class _Hangup(Exception):
     """Raised by a deadline: the request timeout or a timed cancel."""
 
 
-def run_exchange(transport: Transport, call: Call, *, timeout_s: float, on_done: Callable[[RequestOutcome], None],
-                 clock: Callable[[], float] = time.perf_counter,
-                 wall: Callable[[], float] = time.time) -> Result:
+def run_exchange(
+    transport: Transport,
+    call: Call,
+    *,
+    timeout_s: float,
+    on_done: Callable[[RequestOutcome], None],
+    clock: Callable[[], float] = time.perf_counter,
+    wall: Callable[[], float] = time.time,
+) -> Result:
     """Send `call`, read its answer, report the outcome (module docstring)."""
-    outcome = RequestOutcome(request_id=call.request_id, scenario=call.scenario, phase=call.phase,
-                             tenant=call.tenant.name, traffic_class=call.tenant.traffic_class,
-                             session_id=call.session_id, prompt_tokens=call.prompt.num_tokens,
-                             max_tokens=call.max_tokens, cancel_intended=call.cancel is not None, sent_unix=wall())
+    outcome = RequestOutcome(
+        request_id=call.request_id,
+        scenario=call.scenario,
+        phase=call.phase,
+        tenant=call.tenant.name,
+        traffic_class=call.tenant.traffic_class,
+        session_id=call.session_id,
+        prompt_tokens=call.prompt.num_tokens,
+        max_tokens=call.max_tokens,
+        cancel_intended=call.cancel is not None,
+        sent_unix=wall(),
+    )
     state = StreamState()
     timed_out, cancel_due = _Hangup("timeout"), _Hangup("cancel")
     response: RawResponse | None = None
@@ -178,8 +200,13 @@ def _seconds(value: str) -> float | None:
         return None
 
 
-def _read_stream(outcome: RequestOutcome, state: StreamState, response: RawResponse, cancel: Cancel | None,
-                 clock: Callable[[], float]) -> None:
+def _read_stream(
+    outcome: RequestOutcome,
+    state: StreamState,
+    response: RawResponse,
+    cancel: Cancel | None,
+    clock: Callable[[], float],
+) -> None:
     """Read SSE lines until [DONE], the end of the body, or a cancel by content words."""
     after_words = cancel.after_words if cancel is not None else None
     while not state.is_done:

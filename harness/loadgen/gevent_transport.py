@@ -75,9 +75,17 @@ class GeventTransport:
         self._idle: list[HTTPClient] = []
 
     def open(self, path: str, body: bytes, headers: Mapping[str, str]) -> GeventResponse:
-        client = self._idle.pop() if self._idle else HTTPClient.from_url(
-            self._url, concurrency=1, connection_timeout=self._connection_timeout_s,
-            network_timeout=self._network_timeout_s, insecure=True)
+        client = (
+            self._idle.pop()
+            if self._idle
+            else HTTPClient.from_url(
+                self._url,
+                concurrency=1,
+                connection_timeout=self._connection_timeout_s,
+                network_timeout=self._network_timeout_s,
+                insecure=True,
+            )
+        )
         try:
             raw = client.request("POST", self._prefix + path, body=body, headers=dict(headers))
         except BaseException as err:

@@ -73,9 +73,15 @@ class Dispatched:
     """When the schedule's time 0 was, on the dispatch clock."""
 
 
-def dispatch(arrivals: Iterable[Arrival], submit: Callable[[Arrival, float], None], *,
-             clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
-             on_wait: Callable[[], None] = lambda: None, lookahead_s: float = LOOKAHEAD_S) -> Dispatched:
+def dispatch(
+    arrivals: Iterable[Arrival],
+    submit: Callable[[Arrival, float], None],
+    *,
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
+    on_wait: Callable[[], None] = lambda: None,
+    lookahead_s: float = LOOKAHEAD_S,
+) -> Dispatched:
     """Hand each arrival to `submit(arrival, intended_unix)` at its intended time on `clock`.
 
     Making an arrival (a trace prompt of thousands of words) takes milliseconds, and a trace may
@@ -124,11 +130,21 @@ class OpenLoopClient:
     (a `timeout` row), so a drain limit above it is reached only by a harness fault, and then
     what is left is cut by closing the client."""
 
-    def __init__(self, base_url: str, *, timeout_s: float, max_in_flight: int, origin_unix: float,
-                 on_row: Callable[[Mapping[str, Any]], None], transport: httpx.BaseTransport | None = None) -> None:
-        self._client = httpx.Client(timeout=timeout_s, transport=transport,
-                                    limits=httpx.Limits(max_connections=max_in_flight,
-                                                        max_keepalive_connections=max_in_flight))
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        timeout_s: float,
+        max_in_flight: int,
+        origin_unix: float,
+        on_row: Callable[[Mapping[str, Any]], None],
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self._client = httpx.Client(
+            timeout=timeout_s,
+            transport=transport,
+            limits=httpx.Limits(max_connections=max_in_flight, max_keepalive_connections=max_in_flight),
+        )
         self._transport = ThreadedTransport(self._client, base_url)
         self._pool = ThreadPoolExecutor(max_workers=max_in_flight, thread_name_prefix="open-loop")
         self._timeout_s = timeout_s
@@ -148,6 +164,7 @@ class OpenLoopClient:
             with self._lock:
                 self._num_in_flight -= 1
                 self._on_row(open_loop_row(outcome, intended_unix, self._origin_unix))
+
         with self._lock:
             self._num_in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self._num_in_flight)

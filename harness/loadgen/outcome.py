@@ -76,9 +76,11 @@ class RequestOutcome:
         """The requests.csv row, times in seconds since `origin_unix`."""
         sent_s = self.sent_unix - origin_unix
         row = {k: v for k, v in asdict(self).items() if k in REQUEST_COLUMNS}
-        row.update(sent_s=sent_s,
-                   first_token_s=None if self.ttft_s is None else sent_s + self.ttft_s,
-                   done_s=None if self.e2e_s is None else sent_s + self.e2e_s)
+        row.update(
+            sent_s=sent_s,
+            first_token_s=None if self.ttft_s is None else sent_s + self.ttft_s,
+            done_s=None if self.e2e_s is None else sent_s + self.e2e_s,
+        )
         return {c: row.get(c) for c in REQUEST_COLUMNS}
 
 

@@ -145,12 +145,17 @@ def _settings(environment: Environment) -> LoadSettings:
 def resolve_model(host: str, tenant: Tenant) -> str:
     """The first model the target serves (GET /v1/models), for a run that named none."""
     try:
-        resp = httpx.get(f"{host.rstrip('/')}/v1/models", headers={"Authorization": f"Bearer {tenant.key}"},
-                         timeout=10.0)
+        resp = httpx.get(
+            f"{host.rstrip('/')}/v1/models", headers={"Authorization": f"Bearer {tenant.key}"}, timeout=10.0
+        )
         return str(resp.json()["data"][0]["id"])
     except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as err:
-        log.error("could not read the model name from %s/v1/models (%s); sending %r: set --kvgate-model",
-                  host, err, FALLBACK_MODEL)
+        log.error(
+            "could not read the model name from %s/v1/models (%s); sending %r: set --kvgate-model",
+            host,
+            err,
+            FALLBACK_MODEL,
+        )
         return FALLBACK_MODEL
 
 
@@ -223,8 +228,10 @@ def _flush_workers(ctx: ScenarioContext, runner: MasterRunner, stop_timeout_s: f
     while not workers <= ctx.flushed and time.monotonic() < deadline:
         gevent.sleep(FLUSH_POLL_S)
     if not workers <= ctx.flushed:
-        log.error("locust workers %s did not send their last outcomes: the record may miss their last requests",
-                  ", ".join(sorted(workers - ctx.flushed)))
+        log.error(
+            "locust workers %s did not send their last outcomes: the record may miss their last requests",
+            ", ".join(sorted(workers - ctx.flushed)),
+        )
 
 
 def _forward_loop(ctx: ScenarioContext, runner: Runner) -> None:

@@ -27,16 +27,74 @@ from reference_engine.tokenizer import chat_prompt_tokens
 _REFERENCE_ONE_MESSAGE = chat_prompt_tokens([0])
 _REFERENCE_TWO_MESSAGES = chat_prompt_tokens([0, 0])
 
-DEFAULT_SYSTEM_PROMPT = ("You are a helpful assistant . Answer briefly and precisely , cite sources when you can , "
-                         "and say so when you do not know .")
+DEFAULT_SYSTEM_PROMPT = (
+    "You are a helpful assistant . Answer briefly and precisely , cite sources when you can , "
+    "and say so when you do not know ."
+)
 """The public pinned prefix of configs/default.toml, word for word."""
 
-_WORDS = ("alpha", "bright", "cache", "delta", "engine", "forest", "garden", "harbor", "island", "jacket",
-          "kernel", "ladder", "memory", "number", "orange", "pencil", "quartz", "river", "signal", "token",
-          "umbrella", "valley", "window", "yellow", "zebra", "anchor", "basket", "candle", "dragon", "empire",
-          "falcon", "galaxy", "hammer", "insect", "jungle", "kettle", "lemon", "magnet", "needle", "oyster",
-          "planet", "quiver", "rocket", "saddle", "tunnel", "unicorn", "velvet", "walnut", "yogurt", "zipper",
-          "why", "how", "what", "when", "explain", "describe", "compare", "summarise", "list", "tell")
+_WORDS = (
+    "alpha",
+    "bright",
+    "cache",
+    "delta",
+    "engine",
+    "forest",
+    "garden",
+    "harbor",
+    "island",
+    "jacket",
+    "kernel",
+    "ladder",
+    "memory",
+    "number",
+    "orange",
+    "pencil",
+    "quartz",
+    "river",
+    "signal",
+    "token",
+    "umbrella",
+    "valley",
+    "window",
+    "yellow",
+    "zebra",
+    "anchor",
+    "basket",
+    "candle",
+    "dragon",
+    "empire",
+    "falcon",
+    "galaxy",
+    "hammer",
+    "insect",
+    "jungle",
+    "kettle",
+    "lemon",
+    "magnet",
+    "needle",
+    "oyster",
+    "planet",
+    "quiver",
+    "rocket",
+    "saddle",
+    "tunnel",
+    "unicorn",
+    "velvet",
+    "walnut",
+    "yogurt",
+    "zipper",
+    "why",
+    "how",
+    "what",
+    "when",
+    "explain",
+    "describe",
+    "compare",
+    "summarise",
+    "list",
+    "tell",
+)
 
 _SEEDED = frozenset(_WORDS)
 
@@ -81,13 +139,18 @@ class TokenModel:
         try:
             per_word, per_message, base, per_other_word = (float(part) for part in spec.split(","))
         except ValueError:
-            raise ValueError(f"token model {spec!r} is not per_word,per_message,base,per_other_word "
-                             f"(four numbers)") from None
+            raise ValueError(
+                f"token model {spec!r} is not per_word,per_message,base,per_other_word (four numbers)"
+            ) from None
         return cls(per_word, per_message, base, per_other_word)
 
 
-REFERENCE_TOKENS = TokenModel(per_word=1.0, per_message=_REFERENCE_TWO_MESSAGES - _REFERENCE_ONE_MESSAGE,
-                              base=2 * _REFERENCE_ONE_MESSAGE - _REFERENCE_TWO_MESSAGES, per_other_word=1.0)
+REFERENCE_TOKENS = TokenModel(
+    per_word=1.0,
+    per_message=_REFERENCE_TWO_MESSAGES - _REFERENCE_ONE_MESSAGE,
+    base=2 * _REFERENCE_ONE_MESSAGE - _REFERENCE_TWO_MESSAGES,
+    per_other_word=1.0,
+)
 """The reference engine's word tokenizer and chat template, exact."""
 
 
@@ -148,22 +211,26 @@ def count_tokens(messages: Sequence[Message], tokens: TokenModel = REFERENCE_TOK
     return tokens.count(messages)
 
 
-def chat_prompt(num_tokens: int, *, seed: int | str, system: str = "", prefix: str = "",
-                tokens: TokenModel = REFERENCE_TOKENS) -> Prompt:
+def chat_prompt(
+    num_tokens: int, *, seed: int | str, system: str = "", prefix: str = "", tokens: TokenModel = REFERENCE_TOKENS
+) -> Prompt:
     """A system message (if `system`) and one user message (`prefix` + seeded question words)
     of `num_tokens` tokens as `tokens` counts them (exactly, on the reference engine)."""
     fixed = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prefix}]
     num_question = tokens.words_for(num_tokens - tokens.count(fixed))
     if num_question < 1:
-        raise PromptTooShortError(f"a {num_tokens}-token prompt cannot hold its fixed parts "
-                                  f"({tokens.count(fixed)} tokens of system text, prefix and template) plus a question")
+        raise PromptTooShortError(
+            f"a {num_tokens}-token prompt cannot hold its fixed parts "
+            f"({tokens.count(fixed)} tokens of system text, prefix and template) plus a question"
+        )
     question = words(num_question, seed)
     fixed[-1] = {"role": "user", "content": f"{prefix} {question}" if prefix else question}
     return Prompt(fixed, num_tokens)
 
 
-def next_turn(history: Sequence[Message], num_words: int, seed: int | str,
-              tokens: TokenModel = REFERENCE_TOKENS) -> Prompt:
+def next_turn(
+    history: Sequence[Message], num_words: int, seed: int | str, tokens: TokenModel = REFERENCE_TOKENS
+) -> Prompt:
     """The history plus a new user message of `num_words` words (a multi-turn session)."""
     messages = [*history, {"role": "user", "content": words(num_words, seed)}]
     return Prompt(messages, tokens.count(messages))

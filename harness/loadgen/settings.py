@@ -73,10 +73,23 @@ class LoadSettings:
             value = getattr(self, f.name)
             if isinstance(value, (int, float)) and value < 0:
                 raise SettingsError(f"{option(f.name)} must not be negative, got {value}")
-        for name in ("prompt_tokens", "max_tokens", "long_prompt_tokens", "long_output_tokens",
-                     "long_output_prompt_tokens", "batch_prompt_tokens", "batch_max_tokens", "cancel_prompt_tokens",
-                     "cancel_max_tokens", "cancel_decode_words", "burst_size", "turns", "step_users",
-                     "step_max_users", "num_documents"):
+        for name in (
+            "prompt_tokens",
+            "max_tokens",
+            "long_prompt_tokens",
+            "long_output_tokens",
+            "long_output_prompt_tokens",
+            "batch_prompt_tokens",
+            "batch_max_tokens",
+            "cancel_prompt_tokens",
+            "cancel_max_tokens",
+            "cancel_decode_words",
+            "burst_size",
+            "turns",
+            "step_users",
+            "step_max_users",
+            "num_documents",
+        ):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{option(name)} must be at least 1, got {getattr(self, name)}")
         for lo, hi in (("idle_gap_min_s", "idle_gap_max_s"), ("wait_min_s", "wait_max_s")):
@@ -104,8 +117,13 @@ class LoadSettings:
         """Settings from locust's parsed options (None: the defaults, e.g. a bare Environment)."""
         if options is None:
             return cls()
-        return cls(**{f.name: getattr(options, dest(f.name)) for f in fields(cls)
-                      if getattr(options, dest(f.name), None) is not None})
+        return cls(
+            **{
+                f.name: getattr(options, dest(f.name))
+                for f in fields(cls)
+                if getattr(options, dest(f.name), None) is not None
+            }
+        )
 
     def with_env(self, environ: Mapping[str, str]) -> "LoadSettings":
         """These settings with every KVGATE_* variable of `environ` applied (what `kvgate run` reads)."""
@@ -141,7 +159,7 @@ OPTIONS: dict[str, str] = {
     "document_tokens": "words of a tenant's typical shared document (shared_prefix: lengths vary around it)",
     "num_documents": "shared documents per tenant (shared_prefix), from 1/4 to 2x document_tokens long",
     "document_popularity": "Zipf exponent of which document a question is about (0: all alike; 1: the first "
-                           "is asked about twice as often as the second)",
+    "is asked about twice as often as the second)",
     "batch_prompt_tokens": "prompt tokens of batch requests (batch_mix)",
     "batch_max_tokens": "max_tokens of batch requests (batch_mix)",
     "cancel_prompt_tokens": "prompt tokens of cancel-storm requests (long enough that a prefill takes a while)",
@@ -166,12 +184,12 @@ OPTIONS: dict[str, str] = {
     "step_hold_s": "once rejections (429) begin (or max users is reached), hold this long, then stop",
     "request_timeout_s": "a request with no end after this long is a timeout",
     "token_model": "what a prompt costs in the target's tokens, per_word,per_message,base,per_other_word (kvgate run "
-                   "measures it "
-                   "with the target's /tokenize or --tokenizer; default: the reference engine's one token per word)",
+    "measures it "
+    "with the target's /tokenize or --tokenizer; default: the reference engine's one token per word)",
     "mix": "users per scenario in the mixed default, as weights: multi_turn=4,long_output=2 (unnamed: 1)",
     "requests_csv": "write every request (run-record columns) to this CSV file (the master writes it)",
     "record_dir": "record the run here and judge it when locust quits: verdict table, report, locust's exit "
-                  "code from the gates (kvgate watch runs beside locust; headless runs)",
+    "code from the gates (kvgate watch runs beside locust; headless runs)",
     "phase": "phase label of the rows (baseline, load, cooldown)",
     "t0_unix": "unix time the rows' times count from (default: when the test starts)",
 }
@@ -190,8 +208,9 @@ def parse_mix(spec: str) -> dict[str, float]:
         except ValueError:
             weight = -1.0
         if not name.strip() or weight < 0:
-            raise SettingsError(f"{option('mix')}: {item!r} is not scenario=weight (a number >= 0), "
-                                f"e.g. multi_turn=4,long_output=2")
+            raise SettingsError(
+                f"{option('mix')}: {item!r} is not scenario=weight (a number >= 0), e.g. multi_turn=4,long_output=2"
+            )
     return weights
 
 
@@ -220,5 +239,12 @@ def env_var(name: str) -> str:
 def add_arguments(parser: Any) -> None:
     """Add every setting to locust's argument parser (configargparse: `env_var` is honoured)."""
     for f in fields(LoadSettings):
-        parser.add_argument(option(f.name), dest=dest(f.name), type=type(f.default), default=f.default,
-                            env_var=env_var(f.name), help=OPTIONS[f.name], is_secret=f.name in SECRETS)
+        parser.add_argument(
+            option(f.name),
+            dest=dest(f.name),
+            type=type(f.default),
+            default=f.default,
+            env_var=env_var(f.name),
+            help=OPTIONS[f.name],
+            is_secret=f.name in SECRETS,
+        )

@@ -80,8 +80,15 @@ class StreamState:
             self.is_malformed = True
             return False
         delta = {**message, "content": message.get("content") or choice.get("text") or ""}
-        self._apply({"id": parsed.get("id"), "usage": parsed.get("usage"), "kvgate": parsed.get("kvgate"),
-                     "choices": [{"delta": delta, "finish_reason": choice.get("finish_reason")}]}, now_s)
+        self._apply(
+            {
+                "id": parsed.get("id"),
+                "usage": parsed.get("usage"),
+                "kvgate": parsed.get("kvgate"),
+                "choices": [{"delta": delta, "finish_reason": choice.get("finish_reason")}],
+            },
+            now_s,
+        )
         self.is_done = True
         return True
 

@@ -19,11 +19,13 @@ from reference_engine.config import EngineConfig, TrafficClass
 
 TRAFFIC_CLASSES = tuple(c.value for c in TrafficClass)
 
-DEFAULT_SPEC = ("acme=sk-acme:interactive,globex=sk-globex:interactive,initech=sk-initech:interactive,"
-                "umbrella=sk-umbrella:interactive,hooli=sk-hooli:interactive,stark=sk-stark:interactive,"
-                "wayne=sk-wayne:interactive,wonka=sk-wonka:interactive,tyrell=sk-tyrell:interactive,"
-                "cyberdyne=sk-cyberdyne:interactive,soylent=sk-soylent:interactive,oscorp=sk-oscorp:interactive,"
-                "batchco=sk-batch:batch,nightly=sk-nightly:batch,ops=sk-ops:system")
+DEFAULT_SPEC = (
+    "acme=sk-acme:interactive,globex=sk-globex:interactive,initech=sk-initech:interactive,"
+    "umbrella=sk-umbrella:interactive,hooli=sk-hooli:interactive,stark=sk-stark:interactive,"
+    "wayne=sk-wayne:interactive,wonka=sk-wonka:interactive,tyrell=sk-tyrell:interactive,"
+    "cyberdyne=sk-cyberdyne:interactive,soylent=sk-soylent:interactive,oscorp=sk-oscorp:interactive,"
+    "batchco=sk-batch:batch,nightly=sk-nightly:batch,ops=sk-ops:system"
+)
 """The tenants of configs/default.toml."""
 
 
@@ -51,8 +53,10 @@ def parse_tenants(spec: str) -> tuple[Tenant, ...]:
         head, colon, tail = rest.rpartition(":")
         if colon:  # a key with a ':' in it gives its class too: me=a:b:interactive
             if tail not in TRAFFIC_CLASSES:
-                raise TenantSpecError(f"tenant {name.strip()!r}: what follows the last ':' is not a traffic class "
-                                      f"({', '.join(TRAFFIC_CLASSES)}); a key that holds ':' needs its class after it")
+                raise TenantSpecError(
+                    f"tenant {name.strip()!r}: what follows the last ':' is not a traffic class "
+                    f"({', '.join(TRAFFIC_CLASSES)}); a key that holds ':' needs its class after it"
+                )
             key, traffic_class = head, tail
         tenants.append(Tenant(name.strip(), key.strip(), traffic_class))
     if not tenants:

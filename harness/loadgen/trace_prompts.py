@@ -43,8 +43,9 @@ def _block_words(seed: str, block_tokens: int) -> tuple[str, ...]:
     return tuple(words(block_tokens, f"trace-block:{seed}").split())
 
 
-def trace_prompt(prefix_ids: Sequence[int], num_prompt_tokens: int, *, block_tokens: int | None,
-                 filler_seed: str) -> Prompt:
+def trace_prompt(
+    prefix_ids: Sequence[int], num_prompt_tokens: int, *, block_tokens: int | None, filler_seed: str
+) -> Prompt:
     """A one-message prompt of `num_prompt_tokens` tokens (at least `MIN_PROMPT_TOKENS`) on the
     reference engine, its content built from the prefix ids' blocks (module docstring)."""
     num_tokens = max(num_prompt_tokens, MIN_PROMPT_TOKENS)

@@ -62,8 +62,9 @@ class KvgateUser(FastHttpUser):
         self.tenant: Tenant = self.ctx.tenant_for(self.traffic_class)
         if not self.host:
             raise ValueError("kvgate's users need locust's --host: the target's base URL")
-        self.transport = GeventTransport(self.host, connection_timeout_s=self.connection_timeout,
-                                         network_timeout_s=self.settings.request_timeout_s)
+        self.transport = GeventTransport(
+            self.host, connection_timeout_s=self.connection_timeout, network_timeout_s=self.settings.request_timeout_s
+        )
 
     @property
     def settings(self) -> LoadSettings:
@@ -79,11 +80,28 @@ class KvgateUser(FastHttpUser):
         """A fresh seed for the words of one request's question."""
         return self.ctx.next_seed()
 
-    def chat(self, prompt: Prompt, *, max_tokens: int | None, tenant: Tenant | None = None, session_id: str = "",
-             rebuildable: bool = True, cancel: Cancel | None = None) -> Result:
-        call = Call(request_id=self.ctx.next_request_id(), scenario=self.scenario, phase=self.settings.phase,
-                    tenant=tenant or self.tenant, model=self.ctx.model, prompt=prompt, max_tokens=max_tokens,
-                    session_id=session_id, rebuildable=rebuildable, cancel=cancel)
+    def chat(
+        self,
+        prompt: Prompt,
+        *,
+        max_tokens: int | None,
+        tenant: Tenant | None = None,
+        session_id: str = "",
+        rebuildable: bool = True,
+        cancel: Cancel | None = None,
+    ) -> Result:
+        call = Call(
+            request_id=self.ctx.next_request_id(),
+            scenario=self.scenario,
+            phase=self.settings.phase,
+            tenant=tenant or self.tenant,
+            model=self.ctx.model,
+            prompt=prompt,
+            max_tokens=max_tokens,
+            session_id=session_id,
+            rebuildable=rebuildable,
+            cancel=cancel,
+        )
         result = run_exchange(self.transport, call, timeout_s=self.settings.request_timeout_s, on_done=self._report)
         if result.outcome.retry_after_s:
             gevent.sleep(result.outcome.retry_after_s)
@@ -98,17 +116,37 @@ class KvgateUser(FastHttpUser):
 
     def _report(self, outcome: RequestOutcome) -> None:
         name = f"{outcome.scenario}/{outcome.traffic_class}"
-        context = {"tenant": outcome.tenant, "request_id": outcome.request_id,
-                   "engine_request_id": outcome.engine_request_id}
+        context = {
+            "tenant": outcome.tenant,
+            "request_id": outcome.request_id,
+            "engine_request_id": outcome.engine_request_id,
+        }
         fire = self.environment.events.request.fire
         failure = RequestFailed(f"{outcome.http_status or '-'} {outcome.error_code}") if outcome.is_failure else None
-        request_type = ("CANCEL" if outcome.status == Status.CANCELLED.value else
-                        "UNFINISHED" if outcome.status == Status.UNFINISHED.value else
-                        "REJECTED" if outcome.is_rejection else "POST")
-        fire(request_type=request_type, name=name,
-             response_time=(outcome.e2e_s or 0.0) * 1000, response_length=outcome.completion_tokens or 0,
-             exception=failure, context=context)
+        request_type = (
+            "CANCEL"
+            if outcome.status == Status.CANCELLED.value
+            else "UNFINISHED"
+            if outcome.status == Status.UNFINISHED.value
+            else "REJECTED"
+            if outcome.is_rejection
+            else "POST"
+        )
+        fire(
+            request_type=request_type,
+            name=name,
+            response_time=(outcome.e2e_s or 0.0) * 1000,
+            response_length=outcome.completion_tokens or 0,
+            exception=failure,
+            context=context,
+        )
         if outcome.ttft_s is not None:
-            fire(request_type="TTFT", name=f"ttft/{name}", response_time=outcome.ttft_s * 1000, response_length=0,
-                 exception=None, context=context)
+            fire(
+                request_type="TTFT",
+                name=f"ttft/{name}",
+                response_time=outcome.ttft_s * 1000,
+                response_length=0,
+                exception=None,
+                context=context,
+            )
         self.ctx.record(outcome)

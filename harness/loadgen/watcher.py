@@ -46,9 +46,22 @@ class Watcher:
     @classmethod
     def start(cls, settings: LoadSettings, host: str) -> "Watcher":
         """Start `kvgate watch` for `host` and wait until it records (raises SystemExit if it cannot)."""
-        cmd = [sys.executable, "-m", "harness.cli", "watch", "--target", host, "--out", settings.record_dir,
-               "--rows", settings.requests_csv or default_rows(settings.record_dir),
-               "--rows-origin-unix", repr(settings.t0_unix), "--cooldown-max", str(COOLDOWN_MAX_S)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "watch",
+            "--target",
+            host,
+            "--out",
+            settings.record_dir,
+            "--rows",
+            settings.requests_csv or default_rows(settings.record_dir),
+            "--rows-origin-unix",
+            repr(settings.t0_unix),
+            "--cooldown-max",
+            str(COOLDOWN_MAX_S),
+        ]
         env = {**os.environ, **settings.to_env()}  # keys travel in the environment, never on a command line
         process = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
         watcher = cls(process)
@@ -58,8 +71,10 @@ class Watcher:
             line = ""
         if line.strip() != "ready":
             process.kill()
-            raise SystemExit(f"kvgate scenarios: kvgate watch did not start recording the run into "
-                             f"{settings.record_dir} (exit code {process.poll()}); see its messages above")
+            raise SystemExit(
+                f"kvgate scenarios: kvgate watch did not start recording the run into "
+                f"{settings.record_dir} (exit code {process.poll()}); see its messages above"
+            )
         log.info("kvgate watch records this run into %s", settings.record_dir)
         return watcher
 

@@ -22,6 +22,18 @@ from harness.replay.tenants import ASSIGNERS, AssignmentSpecError, make_assigner
 from harness.replay.trace import Trace, TraceError, TraceRequest
 
 __all__ = [
-    "ASSIGNERS", "AssignmentSpecError", "LOADERS", "MaxTokens", "ReplayResult", "ReplaySettings", "ReplayStalled",
-    "ReplaySummary", "Trace", "TraceError", "TraceRequest", "load_trace", "make_assigner", "run_replay",
+    "ASSIGNERS",
+    "AssignmentSpecError",
+    "LOADERS",
+    "MaxTokens",
+    "ReplayResult",
+    "ReplaySettings",
+    "ReplayStalled",
+    "ReplaySummary",
+    "Trace",
+    "TraceError",
+    "TraceRequest",
+    "load_trace",
+    "make_assigner",
+    "run_replay",
 ]

@@ -42,19 +42,24 @@ class PrefillDemand:
     def note(self, rate_scale: float) -> str:
         """The warning a replay prints and records when the trace outruns the GPU."""
         fit = rate_scale * self.fitting_rate_scale
-        return (f"the trace offers {self.mean_tokens_per_s:,.0f} prompt tokens/s ({self.peak_tokens_per_s:,.0f} in "
-                f"its busiest {BUSY_WINDOW_S:.0f} s), more than the simulated GPU can prefill "
-                f"({self.ceiling_tokens_per_s:,.0f} tokens/s at full steps): requests queue behind each other, and "
-                f"TTFT and goodput verdicts measure the GPU's size rather than the policy. --rate-scale "
-                f"{_round_down(fit)} or lower fits (a larger GPU or pool changes the ceiling)")
+        return (
+            f"the trace offers {self.mean_tokens_per_s:,.0f} prompt tokens/s ({self.peak_tokens_per_s:,.0f} in "
+            f"its busiest {BUSY_WINDOW_S:.0f} s), more than the simulated GPU can prefill "
+            f"({self.ceiling_tokens_per_s:,.0f} tokens/s at full steps): requests queue behind each other, and "
+            f"TTFT and goodput verdicts measure the GPU's size rather than the policy. --rate-scale "
+            f"{_round_down(fit)} or lower fits (a larger GPU or pool changes the ceiling)"
+        )
 
 
 def prefill_demand(trace: Trace, config: EngineConfig) -> PrefillDemand:
     """The prompt tokens per second a (scaled) trace offers against the configured GPU's ceiling."""
     total = sum(r.num_prompt_tokens for r in trace.requests)
     duration_s = trace.duration_s
-    return PrefillDemand(mean_tokens_per_s=total / duration_s if duration_s > 0 else 0.0,
-                         peak_tokens_per_s=_busiest(trace), ceiling_tokens_per_s=prefill_ceiling(config))
+    return PrefillDemand(
+        mean_tokens_per_s=total / duration_s if duration_s > 0 else 0.0,
+        peak_tokens_per_s=_busiest(trace),
+        ceiling_tokens_per_s=prefill_ceiling(config),
+    )
 
 
 def prefill_ceiling(config: EngineConfig) -> float:
@@ -85,4 +90,4 @@ def _round_down(x: float) -> str:
     if x <= 0 or math.isinf(x):
         return f"{x:g}"
     digits = 1 - math.floor(math.log10(x))
-    return f"{math.floor(x * 10 ** digits) / 10 ** digits:g}"
+    return f"{math.floor(x * 10**digits) / 10**digits:g}"

@@ -36,25 +36,60 @@ class ClientView:
         self.phase = phase
         self._open: dict[str, tuple[dict, Request]] = {}
 
-    def _row(self, request_id: str, tenant: str, traffic_class: str, sent_s: float, prompt_tokens: int,
-             max_tokens: int | None, session_id: str | None) -> dict:
-        return {"request_id": request_id, "engine_request_id": request_id, "scenario": self.scenario,
-                "phase": self.phase, "tenant": tenant, "traffic_class": traffic_class, "session_id": session_id,
-                "sent_s": sent_s, "prompt_tokens": prompt_tokens, "max_tokens": max_tokens, "streaming": True,
-                "cancel_intended": False, "completion_tokens": 0}
+    def _row(
+        self,
+        request_id: str,
+        tenant: str,
+        traffic_class: str,
+        sent_s: float,
+        prompt_tokens: int,
+        max_tokens: int | None,
+        session_id: str | None,
+    ) -> dict:
+        return {
+            "request_id": request_id,
+            "engine_request_id": request_id,
+            "scenario": self.scenario,
+            "phase": self.phase,
+            "tenant": tenant,
+            "traffic_class": traffic_class,
+            "session_id": session_id,
+            "sent_s": sent_s,
+            "prompt_tokens": prompt_tokens,
+            "max_tokens": max_tokens,
+            "streaming": True,
+            "cancel_intended": False,
+            "completion_tokens": 0,
+        }
 
     def sent(self, r: Request, sent_s: float) -> None:
         """`r`, sent at `sent_s`, was admitted or queued: its row completes when it finishes."""
-        row = self._row(r.request_id, r.tenant, r.traffic_class.value, sent_s, r.num_prompt_tokens,
-                        r.requested_max_new_tokens, r.session_id)
+        row = self._row(
+            r.request_id,
+            r.tenant,
+            r.traffic_class.value,
+            sent_s,
+            r.num_prompt_tokens,
+            r.requested_max_new_tokens,
+            r.session_id,
+        )
         self._open[r.request_id] = (row, r)
 
-    def refused(self, request_id: str, tenant: str, traffic_class: str, sent_s: float, done_s: float,
-                prompt_tokens: int, max_tokens: int | None, session_id: str | None, err: RequestError) -> dict:
+    def refused(
+        self,
+        request_id: str,
+        tenant: str,
+        traffic_class: str,
+        sent_s: float,
+        done_s: float,
+        prompt_tokens: int,
+        max_tokens: int | None,
+        session_id: str | None,
+        err: RequestError,
+    ) -> dict:
         """The complete row of a request `add_request` refused at `done_s`."""
         row = self._row(request_id, tenant, traffic_class, sent_s, prompt_tokens, max_tokens, session_id)
-        row.update(done_s=done_s, e2e_s=done_s - sent_s, status="error", http_status=err.status,
-                   error_code=err.code)
+        row.update(done_s=done_s, e2e_s=done_s - sent_s, status="error", http_status=err.status, error_code=err.code)
         return row
 
     def observe(self, events: Iterable[Event]) -> list[dict]:
@@ -82,9 +117,15 @@ class ClientView:
 
     def _finish(self, row: dict, r: Request, e: Event) -> dict:
         reason = e.reason or ""
-        row.update(done_s=e.t_s, e2e_s=e.t_s - row["sent_s"], finish_reason=reason, completion_tokens=e.num_tokens,
-                   session_rebuilt=r.session_rebuilt, max_tokens_clamped=r.max_tokens_clamped,
-                   approximate=r.approximate)
+        row.update(
+            done_s=e.t_s,
+            e2e_s=e.t_s - row["sent_s"],
+            finish_reason=reason,
+            completion_tokens=e.num_tokens,
+            session_rebuilt=r.session_rebuilt,
+            max_tokens_clamped=r.max_tokens_clamped,
+            approximate=r.approximate,
+        )
         if reason in _OK_REASONS:
             row.update(status="ok", http_status=200)
         elif reason == _REJECTED:

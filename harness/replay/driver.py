@@ -81,9 +81,19 @@ class DriveStats:
 class ReplayDriver:
     """Runs one replay. Owns the clock's movement; the core owns everything else."""
 
-    def __init__(self, core: EngineCore, clock: VirtualClock, arrivals: Sequence[Arrival], sink: RecordSink, *,
-                 mapper: PrefixBlockMapper | None, max_tokens: MaxTokens, sample_interval_s: float,
-                 step_by_step: bool, scenario: str) -> None:
+    def __init__(
+        self,
+        core: EngineCore,
+        clock: VirtualClock,
+        arrivals: Sequence[Arrival],
+        sink: RecordSink,
+        *,
+        mapper: PrefixBlockMapper | None,
+        max_tokens: MaxTokens,
+        sample_interval_s: float,
+        step_by_step: bool,
+        scenario: str,
+    ) -> None:
         if not sample_interval_s > 0:
             raise ValueError("sample_interval_s must be positive")
         self.core, self.clock, self.arrivals, self.sink = core, clock, arrivals, sink
@@ -138,9 +148,11 @@ class ReplayDriver:
         now = self.clock.now()
         later = [t for t in (next_arrival_s, self.core.next_timer_s()) if t is not None and now < t < math.inf]
         if not later:
-            raise ReplayStalled(f"at t={now:.3f}s the engine holds {len(self.core.scheduler.waiting)} waiting "
-                                f"request(s) it cannot start and nothing left can free memory; the policy "
-                                f"cannot serve this trace")
+            raise ReplayStalled(
+                f"at t={now:.3f}s the engine holds {len(self.core.scheduler.waiting)} waiting "
+                f"request(s) it cannot start and nothing left can free memory; the policy "
+                f"cannot serve this trace"
+            )
         return min(later)
 
     # ---------------------------------------------------------------- intake
@@ -152,16 +164,33 @@ class ReplayDriver:
             hashes, public = blocks.block_hashes, blocks.public_prefix_tokens
         max_tokens = req.num_output_tokens if self.max_tokens is MaxTokens.TRACE else None
         try:
-            r = core.add_request(tenant=a.tenant, num_prompt_tokens=req.num_prompt_tokens,
-                                 prompt_block_hashes=hashes, public_prefix_tokens=public,
-                                 max_new_tokens=max_tokens, eos_after=req.num_output_tokens,
-                                 session_id=req.session_id, streaming=True, request_id=a.request_id)
+            r = core.add_request(
+                tenant=a.tenant,
+                num_prompt_tokens=req.num_prompt_tokens,
+                prompt_block_hashes=hashes,
+                public_prefix_tokens=public,
+                max_new_tokens=max_tokens,
+                eos_after=req.num_output_tokens,
+                session_id=req.session_id,
+                streaming=True,
+                request_id=a.request_id,
+            )
         except RequestError as err:
             self._num_refused += 1
             traffic_class = core.tenants[a.tenant].traffic_class.value
-            self._buffers["requests"].append(self.view.refused(
-                a.request_id, a.tenant, traffic_class, req.arrival_s, self.clock.now(), req.num_prompt_tokens,
-                max_tokens, req.session_id, err))
+            self._buffers["requests"].append(
+                self.view.refused(
+                    a.request_id,
+                    a.tenant,
+                    traffic_class,
+                    req.arrival_s,
+                    self.clock.now(),
+                    req.num_prompt_tokens,
+                    max_tokens,
+                    req.session_id,
+                    err,
+                )
+            )
         else:
             self.view.sent(r, req.arrival_s)
 

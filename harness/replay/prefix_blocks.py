@@ -42,8 +42,9 @@ class PromptBlocks:
 class PrefixBlockMapper:
     """Maps one trace's prefix ids to engine block hashes. Stateless per request: O(prompt blocks)."""
 
-    def __init__(self, *, block_tokens: int, trace_block_tokens: int, public_scope: int,
-                 public_ids: frozenset[int] = frozenset()) -> None:
+    def __init__(
+        self, *, block_tokens: int, trace_block_tokens: int, public_scope: int, public_ids: frozenset[int] = frozenset()
+    ) -> None:
         if block_tokens < 1 or trace_block_tokens < 1:
             raise ValueError("block sizes must be positive")
         self.block_tokens = block_tokens

@@ -53,8 +53,15 @@ class ReplayResult:
         return self.stats.end_s / self.wall_s if self.wall_s > 0 else float("inf")
 
 
-def run_replay(trace: Trace, config: EngineConfig, settings: ReplaySettings, run_dir: Path, *,
-               config_path: str = "", on_progress: Callable[[float], None] | None = None) -> ReplayResult:
+def run_replay(
+    trace: Trace,
+    config: EngineConfig,
+    settings: ReplaySettings,
+    run_dir: Path,
+    *,
+    config_path: str = "",
+    on_progress: Callable[[float], None] | None = None,
+) -> ReplayResult:
     """Replay `trace` through an engine built from `config`; write the run record to `run_dir`.
     `config_path` only names the config in the record."""
     scaled = trace.rescaled(rate_scale=settings.rate_scale, time_scale=settings.time_scale)
@@ -66,23 +73,47 @@ def run_replay(trace: Trace, config: EngineConfig, settings: ReplaySettings, run
     initial = initial_state(core)
     mapper = None
     if trace.prefix_block_tokens is not None:
-        mapper = PrefixBlockMapper(block_tokens=core.memory.block_tokens, trace_block_tokens=trace.prefix_block_tokens,
-                                   public_scope=core.hasher.public_scope, public_ids=settings.public_prefix_ids)
+        mapper = PrefixBlockMapper(
+            block_tokens=core.memory.block_tokens,
+            trace_block_tokens=trace.prefix_block_tokens,
+            public_scope=core.hasher.public_scope,
+            public_ids=settings.public_prefix_ids,
+        )
     sample_interval_s = settings.sample_interval_s or config.server.sample_interval_s
     started_unix, t0 = time.time(), time.perf_counter()
     with RunRecordWriter(run_dir) as writer:
-        driver = ReplayDriver(core, clock, arrivals, writer, mapper=mapper, max_tokens=settings.max_tokens,
-                              sample_interval_s=sample_interval_s, step_by_step=settings.step_by_step,
-                              scenario=f"replay:{trace.format}")
+        driver = ReplayDriver(
+            core,
+            clock,
+            arrivals,
+            writer,
+            mapper=mapper,
+            max_tokens=settings.max_tokens,
+            sample_interval_s=sample_interval_s,
+            step_by_step=settings.step_by_step,
+            scenario=f"replay:{trace.format}",
+        )
         stats = driver.run(on_progress)
         wall_s = time.perf_counter() - t0
         meta = replay_meta(
-            run_id=run_dir.name, core=core, config_path=config_path, trace=scaled, stats=stats,
-            started_unix=started_unix, wall_s=wall_s, initial=initial,
-            replay={"tenants": settings.tenants, "public_prefix_ids": sorted(settings.public_prefix_ids),
-                    "max_tokens": settings.max_tokens.value, "rate_scale": settings.rate_scale,
-                    "time_scale": settings.time_scale, "sample_interval_s": sample_interval_s,
-                    "stepping": "step_by_step" if settings.step_by_step else "event_driven"})
+            run_id=run_dir.name,
+            core=core,
+            config_path=config_path,
+            trace=scaled,
+            stats=stats,
+            started_unix=started_unix,
+            wall_s=wall_s,
+            initial=initial,
+            replay={
+                "tenants": settings.tenants,
+                "public_prefix_ids": sorted(settings.public_prefix_ids),
+                "max_tokens": settings.max_tokens.value,
+                "rate_scale": settings.rate_scale,
+                "time_scale": settings.time_scale,
+                "sample_interval_s": sample_interval_s,
+                "stepping": "step_by_step" if settings.step_by_step else "event_driven",
+            },
+        )
         demand = prefill_demand(scaled, config)
         if demand.is_overloaded:
             meta.notes.append(demand.note(settings.rate_scale))

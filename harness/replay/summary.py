@@ -1,20 +1,20 @@
 """The figures a replay prints, computed from its run record alone (so any record works).
 
-    prefix hit rate   Σ hit tokens of `scheduled` events / Σ prompt tokens of those requests
-                      (their `admitted`/`queued` events; record.query.prefix_hit_rate over the
-                      whole run); None without scheduled requests
-    evicted blocks    cached prefix blocks the pool dropped (`meta.final`, replay and reference
-                      targets) + blocks of `evicted` events (idle sessions)
-    TTFT P50 / P95    over requests with status ok, all classes together, never interpolated
-                      (record.query.percentile, the gates' definition; the report and the
-                      interactive_ttft gate show them per traffic class, load phase only)
-    peak live memory  max live blocks over the samples, in blocks, bytes and share of the pool
-    OOMs              `oom` events
-    rejections        requests the target refused with a 4xx (kv_capacity, tenant_quota,
-                      queue_deadline, ...), by tenant; errors of any kind by error code
-    goodput           ok requests whose TTFT ≤ the SLO (default: the gates' `[slo] ttft_ms`),
-                      per second of the load phase (the trace window; the whole run if it has
-                      no load phase)
+prefix hit rate   Σ hit tokens of `scheduled` events / Σ prompt tokens of those requests
+                  (their `admitted`/`queued` events; record.query.prefix_hit_rate over the
+                  whole run); None without scheduled requests
+evicted blocks    cached prefix blocks the pool dropped (`meta.final`, replay and reference
+                  targets) + blocks of `evicted` events (idle sessions)
+TTFT P50 / P95    over requests with status ok, all classes together, never interpolated
+                  (record.query.percentile, the gates' definition; the report and the
+                  interactive_ttft gate show them per traffic class, load phase only)
+peak live memory  max live blocks over the samples, in blocks, bytes and share of the pool
+OOMs              `oom` events
+rejections        requests the target refused with a 4xx (kv_capacity, tenant_quota,
+                  queue_deadline, ...), by tenant; errors of any kind by error code
+goodput           ok requests whose TTFT ≤ the SLO (default: the gates' `[slo] ttft_ms`),
+                  per second of the load phase (the trace window; the whole run if it has
+                  no load phase)
 """
 
 from __future__ import annotations
@@ -60,17 +60,26 @@ class ReplaySummary:
         ttft = ok["ttft_s"].dropna()
         peak_blocks, peak_bytes, peak_usage = _peak(record)
         return cls(
-            run_id=meta.run_id, policy=meta.policy, config_digest=meta.config_digest,
-            num_requests=len(req), num_ok=len(ok), hit_rate=prefix_hit_rate(record, WHOLE_RUN),
+            run_id=meta.run_id,
+            policy=meta.policy,
+            config_digest=meta.config_digest,
+            num_requests=len(req),
+            num_ok=len(ok),
+            hit_rate=prefix_hit_rate(record, WHOLE_RUN),
             num_evicted_blocks=int(meta.final.get("num_evicted_cached_blocks", 0))
             + int(ev.loc[ev["kind"] == "evicted", "num_blocks"].fillna(0).sum()),
             ttft_p50_s=percentile(ttft, 50) if len(ttft) else None,
             ttft_p95_s=percentile(ttft, 95) if len(ttft) else None,
-            peak_live_blocks=peak_blocks, peak_live_bytes=peak_bytes, peak_usage=peak_usage,
-            num_oom=int((ev["kind"] == "oom").sum()), num_preemptions=int((ev["kind"] == "preempted").sum()),
-            goodput_rps=_goodput(record, ok, ttft_slo_s), ttft_slo_s=ttft_slo_s,
+            peak_live_blocks=peak_blocks,
+            peak_live_bytes=peak_bytes,
+            peak_usage=peak_usage,
+            num_oom=int((ev["kind"] == "oom").sum()),
+            num_preemptions=int((ev["kind"] == "preempted").sum()),
+            goodput_rps=_goodput(record, ok, ttft_slo_s),
+            ttft_slo_s=ttft_slo_s,
             rejections_by_tenant=_counts(errors.loc[errors["http_status"].between(400, 499), "tenant"]),
-            errors_by_code=_counts(errors["error_code"]))
+            errors_by_code=_counts(errors["error_code"]),
+        )
 
 
 def _counts(column: pd.Series) -> dict[str, int]:

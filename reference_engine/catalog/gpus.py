@@ -23,17 +23,20 @@ class GpuSpec:
     source: str = ""
 
 
-GPUS: dict[str, GpuSpec] = {g.name: g for g in (
-    # NVIDIA A100 data sheet (SXM4 80GB): 312 TFLOP/s bf16 dense, 2,039 GB/s HBM2e;
-    # nvidia-smi total 81,920 MiB; PCIe Gen4 x16 = 32 GB/s per direction.
-    GpuSpec("a100-80g", 312.0, 2_039.0, 81_920 * _MIB, 32.0, "nvidia.com A100 datasheet"),
-    # NVIDIA H100 data sheet (SXM5): 989 TFLOP/s bf16 dense, 3.35 TB/s HBM3;
-    # nvidia-smi total 81,559 MiB; PCIe Gen5 x16 = 64 GB/s per direction.
-    GpuSpec("h100-sxm", 989.0, 3_350.0, 81_559 * _MIB, 64.0, "nvidia.com H100 datasheet"),
-    # NVIDIA H200 data sheet (SXM): 989 TFLOP/s bf16 dense, 4.8 TB/s HBM3e, 141 GB;
-    # nvidia-smi total 143,771 MiB; PCIe Gen5 x16 = 64 GB/s per direction.
-    GpuSpec("h200", 989.0, 4_800.0, 143_771 * _MIB, 64.0, "nvidia.com H200 datasheet"),
-)}
+GPUS: dict[str, GpuSpec] = {
+    g.name: g
+    for g in (
+        # NVIDIA A100 data sheet (SXM4 80GB): 312 TFLOP/s bf16 dense, 2,039 GB/s HBM2e;
+        # nvidia-smi total 81,920 MiB; PCIe Gen4 x16 = 32 GB/s per direction.
+        GpuSpec("a100-80g", 312.0, 2_039.0, 81_920 * _MIB, 32.0, "nvidia.com A100 datasheet"),
+        # NVIDIA H100 data sheet (SXM5): 989 TFLOP/s bf16 dense, 3.35 TB/s HBM3;
+        # nvidia-smi total 81,559 MiB; PCIe Gen5 x16 = 64 GB/s per direction.
+        GpuSpec("h100-sxm", 989.0, 3_350.0, 81_559 * _MIB, 64.0, "nvidia.com H100 datasheet"),
+        # NVIDIA H200 data sheet (SXM): 989 TFLOP/s bf16 dense, 4.8 TB/s HBM3e, 141 GB;
+        # nvidia-smi total 143,771 MiB; PCIe Gen5 x16 = 64 GB/s per direction.
+        GpuSpec("h200", 989.0, 4_800.0, 143_771 * _MIB, 64.0, "nvidia.com H200 datasheet"),
+    )
+}
 
 
 def get_gpu(name: str) -> GpuSpec:

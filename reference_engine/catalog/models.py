@@ -63,50 +63,114 @@ class ModelSpec:
         return hashlib.sha256(repr((shape, weight_dtype.value, kv_dtype.value)).encode()).hexdigest()[:12]
 
 
-def _llama3(name: str, layers: int, heads: int, hidden: int, inter: int, params: float, ctx: int,
-            src: str) -> ModelSpec:
-    return ModelSpec(name=name, num_layers=layers, num_attention_heads=heads, num_kv_heads=8,
-                     head_dim=128, hidden_size=hidden, num_params=params, max_context_tokens=ctx,
-                     vocab_size=128_256, intermediate_size=inter, source=src)
+def _llama3(
+    name: str, layers: int, heads: int, hidden: int, inter: int, params: float, ctx: int, src: str
+) -> ModelSpec:
+    return ModelSpec(
+        name=name,
+        num_layers=layers,
+        num_attention_heads=heads,
+        num_kv_heads=8,
+        head_dim=128,
+        hidden_size=hidden,
+        num_params=params,
+        max_context_tokens=ctx,
+        vocab_size=128_256,
+        intermediate_size=inter,
+        source=src,
+    )
 
 
-MODELS: dict[str, ModelSpec] = {m.name: m for m in (
-    # meta-llama/Meta-Llama-3-8B config.json: 32 layers, 32 heads, 8 KV heads, hidden 4096,
-    # intermediate_size 14336, max_position_embeddings 8192; 8.03 B parameters (model card).
-    _llama3("llama-3-8b", 32, 32, 4096, 14_336, 8.03e9, 8_192, "hf.co/meta-llama/Meta-Llama-3-8B config.json"),
-    # meta-llama/Llama-3.1-8B: same shape, max_position_embeddings 131072.
-    _llama3("llama-3.1-8b", 32, 32, 4096, 14_336, 8.03e9, 131_072, "hf.co/meta-llama/Llama-3.1-8B config.json"),
-    # meta-llama/Meta-Llama-3-70B: 80 layers, 64 heads, 8 KV heads, hidden 8192, intermediate_size
-    # 28672; 70.6 B parameters.
-    _llama3("llama-3-70b", 80, 64, 8192, 28_672, 70.6e9, 8_192, "hf.co/meta-llama/Meta-Llama-3-70B config.json"),
-    _llama3("llama-3.1-70b", 80, 64, 8192, 28_672, 70.6e9, 131_072, "hf.co/meta-llama/Llama-3.1-70B config.json"),
-    # Qwen/Qwen2.5-7B-Instruct config.json: 28 layers, 28 heads, 4 KV heads, hidden 3584,
-    # max_position_embeddings 32768 (131072 only with YaRN scaling); 7.62 B parameters.
-    ModelSpec(name="qwen2.5-7b", num_layers=28, num_attention_heads=28, num_kv_heads=4, head_dim=128,
-              hidden_size=3584, num_params=7.62e9, max_context_tokens=32_768, vocab_size=152_064,
-              source="hf.co/Qwen/Qwen2.5-7B-Instruct config.json"),
-    # meta-llama/Llama-2-7b-hf config.json: 32 layers, 32 heads, no GQA (32 KV heads), hidden 4096,
-    # intermediate_size 11008, max_position_embeddings 4096; 6.74 B parameters.
-    ModelSpec(name="llama-2-7b", num_layers=32, num_attention_heads=32, num_kv_heads=32, head_dim=128,
-              hidden_size=4096, num_params=6.74e9, max_context_tokens=4_096, vocab_size=32_000,
-              intermediate_size=11_008, source="hf.co/meta-llama/Llama-2-7b-hf config.json"),
-    # mistralai/Mistral-7B-v0.1 config.json: 32 layers, 32 heads, 8 KV heads, hidden 4096,
-    # intermediate_size 14336, sliding_window 4096, max_position_embeddings 32768; 7.24 B parameters.
-    ModelSpec(name="mistral-7b-v0.1", num_layers=32, num_attention_heads=32, num_kv_heads=8, head_dim=128,
-              hidden_size=4096, num_params=7.24e9, max_context_tokens=32_768, vocab_size=32_000,
-              sliding_window_tokens=4_096, intermediate_size=14_336, source="hf.co/mistralai/Mistral-7B-v0.1 config.json"),
-    # kvgate's own Llama-style models for the torch executor (seeded random weights), sized so the
-    # engine tokenizer's ids fit the vocabulary. Parameters are exact: embeddings + lm_head
-    # (2 · vocab · hidden) + per layer (q, o: hidden²; k, v: hidden · kv_heads · head_dim;
-    # gate, up, down: hidden · intermediate; two norms) + the final norm. KV per token (fp32):
-    # tiny 512 B, small 16 KiB.
-    ModelSpec(name="kvgate-tiny", num_layers=2, num_attention_heads=4, num_kv_heads=2, head_dim=16,
-              hidden_size=64, num_params=598_336, max_context_tokens=4_096, vocab_size=4_096,
-              intermediate_size=128, source="kvgate: a test-sized model (seconds on a CPU)"),
-    ModelSpec(name="kvgate-small", num_layers=8, num_attention_heads=16, num_kv_heads=4, head_dim=64,
-              hidden_size=1024, num_params=98_583_552, max_context_tokens=8_192, vocab_size=4_096,
-              intermediate_size=2_816, source="kvgate: a calibration-sized model (a GPU's worth of work)"),
-)}
+MODELS: dict[str, ModelSpec] = {
+    m.name: m
+    for m in (
+        # meta-llama/Meta-Llama-3-8B config.json: 32 layers, 32 heads, 8 KV heads, hidden 4096,
+        # intermediate_size 14336, max_position_embeddings 8192; 8.03 B parameters (model card).
+        _llama3("llama-3-8b", 32, 32, 4096, 14_336, 8.03e9, 8_192, "hf.co/meta-llama/Meta-Llama-3-8B config.json"),
+        # meta-llama/Llama-3.1-8B: same shape, max_position_embeddings 131072.
+        _llama3("llama-3.1-8b", 32, 32, 4096, 14_336, 8.03e9, 131_072, "hf.co/meta-llama/Llama-3.1-8B config.json"),
+        # meta-llama/Meta-Llama-3-70B: 80 layers, 64 heads, 8 KV heads, hidden 8192, intermediate_size
+        # 28672; 70.6 B parameters.
+        _llama3("llama-3-70b", 80, 64, 8192, 28_672, 70.6e9, 8_192, "hf.co/meta-llama/Meta-Llama-3-70B config.json"),
+        _llama3("llama-3.1-70b", 80, 64, 8192, 28_672, 70.6e9, 131_072, "hf.co/meta-llama/Llama-3.1-70B config.json"),
+        # Qwen/Qwen2.5-7B-Instruct config.json: 28 layers, 28 heads, 4 KV heads, hidden 3584,
+        # max_position_embeddings 32768 (131072 only with YaRN scaling); 7.62 B parameters.
+        ModelSpec(
+            name="qwen2.5-7b",
+            num_layers=28,
+            num_attention_heads=28,
+            num_kv_heads=4,
+            head_dim=128,
+            hidden_size=3584,
+            num_params=7.62e9,
+            max_context_tokens=32_768,
+            vocab_size=152_064,
+            source="hf.co/Qwen/Qwen2.5-7B-Instruct config.json",
+        ),
+        # meta-llama/Llama-2-7b-hf config.json: 32 layers, 32 heads, no GQA (32 KV heads), hidden 4096,
+        # intermediate_size 11008, max_position_embeddings 4096; 6.74 B parameters.
+        ModelSpec(
+            name="llama-2-7b",
+            num_layers=32,
+            num_attention_heads=32,
+            num_kv_heads=32,
+            head_dim=128,
+            hidden_size=4096,
+            num_params=6.74e9,
+            max_context_tokens=4_096,
+            vocab_size=32_000,
+            intermediate_size=11_008,
+            source="hf.co/meta-llama/Llama-2-7b-hf config.json",
+        ),
+        # mistralai/Mistral-7B-v0.1 config.json: 32 layers, 32 heads, 8 KV heads, hidden 4096,
+        # intermediate_size 14336, sliding_window 4096, max_position_embeddings 32768; 7.24 B parameters.
+        ModelSpec(
+            name="mistral-7b-v0.1",
+            num_layers=32,
+            num_attention_heads=32,
+            num_kv_heads=8,
+            head_dim=128,
+            hidden_size=4096,
+            num_params=7.24e9,
+            max_context_tokens=32_768,
+            vocab_size=32_000,
+            sliding_window_tokens=4_096,
+            intermediate_size=14_336,
+            source="hf.co/mistralai/Mistral-7B-v0.1 config.json",
+        ),
+        # kvgate's own Llama-style models for the torch executor (seeded random weights), sized so the
+        # engine tokenizer's ids fit the vocabulary. Parameters are exact: embeddings + lm_head
+        # (2 · vocab · hidden) + per layer (q, o: hidden²; k, v: hidden · kv_heads · head_dim;
+        # gate, up, down: hidden · intermediate; two norms) + the final norm. KV per token (fp32):
+        # tiny 512 B, small 16 KiB.
+        ModelSpec(
+            name="kvgate-tiny",
+            num_layers=2,
+            num_attention_heads=4,
+            num_kv_heads=2,
+            head_dim=16,
+            hidden_size=64,
+            num_params=598_336,
+            max_context_tokens=4_096,
+            vocab_size=4_096,
+            intermediate_size=128,
+            source="kvgate: a test-sized model (seconds on a CPU)",
+        ),
+        ModelSpec(
+            name="kvgate-small",
+            num_layers=8,
+            num_attention_heads=16,
+            num_kv_heads=4,
+            head_dim=64,
+            hidden_size=1024,
+            num_params=98_583_552,
+            max_context_tokens=8_192,
+            vocab_size=4_096,
+            intermediate_size=2_816,
+            source="kvgate: a calibration-sized model (a GPU's worth of work)",
+        ),
+    )
+}
 
 
 def get_model(name: str) -> ModelSpec:

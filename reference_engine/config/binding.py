@@ -22,8 +22,14 @@ def runtime_version() -> str:
 def check_binding(config: EngineConfig, model_digest: str) -> None:
     b = config.binding
     actual = {"gpu_sku": config.hardware.gpu, "runtime_version": runtime_version(), "model_digest": model_digest}
-    wrong = [f"binding.{k} = {getattr(b, k)!r} but this engine has {v!r}"
-             for k, v in actual.items() if getattr(b, k) and getattr(b, k) != v]
+    wrong = [
+        f"binding.{k} = {getattr(b, k)!r} but this engine has {v!r}"
+        for k, v in actual.items()
+        if getattr(b, k) and getattr(b, k) != v
+    ]
     if wrong:
-        raise ConfigError("this config was calibrated for another setup: " + "; ".join(wrong)
-                          + ". Recalibrate the thresholds for this setup, then update [binding].")
+        raise ConfigError(
+            "this config was calibrated for another setup: "
+            + "; ".join(wrong)
+            + ". Recalibrate the thresholds for this setup, then update [binding]."
+        )

@@ -59,9 +59,11 @@ def _allowed(field: FieldInfo) -> str:
 
 
 def _table(title: str, model: type[BaseModel]) -> list[str]:
-    rows = [f"| `{name}` | {_default(f)} | {_allowed(f)} | {f.description or ''} |"
-            for name, f in model.model_fields.items()
-            if not (isinstance(f.default, BaseModel))]
+    rows = [
+        f"| `{name}` | {_default(f)} | {_allowed(f)} | {f.description or ''} |"
+        for name, f in model.model_fields.items()
+        if not (isinstance(f.default, BaseModel))
+    ]
     doc = (model.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
     out = [f"## `[{title}]`", ""]
     if doc:

@@ -100,11 +100,19 @@ class EngineSection(ConfigTable):
 
     block_tokens: int = Field(16, ge=1, le=1024, description="tokens per KV block (page)")
     max_num_seqs: int = Field(256, ge=1, description="running sequences per step at most")
-    max_num_batched_tokens: int = Field(1024, ge=16, description="per-step token budget (chunked prefill): "
-                                        "smaller steps keep short requests' TTFT low, larger ones raise throughput")
-    long_prefill_token_threshold: int = Field(256, ge=0, description="while requests wait to start, a prefill chunk "
-                                              "takes at most this many tokens per step (0: no cap), so one long "
-                                              "prompt cannot hold the whole budget (vLLM's option of that name)")
+    max_num_batched_tokens: int = Field(
+        1024,
+        ge=16,
+        description="per-step token budget (chunked prefill): "
+        "smaller steps keep short requests' TTFT low, larger ones raise throughput",
+    )
+    long_prefill_token_threshold: int = Field(
+        256,
+        ge=0,
+        description="while requests wait to start, a prefill chunk "
+        "takes at most this many tokens per step (0: no cap), so one long "
+        "prompt cannot hold the whole budget (vLLM's option of that name)",
+    )
     executor: str = Field("sim", description="sim (time model, any machine) | torch (real model, optional extra)")
     kv_bytes_safety: float = Field(1.0, ge=1.0, le=2.0, description="the `safety` factor in bytes_per_token")
     seed: int = Field(0, description="reserved for executors that sample; the sim's tokens depend on request ids")
@@ -112,8 +120,10 @@ class EngineSection(ConfigTable):
     @model_validator(mode="after")
     def _decodes_fit(self) -> "EngineSection":
         if self.max_num_seqs > self.max_num_batched_tokens:
-            raise ValueError(f"max_num_seqs ({self.max_num_seqs}) must not exceed max_num_batched_tokens "
-                             f"({self.max_num_batched_tokens}): every running sequence decodes in every step")
+            raise ValueError(
+                f"max_num_seqs ({self.max_num_seqs}) must not exceed max_num_batched_tokens "
+                f"({self.max_num_batched_tokens}): every running sequence decodes in every step"
+            )
         return self
 
 
@@ -132,10 +142,14 @@ class GuardConfig(ConfigTable):
 
     @model_validator(mode="after")
     def _ordered(self) -> "GuardConfig":
-        ladder = [("warn_at_percent", self.warn_at_percent), ("admission_at_percent", self.admission_at_percent),
-                  ("evict_at_percent", self.evict_at_percent),
-                  ("pause_batch_prefill_at_percent", self.pause_batch_prefill_at_percent),
-                  ("preempt_at_percent", self.preempt_at_percent), ("reject_at_percent", self.reject_at_percent)]
+        ladder = [
+            ("warn_at_percent", self.warn_at_percent),
+            ("admission_at_percent", self.admission_at_percent),
+            ("evict_at_percent", self.evict_at_percent),
+            ("pause_batch_prefill_at_percent", self.pause_batch_prefill_at_percent),
+            ("preempt_at_percent", self.preempt_at_percent),
+            ("reject_at_percent", self.reject_at_percent),
+        ]
         for (lo_name, lo), (hi_name, hi) in zip(ladder, ladder[1:]):
             if not lo < hi:
                 raise ValueError(f"watermarks must increase: {lo_name} = {lo} is not below {hi_name} = {hi}")
@@ -154,12 +168,19 @@ class AccountingConfig(ConfigTable):
 class KvCacheConfig(ConfigTable):
     """The [kv_cache] table: policy, session limits, guard ladder, accounting."""
 
-    policy: PolicyName = Field(PolicyName.LRU, description="lru | multi_queue | value_density | streamingllm | h2o | none | vllm_like")
+    policy: PolicyName = Field(
+        PolicyName.LRU, description="lru | multi_queue | value_density | streamingllm | h2o | none | vllm_like"
+    )
     max_session_idle_seconds: float = Field(120, gt=0, description="idle sessions past this expire (410 or rebuild)")
     max_tokens_per_session: int = Field(8192, ge=1, description="longer sessions are not retained between turns")
     evict_low_priority_first: bool = Field(True, description="evict batch sessions before interactive, system last")
-    pinned_max_percent: float = Field(20, ge=0, le=50, description="hard cap on pinned prefixes: past 20-25 % of the "
-                                      "pool, pinning costs more concurrency than its hits save")
+    pinned_max_percent: float = Field(
+        20,
+        ge=0,
+        le=50,
+        description="hard cap on pinned prefixes: past 20-25 % of the "
+        "pool, pinning costs more concurrency than its hits save",
+    )
     guard: GuardConfig = GuardConfig()
     accounting: AccountingConfig = AccountingConfig()
 
@@ -172,7 +193,8 @@ class AdmissionConfig(ConfigTable):
     estimate_safety: float = Field(1.1, ge=1.0, le=4.0, description="multiplies the block estimate")
     queue_deadline_ms: float = Field(8000, gt=0, description="a request not running by then gets 429 queue_deadline")
     batch_queue_deadline_ms: float | None = Field(
-        30000, gt=0, description="the same for batch traffic, which waits out a peak (None: queue_deadline_ms)")
+        30000, gt=0, description="the same for batch traffic, which waits out a peak (None: queue_deadline_ms)"
+    )
     max_queue_len: int = Field(512, ge=0, description="waiting requests at most; beyond: 429 kv_capacity")
 
     def queue_deadline_for(self, traffic_class: "TrafficClass") -> float:
@@ -187,7 +209,10 @@ class PreemptionConfig(ConfigTable):
     """Preemption of running work and the starvation guards shared by every policy."""
 
     enabled: bool = Field(True, description="off: an allocation that does not fit is an OOM")
-    mode: PreemptionMode = Field(PreemptionMode.AUTO, description="auto | recompute | swap | kill (abort the victim: a baseline to compare against)")
+    mode: PreemptionMode = Field(
+        PreemptionMode.AUTO,
+        description="auto | recompute | swap | kill (abort the victim: a baseline to compare against)",
+    )
     host_swap_gib: float = Field(64, ge=0, description="host memory for swapped-out KV")
     max_consecutive_preemptions: int = Field(2, ge=1, description="then the request is protected until it progresses")
     aging_s: float = Field(10, gt=0, description="waiting this long raises priority by one class")
@@ -196,11 +221,15 @@ class PreemptionConfig(ConfigTable):
 
 class TenantConfig(ConfigTable):
     api_keys: list[str] = Field(min_length=1, description="Bearer keys that identify the tenant")
-    traffic_class: TrafficClass = Field(TrafficClass.INTERACTIVE, description="system | interactive | batch: the only source of priority")
+    traffic_class: TrafficClass = Field(
+        TrafficClass.INTERACTIVE, description="system | interactive | batch: the only source of priority"
+    )
     max_kv_share: float = Field(0.15, gt=0, le=1, description="hard cap on live KV share of the pool")
     max_active_seqs: int = Field(128, ge=1, description="queued + running requests at most")
     max_reserved_tokens: int = Field(4_000_000, ge=1, description="input used + output still allowed")
-    max_context_tokens: int | None = Field(None, ge=1, description="prompt + max_tokens per request (default: the model's)")
+    max_context_tokens: int | None = Field(
+        None, ge=1, description="prompt + max_tokens per request (default: the model's)"
+    )
     rebuildable_sessions: bool = Field(True, description="an expired session is rebuilt (re-prefilled) instead of 410")
     permission_version: int = Field(0, ge=0, description="bump to invalidate this tenant's cached prefixes")
 
@@ -230,32 +259,56 @@ ADMIN_KEY_VAR = "KVGATE_ADMIN_KEY"
 class ServerConfig(ConfigTable):
     """The HTTP server (`kvgate serve`)."""
 
-    admin_key: str | None = Field(None, min_length=1, description="Bearer key of the /admin API (a secret: "
-                                  "redacted wherever the config is shown). `kvgate serve` refuses to start "
-                                  "without one (here or in KVGATE_ADMIN_KEY) unless --dev")
-    metrics_key: str | None = Field(None, min_length=1, description="Bearer key that opens the full /metrics, "
-                                    "per-tenant families included (a secret; the admin key opens it too). Unset: "
-                                    "/metrics is open and leaves out every family labelled by tenant; set: "
-                                    "/metrics without a key is 401")
+    admin_key: str | None = Field(
+        None,
+        min_length=1,
+        description="Bearer key of the /admin API (a secret: "
+        "redacted wherever the config is shown). `kvgate serve` refuses to start "
+        "without one (here or in KVGATE_ADMIN_KEY) unless --dev",
+    )
+    metrics_key: str | None = Field(
+        None,
+        min_length=1,
+        description="Bearer key that opens the full /metrics, "
+        "per-tenant families included (a secret; the admin key opens it too). Unset: "
+        "/metrics is open and leaves out every family labelled by tenant; set: "
+        "/metrics without a key is 401",
+    )
     served_model_name: str = Field("", description="model id clients send (default: model.name)")
     max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024, description="larger bodies get 413")
-    header_timeout_s: float = Field(10.0, gt=0, description="a connection that has not sent a whole request line "
-                                    "and headers this long after it opened (or began a request) gets 408 and is "
-                                    "closed: slow-header clients cannot hold connections")
-    body_timeout_s: float = Field(30.0, gt=0, description="a request body not complete this long after its headers "
-                                  "gets 408 and the connection is closed")
-    max_connections: int = Field(2048, ge=1, description="open client connections at most; one more is answered 503 "
-                                 "too_many_connections and closed")
-    worker_hang_timeout_s: float = Field(5.0, gt=0, description="multi-worker mode: a worker that has not answered "
-                                         "the router's health probe (every worker_probe_interval_s) for this long is "
-                                         "hung: killed, its streams end with worker_lost, and it is replaced")
-    worker_probe_interval_s: float = Field(0.5, gt=0, description="multi-worker mode: seconds between the router's "
-                                           "health probes of each worker")
+    header_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        description="a connection that has not sent a whole request line "
+        "and headers this long after it opened (or began a request) gets 408 and is "
+        "closed: slow-header clients cannot hold connections",
+    )
+    body_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="a request body not complete this long after its headers gets 408 and the connection is closed",
+    )
+    max_connections: int = Field(
+        2048,
+        ge=1,
+        description="open client connections at most; one more is answered 503 too_many_connections and closed",
+    )
+    worker_hang_timeout_s: float = Field(
+        5.0,
+        gt=0,
+        description="multi-worker mode: a worker that has not answered "
+        "the router's health probe (every worker_probe_interval_s) for this long is "
+        "hung: killed, its streams end with worker_lost, and it is replaced",
+    )
+    worker_probe_interval_s: float = Field(
+        0.5, gt=0, description="multi-worker mode: seconds between the router's health probes of each worker"
+    )
     orphan_check_interval_s: float = Field(5.0, gt=0, description="period of the orphan-block reconciliation")
     sample_interval_s: float = Field(0.5, gt=0, description="period of usage samples")
     cancel_propagation: bool = Field(True, description="abort on disconnect; off only to build a broken target")
     release_reservations_on_worker_loss: bool = Field(
-        True, description="the router drops a dead worker's reservations; off only to build a broken target")
+        True, description="the router drops a dead worker's reservations; off only to build a broken target"
+    )
 
 
 class SimConfig(ConfigTable):
@@ -285,8 +338,12 @@ class TorchConfig(ConfigTable):
     rope_theta: float = Field(10_000.0, gt=0, description="random weights only")
     norm_eps: float = Field(1e-5, gt=0, description="random weights only")
     timing: TorchTiming = TorchTiming.MEASURED
-    cpu_threads: int = Field(0, ge=0, description="torch threads on CPU (process-wide); 0: torch's default. "
-                             "1 is steadiest on a small machine shared with the server")
+    cpu_threads: int = Field(
+        0,
+        ge=0,
+        description="torch threads on CPU (process-wide); 0: torch's default. "
+        "1 is steadiest on a small machine shared with the server",
+    )
     record_attention: bool = Field(False, description="return per-token attention mass (always on for h2o)")
 
 

@@ -36,8 +36,14 @@ def _format_validation_error(source: str, data: Mapping[str, Any], err: Validati
         for part in e["loc"]:
             value = value.get(part, None) if isinstance(value, Mapping) else None
         # a value is shown when it is one value: never a whole table (which may hold keys), never a secret
-        shown = (f" = {value!r}" if value is not None and not isinstance(value, Mapping)
-                 and e["type"] != "extra_forbidden" and not is_secret_field(e["loc"]) else "")
+        shown = (
+            f" = {value!r}"
+            if value is not None
+            and not isinstance(value, Mapping)
+            and e["type"] != "extra_forbidden"
+            and not is_secret_field(e["loc"])
+            else ""
+        )
         msg = e["msg"]
         if e["type"] == "extra_forbidden":
             msg = "unknown key (a typo?); remove it or check the name in docs/config.md"
@@ -69,8 +75,7 @@ def _read_tables(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
         text = path.read_text()
         data = json.loads(text) if is_json else tomllib.loads(text)
     except FileNotFoundError:
-        raise ConfigError(f"{path}: no such config file"
-                          + (f" (extended by {chain[-1]})" if chain else "")) from None
+        raise ConfigError(f"{path}: no such config file" + (f" (extended by {chain[-1]})" if chain else "")) from None
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as err:
         raise ConfigError(f"{path}: not valid {'JSON' if is_json else 'TOML'}: {err}") from None
     if not isinstance(data, dict):
@@ -79,7 +84,7 @@ def _read_tables(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
     if parent is None:
         return data
     if not isinstance(parent, str) or not parent:
-        raise ConfigError(f"{path}: {EXTENDS_KEY} is the path of another config file, e.g. \"default.toml\"")
+        raise ConfigError(f'{path}: {EXTENDS_KEY} is the path of another config file, e.g. "default.toml"')
     parent_path = (path.parent / parent).resolve()
     if parent_path in (*chain, path.resolve()):
         raise ConfigError(f"{path}: {EXTENDS_KEY} = {parent!r} makes a cycle")

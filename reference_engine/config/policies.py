@@ -35,14 +35,23 @@ class MultiQueueConfig(ConfigTable):
     fifo2_capacity: int = Field(128, ge=1)
     lru_capacity: int = Field(256, ge=1)
     promotion_window_ms: float = Field(5000, gt=0, description="a second access within this promotes to the LRU")
-    evict_water_level: float = Field(0.85, gt=0, le=1, description="share of each eviction FIFO 1 supplies; the "
-                                     "LRU supplies this share of the rest, FIFO 2 the remainder")
+    evict_water_level: float = Field(
+        0.85,
+        gt=0,
+        le=1,
+        description="share of each eviction FIFO 1 supplies; the "
+        "LRU supplies this share of the rest, FIFO 2 the remainder",
+    )
     tick_interval_ms: float = Field(200, gt=0, description="the evict rung runs once per tick")
     long_session_tokens: int = Field(4096, ge=1, description="tokens above which an active entry goes to FIFO 2")
-    fifo2_active_ms: float = Field(30_000, gt=0, description="a FIFO 2 entry not accessed for this long belongs "
-                                   "to an ended session and is demoted to the LRU")
-    max_evict_per_tick_percent: float = Field(1.0, gt=0, le=100,
-                                              description="share of the pool one tick may evict at most")
+    fifo2_active_ms: float = Field(
+        30_000,
+        gt=0,
+        description="a FIFO 2 entry not accessed for this long belongs to an ended session and is demoted to the LRU",
+    )
+    max_evict_per_tick_percent: float = Field(
+        1.0, gt=0, le=100, description="share of the pool one tick may evict at most"
+    )
 
 
 class ValueDensityConfig(ConfigTable):

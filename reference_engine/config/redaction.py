@@ -17,6 +17,7 @@ from typing import Any
 
 from reference_engine.config.engine_config import EngineConfig
 
+
 def _placeholder(path: str) -> str:
     return f"<redacted:{path}>"
 
@@ -58,4 +59,5 @@ def is_secret_field(loc: Sequence[str | int]) -> bool:
     secret, so an error message must not show its value."""
     parts = [str(p) for p in loc]
     return (len(parts) >= 2 and parts[0] == "server" and parts[1] in _SERVER_SECRETS) or (
-        len(parts) >= 3 and parts[0] == "tenants" and parts[2] == "api_keys")
+        len(parts) >= 3 and parts[0] == "tenants" and parts[2] == "api_keys"
+    )

@@ -58,13 +58,25 @@ class AdmissionDecision:
     limit: TenantLimit | None = None  # for tenant_quota: which limit
 
     def to_error(self) -> CapacityError:
-        return CapacityError(self.message, code=self.reason, retry_after_s=self.retry_after_s,
-                             limit=None if self.limit is None else self.limit.value)
+        return CapacityError(
+            self.message,
+            code=self.reason,
+            retry_after_s=self.retry_after_s,
+            limit=None if self.limit is None else self.limit.value,
+        )
 
 
 class AdmissionController:
-    def __init__(self, config: EngineConfig, marks: Watermarks, block_tokens: int, max_context_tokens: int,
-                 enabled: bool, tenant_caps: bool, max_pool_tokens: int | None = None) -> None:
+    def __init__(
+        self,
+        config: EngineConfig,
+        marks: Watermarks,
+        block_tokens: int,
+        max_context_tokens: int,
+        enabled: bool,
+        tenant_caps: bool,
+        max_pool_tokens: int | None = None,
+    ) -> None:
         self.cfg = config.admission
         self.guard = config.kv_cache.guard
         self.marks = marks
@@ -89,7 +101,9 @@ class AdmissionController:
             raise ContextLengthError(
                 f"this model's maximum context length is {self.max_context_tokens} tokens; the request has "
                 f"{num_prompt_tokens} prompt tokens + max_tokens {max_new_tokens} = {total}. Shorten the prompt "
-                f"or lower max_tokens.", param="messages")
+                f"or lower max_tokens.",
+                param="messages",
+            )
         pool_tokens = self.max_pool_tokens
         if pool_tokens is not None and total > pool_tokens:
             # What vLLM refuses at start (a max_model_len the KV cache cannot hold), per request:
@@ -100,12 +114,16 @@ class AdmissionController:
             raise ContextLengthError(
                 f"the KV cache holds {pool_tokens} tokens; this request needs {num_prompt_tokens} prompt tokens "
                 f"+ max_tokens {max_new_tokens} = {total}, more than the whole cache could ever hold. Shorten "
-                f"the prompt or lower max_tokens.", param="messages")
+                f"the prompt or lower max_tokens.",
+                param="messages",
+            )
         limit = tenant.config.max_context_tokens
         if limit is not None and total > limit:
             raise ContextLengthError(
                 f"tenant {tenant.name!r} may use at most {limit} tokens per request (prompt + max_tokens); "
-                f"this one asks for {total}.", param="max_tokens")
+                f"this one asks for {total}.",
+                param="max_tokens",
+            )
 
     def estimate_blocks(self, r: Request) -> int:
         return math.ceil(r.max_total_tokens * self.cfg.estimate_safety / self.block_tokens)
@@ -125,23 +143,32 @@ class AdmissionController:
         held = tenant.reserved_blocks + tenant.retained_blocks - session_blocks
         return max(0, held + need_blocks - tenant.max_blocks)
 
-    def check_tenant(self, r: Request, tenant: TenantState, need_blocks: int,
-                     session_blocks: int) -> AdmissionDecision | None:
+    def check_tenant(
+        self, r: Request, tenant: TenantState, need_blocks: int, session_blocks: int
+    ) -> AdmissionDecision | None:
         """A tenant_quota rejection, or None if the tenant may take this request."""
         if not self.tenant_caps:
             return None
         c = tenant.config
         refused = self.tenant_slot_limit(r, tenant)
         if refused is None and self.tenant_block_overage(tenant, need_blocks, session_blocks):
-            refused = (TenantLimit.KV_SHARE,
-                       f"tenant {tenant.name!r} would hold more than its KV share cap ({c.max_kv_share:.0%} = "
-                       f"{tenant.max_blocks} blocks): {tenant.reserved_blocks} reserved + {tenant.retained_blocks} "
-                       f"retained + {need_blocks} for this request")
+            refused = (
+                TenantLimit.KV_SHARE,
+                f"tenant {tenant.name!r} would hold more than its KV share cap ({c.max_kv_share:.0%} = "
+                f"{tenant.max_blocks} blocks): {tenant.reserved_blocks} reserved + {tenant.retained_blocks} "
+                f"retained + {need_blocks} for this request",
+            )
         if refused is None:
             return None
         limit, why = refused
-        return AdmissionDecision(AdmissionAction.REJECT, need_blocks, "tenant_quota",
-                                 why + "; retry later or lower max_tokens", retry_after_s=1.0, limit=limit)
+        return AdmissionDecision(
+            AdmissionAction.REJECT,
+            need_blocks,
+            "tenant_quota",
+            why + "; retry later or lower max_tokens",
+            retry_after_s=1.0,
+            limit=limit,
+        )
 
     def tenant_slot_limit(self, r: Request, tenant: TenantState) -> tuple[TenantLimit, str] | None:
         """The limit that stops the tenant from starting this request whatever KV it frees
@@ -149,16 +176,21 @@ class AdmissionController:
         which evicting can cure."""
         c = tenant.config
         if tenant.active_seqs >= c.max_active_seqs:
-            return (TenantLimit.ACTIVE_SEQS,
-                    f"tenant {tenant.name!r} already has {tenant.active_seqs} active requests (max_active_seqs)")
+            return (
+                TenantLimit.ACTIVE_SEQS,
+                f"tenant {tenant.name!r} already has {tenant.active_seqs} active requests (max_active_seqs)",
+            )
         if tenant.reserved_tokens + r.max_total_tokens > c.max_reserved_tokens:
-            return (TenantLimit.RESERVED_TOKENS,
-                    f"tenant {tenant.name!r} has {tenant.reserved_tokens} tokens reserved; this request's "
-                    f"{r.max_total_tokens} would pass max_reserved_tokens {c.max_reserved_tokens}")
+            return (
+                TenantLimit.RESERVED_TOKENS,
+                f"tenant {tenant.name!r} has {tenant.reserved_tokens} tokens reserved; this request's "
+                f"{r.max_total_tokens} would pass max_reserved_tokens {c.max_reserved_tokens}",
+            )
         return None
 
-    def decide(self, r: Request, need_blocks: int, projected_live_blocks: int, live_blocks: int,
-               queue_len: int) -> AdmissionDecision:
+    def decide(
+        self, r: Request, need_blocks: int, projected_live_blocks: int, live_blocks: int, queue_len: int
+    ) -> AdmissionDecision:
         """Pool-level decision for a request whose tenant check passed.
 
         `projected_live_blocks`: live usage that cannot be reclaimed + blocks promised to requests
@@ -169,17 +201,30 @@ class AdmissionController:
         if projected_live_blocks + need_blocks <= limit:
             return AdmissionDecision(AdmissionAction.ADMIT, need_blocks)
         if r.traffic_class is not TrafficClass.SYSTEM and live_blocks >= self.marks.reject:
-            return AdmissionDecision(AdmissionAction.REJECT, need_blocks, "kv_capacity",
-                                     f"KV cache is {100 * live_blocks / self.marks.num_blocks:.0f}% full "
-                                     f"(reject watermark {self.guard.reject_at_percent:.0f}%); retry after the "
-                                     f"Retry-After delay", retry_after_s=2.0)
+            return AdmissionDecision(
+                AdmissionAction.REJECT,
+                need_blocks,
+                "kv_capacity",
+                f"KV cache is {100 * live_blocks / self.marks.num_blocks:.0f}% full "
+                f"(reject watermark {self.guard.reject_at_percent:.0f}%); retry after the "
+                f"Retry-After delay",
+                retry_after_s=2.0,
+            )
         if need_blocks > limit:
-            return AdmissionDecision(AdmissionAction.REJECT, need_blocks, "kv_capacity",
-                                     f"the request needs {need_blocks} KV blocks (prompt + max_tokens, worst "
-                                     f"case) but a {r.traffic_class.value} request may use at most {limit} of "
-                                     f"{self.marks.num_blocks}; lower max_tokens or shorten the prompt")
+            return AdmissionDecision(
+                AdmissionAction.REJECT,
+                need_blocks,
+                "kv_capacity",
+                f"the request needs {need_blocks} KV blocks (prompt + max_tokens, worst "
+                f"case) but a {r.traffic_class.value} request may use at most {limit} of "
+                f"{self.marks.num_blocks}; lower max_tokens or shorten the prompt",
+            )
         if queue_len >= self.cfg.max_queue_len:
-            return AdmissionDecision(AdmissionAction.REJECT, need_blocks, "kv_capacity",
-                                     f"the admission queue is full ({queue_len} requests); retry later",
-                                     retry_after_s=2.0)
+            return AdmissionDecision(
+                AdmissionAction.REJECT,
+                need_blocks,
+                "kv_capacity",
+                f"the admission queue is full ({queue_len} requests); retry later",
+                retry_after_s=2.0,
+            )
         return AdmissionDecision(AdmissionAction.QUEUE, need_blocks)

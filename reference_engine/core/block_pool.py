@@ -112,8 +112,8 @@ class BlockPool:
             self.num_alloc_failures += 1
             return None
         take = min(num, len(free))
-        blocks = free[len(free) - take:]
-        del free[len(free) - take:]
+        blocks = free[len(free) - take :]
+        del free[len(free) - take :]
         if take < num:
             blocks.extend(self._evict_cached(num - take, now_s))
         ref, owner = self._ref, self._tenant
@@ -210,8 +210,7 @@ class BlockPool:
             self.num_live += len(revived)
             self._count_tenants(revived, +1)
 
-    def decref(self, blocks: Sequence[int], now_s: float, meta: EntryMeta | None = None,
-               *, hold: bool = False) -> int:
+    def decref(self, blocks: Sequence[int], now_s: float, meta: EntryMeta | None = None, *, hold: bool = False) -> int:
         """Drop one reference on each block; returns how many blocks left the live state.
 
         Blocks reaching refcount 0 go to the cached tier if hashed (tail first, so a chain is

@@ -84,8 +84,13 @@ class InFlightStep:
 
 
 class EngineCore:
-    def __init__(self, config: EngineConfig, clock: Clock | None = None, executor: Executor | None = None,
-                 hash_key: bytes | None = None) -> None:
+    def __init__(
+        self,
+        config: EngineConfig,
+        clock: Clock | None = None,
+        executor: Executor | None = None,
+        hash_key: bytes | None = None,
+    ) -> None:
         """`hash_key`: the secret of the prefix-cache hashes (core/prefix_hash.py); random if None."""
         self.config = config
         self.digest = config_digest(config)
@@ -105,16 +110,36 @@ class EngineCore:
         self.pool = BlockPool(self.memory.num_blocks, bt, self.policy.make_index(Tier.BLOCKS))
         prefix_cache = config.prefix_cache.enabled and self.policy.prefix_cache
         self.kv = KVCacheManager(self.pool, self.hasher, prefix_cache)
-        self.sessions = SessionStore(self.pool, self.policy.make_index, config.kv_cache.max_session_idle_seconds,
-                                     config.kv_cache.max_tokens_per_session)
-        self.admission = AdmissionController(config, self.marks, bt, self.memory.model.max_context_tokens,
-                                             enabled=config.admission.enabled and self.policy.admission,
-                                             tenant_caps=self.policy.tenant_caps,
-                                             max_pool_tokens=self.memory.capacity_tokens if self.policy.preemption else None)
+        self.sessions = SessionStore(
+            self.pool,
+            self.policy.make_index,
+            config.kv_cache.max_session_idle_seconds,
+            config.kv_cache.max_tokens_per_session,
+        )
+        self.admission = AdmissionController(
+            config,
+            self.marks,
+            bt,
+            self.memory.model.max_context_tokens,
+            enabled=config.admission.enabled and self.policy.admission,
+            tenant_caps=self.policy.tenant_caps,
+            max_pool_tokens=self.memory.capacity_tokens if self.policy.preemption else None,
+        )
         self.executor = executor or make_executor(config, self.memory)
         self.host = HostTier(config.preemption.host_swap_gib * GIB)
-        self.scheduler = Scheduler(config, self.memory, self.policy, self.kv, self.sessions, self.tenants,
-                                   self.admission, self.marks, self.events, self.executor, self.host)
+        self.scheduler = Scheduler(
+            config,
+            self.memory,
+            self.policy,
+            self.kv,
+            self.sessions,
+            self.tenants,
+            self.admission,
+            self.marks,
+            self.events,
+            self.executor,
+            self.host,
+        )
         self._ids = itertools.count()
         self._in_flight: InFlightStep | None = None
         self._deferred_aborts: list[str] = []
@@ -127,12 +152,23 @@ class EngineCore:
     def authenticate(self, api_key: str | None) -> TenantState:
         return self.tenants.authenticate(api_key)
 
-    def add_request(self, *, tenant: str, prompt_token_ids: list[int] | None = None,
-                    num_prompt_tokens: int | None = None, prompt_block_hashes: list[int] | None = None,
-                    max_new_tokens: int | None = None, eos_after: int | None = None, session_id: str | None = None,
-                    session_rebuildable: bool = True, streaming: bool = False,
-                    request_id: str | None = None, public_prefix_tokens: int | None = None,
-                    cache_salt: str | None = None, client_request_id: str | None = None) -> Request:
+    def add_request(
+        self,
+        *,
+        tenant: str,
+        prompt_token_ids: list[int] | None = None,
+        num_prompt_tokens: int | None = None,
+        prompt_block_hashes: list[int] | None = None,
+        max_new_tokens: int | None = None,
+        eos_after: int | None = None,
+        session_id: str | None = None,
+        session_rebuildable: bool = True,
+        streaming: bool = False,
+        request_id: str | None = None,
+        public_prefix_tokens: int | None = None,
+        cache_salt: str | None = None,
+        client_request_id: str | None = None,
+    ) -> Request:
         """Admit, queue or refuse a request. Refusals raise a `RequestError` (400/410/429).
 
         `request_id` names the request (trusted callers only: the server makes its own ids, the
@@ -159,12 +195,24 @@ class EngineCore:
             scope = t.scope
             if public_prefix_tokens is None:
                 public_prefix_tokens = self._public_prefix_len(prompt_token_ids)
-        r = Request(request_id=rid, tenant=t.name, traffic_class=t.traffic_class, num_prompt_tokens=n_prompt,
-                    max_new_tokens=granted, arrival_s=now, prompt_token_ids=prompt_token_ids,
-                    prompt_block_hashes=prompt_block_hashes, eos_after=eos_after, session_id=session_id,
-                    streaming=streaming, requested_max_new_tokens=max_new_tokens, max_tokens_clamped=clamped,
-                    public_prefix_tokens=public_prefix_tokens, hash_scope=scope,
-                    client_request_id=client_request_id)
+        r = Request(
+            request_id=rid,
+            tenant=t.name,
+            traffic_class=t.traffic_class,
+            num_prompt_tokens=n_prompt,
+            max_new_tokens=granted,
+            arrival_s=now,
+            prompt_token_ids=prompt_token_ids,
+            prompt_block_hashes=prompt_block_hashes,
+            eos_after=eos_after,
+            session_id=session_id,
+            streaming=streaming,
+            requested_max_new_tokens=max_new_tokens,
+            max_tokens_clamped=clamped,
+            public_prefix_tokens=public_prefix_tokens,
+            hash_scope=scope,
+            client_request_id=client_request_id,
+        )
         try:
             self.admission.check_context(n_prompt, granted, t)
             session = None
@@ -173,8 +221,9 @@ class EngineCore:
             r.estimated_blocks = self.admission.estimate_blocks(r)
             r.reserved_tokens = r.max_total_tokens
             # a turn that continues its session reuses the blocks it holds: count those once
-            session_blocks = (self.kv.leading_blocks_in(r, session.blocks)
-                              if session is not None and session.is_retained else 0)
+            session_blocks = (
+                self.kv.leading_blocks_in(r, session.blocks) if session is not None and session.is_retained else 0
+            )
             decision = self._decide(r, t, session_blocks, session_id)
             if decision.action is AdmissionAction.REJECT:
                 raise decision.to_error()
@@ -188,14 +237,29 @@ class EngineCore:
         r.deadline_s = now + self.config.admission.queue_deadline_for(t.traffic_class) / 1000
         admitted = decision.action is AdmissionAction.ADMIT
         kind = EventKind.ADMITTED if admitted else EventKind.QUEUED
-        self.events.emit(now, kind, request_id=rid, tenant=t.name, traffic_class=t.traffic_class.value,
-                         num_tokens=n_prompt, num_blocks=r.estimated_blocks,
-                         deadline_s=None if admitted else r.deadline_s, client_request_id=client_request_id)
+        self.events.emit(
+            now,
+            kind,
+            request_id=rid,
+            tenant=t.name,
+            traffic_class=t.traffic_class.value,
+            num_tokens=n_prompt,
+            num_blocks=r.estimated_blocks,
+            deadline_s=None if admitted else r.deadline_s,
+            client_request_id=client_request_id,
+        )
         self.scheduler.add(r, admitted, session)
         return r
 
-    def refuse_early(self, *, tenant: str, min_prompt_tokens: int, max_new_tokens: int | None,
-                     request_id: str, client_request_id: str | None = None) -> None:
+    def refuse_early(
+        self,
+        *,
+        tenant: str,
+        min_prompt_tokens: int,
+        max_new_tokens: int | None,
+        request_id: str,
+        client_request_id: str | None = None,
+    ) -> None:
         """Raise now the refusal `add_request` would give a prompt of at least `min_prompt_tokens`
         tokens, so that a server can refuse a long prompt before it pays for tokenizing it.
 
@@ -209,10 +273,18 @@ class EngineCore:
             return
         now = self.clock.now()
         granted, clamped = self.admission.resolve_max_new_tokens(max_new_tokens, self.pool.num_live)
-        r = Request(request_id=request_id, tenant=t.name, traffic_class=t.traffic_class,
-                    num_prompt_tokens=min_prompt_tokens, max_new_tokens=granted, arrival_s=now,
-                    requested_max_new_tokens=max_new_tokens, max_tokens_clamped=clamped, hash_scope=t.scope,
-                    client_request_id=client_request_id)
+        r = Request(
+            request_id=request_id,
+            tenant=t.name,
+            traffic_class=t.traffic_class,
+            num_prompt_tokens=min_prompt_tokens,
+            max_new_tokens=granted,
+            arrival_s=now,
+            requested_max_new_tokens=max_new_tokens,
+            max_tokens_clamped=clamped,
+            hash_scope=t.scope,
+            client_request_id=client_request_id,
+        )
         try:
             self.admission.check_context(min_prompt_tokens, granted, t)
             r.estimated_blocks = self.admission.estimate_blocks(r)
@@ -228,8 +300,12 @@ class EngineCore:
         adm, sched = self.admission, self.scheduler
         quota = adm.check_tenant(r, t, r.estimated_blocks, session_blocks)
         overage = adm.tenant_block_overage(t, r.estimated_blocks, session_blocks)
-        if (quota is not None and overage and t.retained_blocks - session_blocks >= overage
-                and adm.tenant_slot_limit(r, t) is None):
+        if (
+            quota is not None
+            and overage
+            and t.retained_blocks - session_blocks >= overage
+            and adm.tenant_slot_limit(r, t) is None
+        ):
             # Over its cap with idle sessions of its own, and only the cap stands in the way:
             # reclaim just the overage from those (never another tenant's, never the session this
             # turn continues). A tenant at its max_active_seqs keeps its sessions: evicting them
@@ -245,12 +321,19 @@ class EngineCore:
         blocks at that moment and, for a tenant_quota, the limit that refused it."""
         self.num_rejected[err.code] = self.num_rejected.get(err.code, 0) + 1
         self.tenants[r.tenant].num_rejected[err.code] = self.tenants[r.tenant].num_rejected.get(err.code, 0) + 1
-        self.events.emit(now, EventKind.REJECTED, request_id=r.request_id, tenant=r.tenant,
-                         traffic_class=r.traffic_class.value, num_tokens=r.num_prompt_tokens,
-                         num_blocks=r.estimated_blocks or None, reason=err.code,
-                         tenant_live_blocks=self.pool.live_by_tenant.get(r.tenant, 0),
-                         mode=err.limit if isinstance(err, CapacityError) else None,
-                         client_request_id=r.client_request_id)
+        self.events.emit(
+            now,
+            EventKind.REJECTED,
+            request_id=r.request_id,
+            tenant=r.tenant,
+            traffic_class=r.traffic_class.value,
+            num_tokens=r.num_prompt_tokens,
+            num_blocks=r.estimated_blocks or None,
+            reason=err.code,
+            tenant_live_blocks=self.pool.live_by_tenant.get(r.tenant, 0),
+            mode=err.limit if isinstance(err, CapacityError) else None,
+            client_request_id=r.client_request_id,
+        )
 
     def abort(self, request_id: str) -> bool:
         """Cancel a request (client cancel or disconnect). Its blocks are released now, or at the
@@ -261,8 +344,13 @@ class EngineCore:
         now = self.clock.now()
         if r.cancel_received_s is None:
             r.cancel_received_s = now
-            self.events.emit(now, EventKind.CANCEL_RECEIVED, request_id=r.request_id, tenant=r.tenant,
-                             traffic_class=r.traffic_class.value)
+            self.events.emit(
+                now,
+                EventKind.CANCEL_RECEIVED,
+                request_id=r.request_id,
+                tenant=r.tenant,
+                traffic_class=r.traffic_class.value,
+            )
         if self._in_flight is not None:
             self._deferred_aborts.append(request_id)
         else:
@@ -318,8 +406,9 @@ class EngineCore:
         self.scheduler.num_oom += 1
         work: tuple[ScheduledChunk | BlockCopy, ...] = (*plan.chunks, *plan.swap_out, *plan.swap_in)
         requests = {id(x.request): x.request for x in work}
-        self.events.emit(now, EventKind.OOM, num_blocks=sum(len(r.block_ids) for r in requests.values()),
-                         reason="device_oom")
+        self.events.emit(
+            now, EventKind.OOM, num_blocks=sum(len(r.block_ids) for r in requests.values()), reason="device_oom"
+        )
         for r in requests.values():
             self.scheduler.finish(r, FinishReason.OOM, now, detail)
 
@@ -342,8 +431,9 @@ class EngineCore:
     def _note_level(self, now: float) -> None:
         level = self.marks.level(self.pool.num_live)
         if level != self.scheduler.level:
-            self.events.emit(now, EventKind.WATERMARK, reason=level.name.lower(),
-                             usage=self.pool.num_live / self.pool.num_blocks)
+            self.events.emit(
+                now, EventKind.WATERMARK, reason=level.name.lower(), usage=self.pool.num_live / self.pool.num_blocks
+            )
             self.scheduler.level = level
 
     # --------------------------------------------------------------- warm-up
@@ -374,11 +464,20 @@ class EngineCore:
             ids = self.tokenizer.encode(apply_chat_template([{"role": "system", "content": p.text}]))[:-1]
             n = len(ids) // bt
             if self.scheduler.num_pinned_blocks + n > cap:
-                raise ConfigError(f"pinned prefix {p.name!r} ({n} blocks) would pass kv_cache.pinned_max_percent "
-                                  f"({cap} blocks, {self.scheduler.num_pinned_blocks} already pinned)")
-            r = Request(request_id=f"pin:{p.name}", tenant=next(iter(self.tenants)).name,
-                        traffic_class=next(iter(self.tenants)).traffic_class, num_prompt_tokens=len(ids),
-                        max_new_tokens=1, arrival_s=0.0, prompt_token_ids=ids, public_prefix_tokens=len(ids))
+                raise ConfigError(
+                    f"pinned prefix {p.name!r} ({n} blocks) would pass kv_cache.pinned_max_percent "
+                    f"({cap} blocks, {self.scheduler.num_pinned_blocks} already pinned)"
+                )
+            r = Request(
+                request_id=f"pin:{p.name}",
+                tenant=next(iter(self.tenants)).name,
+                traffic_class=next(iter(self.tenants)).traffic_class,
+                num_prompt_tokens=len(ids),
+                max_new_tokens=1,
+                arrival_s=0.0,
+                prompt_token_ids=ids,
+                public_prefix_tokens=len(ids),
+            )
             if not self.kv.pin(r, n, self.clock.now()):
                 raise ConfigError(f"pinned prefix {p.name!r} does not fit in the KV pool")
             self.scheduler.num_pinned_blocks += n
@@ -400,6 +499,7 @@ class EngineCore:
         """Orphan check: every live reference must belong to a request, a session or a pin.
         Returns the number of references found without an owner (and released)."""
         from reference_engine.core.ledger import reconcile_orphans
+
         freed = reconcile_orphans(self)
         if freed:
             self.events.emit(self.clock.now(), EventKind.ORPHAN_RECONCILED, num_blocks=freed)

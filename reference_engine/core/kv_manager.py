@@ -177,7 +177,7 @@ class KVCacheManager:
         old = r.block_ids
         num_blocks = -(-kept // bt)
         pool = self.pool
-        for b in old[first_moved // bt: min(num_blocks, r.num_registered_blocks)]:  # the rest: never hashed, private
+        for b in old[first_moved // bt : min(num_blocks, r.num_registered_blocks)]:  # the rest: never hashed, private
             assert pool.ref_count(b) == 1, f"block {b} is shared; a compaction may not rewrite it"
             pool.unregister(b)
         r.kept_positions = r.kv_positions()[keep]

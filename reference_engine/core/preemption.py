@@ -31,16 +31,25 @@ from reference_engine.policies.policy import VictimOrder
 
 
 def keep_score(r: Request, now_s: float, aging_s: float, pool_blocks: int, recompute_cost_s: float) -> float:
-    return (10.0 * r.priority
-            + 2.0 * max(0.0, now_s - r.arrival_s) / aging_s
-            + 1.0 * recompute_cost_s
-            + 3.0 * r.num_preemptions
-            + (40.0 if r.streaming and r.first_token_s is not None else 0.0)
-            - 100.0 * len(r.block_ids) / pool_blocks)
+    return (
+        10.0 * r.priority
+        + 2.0 * max(0.0, now_s - r.arrival_s) / aging_s
+        + 1.0 * recompute_cost_s
+        + 3.0 * r.num_preemptions
+        + (40.0 if r.streaming and r.first_token_s is not None else 0.0)
+        - 100.0 * len(r.block_ids) / pool_blocks
+    )
 
 
-def pick_victim(candidates: Iterable[Request], order: VictimOrder, max_consecutive: int, now_s: float,
-                aging_s: float, pool_blocks: int, recompute_cost_s: Callable[[Request], float]) -> Request | None:
+def pick_victim(
+    candidates: Iterable[Request],
+    order: VictimOrder,
+    max_consecutive: int,
+    now_s: float,
+    aging_s: float,
+    pool_blocks: int,
+    recompute_cost_s: Callable[[Request], float],
+) -> Request | None:
     pool = [r for r in candidates if r.block_ids]
     if not pool:
         return None
@@ -50,8 +59,9 @@ def pick_victim(candidates: Iterable[Request], order: VictimOrder, max_consecuti
     return min(eligible, key=lambda r: (keep_score(r, now_s, aging_s, pool_blocks, recompute_cost_s(r)), -r.seq_no))
 
 
-def choose_mode(mode: PreemptionMode, kv_bytes: float, host_has_room: bool, transfer_s: float,
-                prefill_s: float) -> PreemptionKind:
+def choose_mode(
+    mode: PreemptionMode, kv_bytes: float, host_has_room: bool, transfer_s: float, prefill_s: float
+) -> PreemptionKind:
     if mode is PreemptionMode.KILL:
         return PreemptionKind.KILL
     if mode is PreemptionMode.RECOMPUTE or not host_has_room:

@@ -92,7 +92,7 @@ class BlockHasher:
         lo, hi = first * bt, num_full * bt
         prompt, output = request.prompt_token_ids, request.output_token_ids
         n_prompt = len(prompt)
-        tokens = prompt[lo:hi] if hi <= n_prompt else prompt[lo:] + output[max(0, lo - n_prompt): hi - n_prompt]
+        tokens = prompt[lo:hi] if hi <= n_prompt else prompt[lo:] + output[max(0, lo - n_prompt) : hi - n_prompt]
         packed = array("q", tokens).tobytes()
         num_new, num_public = num_full - first, max(0, request.public_prefix_tokens // bt - first)
         scopes = [self._public.to_bytes(8, "little")] * min(num_public, num_new)
@@ -102,7 +102,7 @@ class BlockHasher:
         for scope, at in zip(scopes, range(0, len(packed), width)):
             h = blank.copy()
             h.update(parent + scope)
-            h.update(packed[at:at + width])
+            h.update(packed[at : at + width])
             parent = h.digest()
             digests.append(parent)
         little: repeat[Literal["little"]] = repeat("little", num_new)  # map over a bound method: fastest

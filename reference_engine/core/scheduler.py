@@ -75,9 +75,20 @@ class RequestOutput:
 
 
 class Scheduler:
-    def __init__(self, config: EngineConfig, plan: MemoryPlan, policy: Policy, kv: KVCacheManager,
-                 sessions: SessionStore, tenants: TenantRegistry, admission: AdmissionController,
-                 marks: Watermarks, events: EventLog, executor: Executor, host: HostTier) -> None:
+    def __init__(
+        self,
+        config: EngineConfig,
+        plan: MemoryPlan,
+        policy: Policy,
+        kv: KVCacheManager,
+        sessions: SessionStore,
+        tenants: TenantRegistry,
+        admission: AdmissionController,
+        marks: Watermarks,
+        events: EventLog,
+        executor: Executor,
+        host: HostTier,
+    ) -> None:
         self.config = config
         self.plan = plan
         self.policy = policy
@@ -130,8 +141,7 @@ class Scheduler:
 
     def projected_blocks(self) -> int:
         """Usage admission plans against: live minus reclaimable plus everything promised."""
-        return (self.live_blocks - self.reclaimable_blocks() + self.committed_prefill_blocks()
-                + self.pending_blocks)
+        return self.live_blocks - self.reclaimable_blocks() + self.committed_prefill_blocks() + self.pending_blocks
 
     # ------------------------------------------------------------- lifecycle
     def add(self, r: Request, admitted: bool, session: Session | None) -> None:
@@ -153,9 +163,15 @@ class Scheduler:
         """What the policy learns about `r`'s blocks as they become reusable; `active`: `r` (or
         its session) goes on and may come back for them."""
         per_block = self.executor.prefill_time_s(self.kv.block_tokens, max(0, r.num_prompt_tokens // 2))
-        return EntryMeta(size_blocks=1, tokens=r.num_tokens, tenant=r.tenant, priority=r.priority,
-                         saved_prefill_s=per_block, is_active=active,
-                         last_access_s=None if self.policy.touch_on_decode else r.first_scheduled_s)
+        return EntryMeta(
+            size_blocks=1,
+            tokens=r.num_tokens,
+            tenant=r.tenant,
+            priority=r.priority,
+            saved_prefill_s=per_block,
+            is_active=active,
+            last_access_s=None if self.policy.touch_on_decode else r.first_scheduled_s,
+        )
 
     def finish(self, r: Request, reason: FinishReason, now_s: float, detail: str | None = None) -> None:
         """End `r` for any reason: release its KV, its reservation and its session turn."""
@@ -174,9 +190,15 @@ class Scheduler:
         session = self.session_of.pop(r.request_id, None)
         completed = reason in (FinishReason.STOP, FinishReason.LENGTH)
         if session is not None:
-            self.sessions.end_turn(session, self.kv.retainable_blocks(r) if completed else [], r.num_tokens,
-                                   self._meta(r, active=True), now_s, self.executor.prefill_time_s(r.num_tokens),
-                                   completed)
+            self.sessions.end_turn(
+                session,
+                self.kv.retainable_blocks(r) if completed else [],
+                r.num_tokens,
+                self._meta(r, active=True),
+                now_s,
+                self.executor.prefill_time_s(r.num_tokens),
+                completed,
+            )
             self._note_evicted(self.sessions.evict_overflow(session.tenant, now_s), "overflow", now_s)
         if self.policy.compressor is not None:
             self.policy.compressor.forget(r.request_id)
@@ -194,9 +216,22 @@ class Scheduler:
         common = dict(request_id=r.request_id, tenant=r.tenant, traffic_class=r.traffic_class.value)
         latency = None if r.cancel_received_s is None else now_s - r.cancel_received_s
         if num_blocks or r.cancel_received_s is not None:
-            ev(now_s, EventKind.BLOCKS_RELEASED, num_blocks=num_blocks, latency_s=latency, reason=reason.value, **common)
-        ev(now_s, EventKind.FINISHED, num_tokens=r.num_output_tokens, latency_s=now_s - r.arrival_s,
-           reason=reason.value, **common)
+            ev(
+                now_s,
+                EventKind.BLOCKS_RELEASED,
+                num_blocks=num_blocks,
+                latency_s=latency,
+                reason=reason.value,
+                **common,
+            )
+        ev(
+            now_s,
+            EventKind.FINISHED,
+            num_tokens=r.num_output_tokens,
+            latency_s=now_s - r.arrival_s,
+            reason=reason.value,
+            **common,
+        )
 
     def _release_pending(self, r: Request) -> None:
         self.pending_blocks -= r.pending_blocks
@@ -386,13 +421,25 @@ class Scheduler:
 
     def _housekeeping(self, now_s: float) -> None:
         for r in self.waiting.expired(now_s):
-            self.events.emit(now_s, EventKind.REJECTED, request_id=r.request_id, tenant=r.tenant,
-                             traffic_class=r.traffic_class.value, reason="queue_deadline",
-                             client_request_id=r.client_request_id)
+            self.events.emit(
+                now_s,
+                EventKind.REJECTED,
+                request_id=r.request_id,
+                tenant=r.tenant,
+                traffic_class=r.traffic_class.value,
+                reason="queue_deadline",
+                client_request_id=r.client_request_id,
+            )
             self.finish(r, FinishReason.REJECTED, now_s, detail="queue_deadline")
         for s in self.sessions.expire_idle(now_s):
-            self.events.emit(now_s, EventKind.EXPIRED, tenant=s.tenant.name, num_blocks=None, reason="idle_timeout",
-                             request_id=s.session_id)
+            self.events.emit(
+                now_s,
+                EventKind.EXPIRED,
+                tenant=s.tenant.name,
+                num_blocks=None,
+                reason="idle_timeout",
+                request_id=s.session_id,
+            )
 
     def _at_evict_rung(self) -> bool:
         """At or above the evict rung, where a step's start may act (evict, preempt)."""
@@ -410,8 +457,9 @@ class Scheduler:
         preempted = False
         while self.policy.preemption and self.live_blocks >= self.marks.preempt:
             # the service is at risk: idle state goes first, whatever the policy's pace
-            if self.reclaimable_blocks() and self.evict_sessions(self.live_blocks - self.marks.preempt + 1, now_s,
-                                                                 "capacity"):
+            if self.reclaimable_blocks() and self.evict_sessions(
+                self.live_blocks - self.marks.preempt + 1, now_s, "capacity"
+            ):
                 continue
             victim = self._pick_victim(self.running.values(), now_s)
             if victim is None:
@@ -420,11 +468,17 @@ class Scheduler:
             preempted = True
         return preempted
 
-    def evict_sessions(self, num_blocks: int, now_s: float, reason: str, tenant=None, *, strict: bool = False,
-                       keep: str | None = None) -> int:
+    def evict_sessions(
+        self, num_blocks: int, now_s: float, reason: str, tenant=None, *, strict: bool = False, keep: str | None = None
+    ) -> int:
         before = self.live_blocks
-        self._note_evicted(self.sessions.evict(num_blocks, now_s, self.config.kv_cache.evict_low_priority_first,
-                                               tenant, strict=strict, keep=keep), reason, now_s)
+        self._note_evicted(
+            self.sessions.evict(
+                num_blocks, now_s, self.config.kv_cache.evict_low_priority_first, tenant, strict=strict, keep=keep
+            ),
+            reason,
+            now_s,
+        )
         return before - self.live_blocks
 
     def _note_evicted(self, evicted: list[tuple[Session, int]], reason: str, now_s: float) -> None:
@@ -432,8 +486,15 @@ class Scheduler:
         for s, num_blocks in evicted:
             self.num_evicted_sessions[reason] = self.num_evicted_sessions.get(reason, 0) + 1
             self.num_evicted_session_blocks[reason] = self.num_evicted_session_blocks.get(reason, 0) + num_blocks
-            self.events.emit(now_s, EventKind.EVICTED, request_id=s.session_id, tenant=s.tenant.name,
-                             num_blocks=num_blocks, reason=reason, mode=self.policy.name)
+            self.events.emit(
+                now_s,
+                EventKind.EVICTED,
+                request_id=s.session_id,
+                tenant=s.tenant.name,
+                num_blocks=num_blocks,
+                reason=reason,
+                mode=self.policy.name,
+            )
 
     def _grow(self, r: Request, n: int, now_s: float, scheduled: set[str], plan: StepPlan) -> bool:
         """Allocate for `n` more tokens of running `r`, reclaiming or preempting as needed.
@@ -456,21 +517,38 @@ class Scheduler:
 
     def _oom(self, r: Request, now_s: float, num_blocks: int) -> None:
         self.num_oom += 1
-        self.events.emit(now_s, EventKind.OOM, request_id=r.request_id, tenant=r.tenant, num_blocks=num_blocks,
-                         reason="allocation_failed")
+        self.events.emit(
+            now_s,
+            EventKind.OOM,
+            request_id=r.request_id,
+            tenant=r.tenant,
+            num_blocks=num_blocks,
+            reason="allocation_failed",
+        )
         victims = list(self.running.values()) if self.policy.oom_fails_batch else [r]
         for v in victims:
             self.finish(v, FinishReason.OOM, now_s, detail="out of KV memory")
 
     def _pick_victim(self, candidates: Iterable[Request], now_s: float) -> Request | None:
-        return pick_victim(candidates, self.policy.victim_order, self.preempt_cfg.max_consecutive_preemptions,
-                           now_s, self.preempt_cfg.aging_s, self.pool.num_blocks,
-                           lambda r: self.executor.prefill_time_s(r.num_kv_tokens))
+        return pick_victim(
+            candidates,
+            self.policy.victim_order,
+            self.preempt_cfg.max_consecutive_preemptions,
+            now_s,
+            self.preempt_cfg.aging_s,
+            self.pool.num_blocks,
+            lambda r: self.executor.prefill_time_s(r.num_kv_tokens),
+        )
 
     def _preempt(self, r: Request, now_s: float, plan: StepPlan, reason: str) -> None:
         kv_bytes = len(r.block_ids) * self.plan.bytes_per_block
-        mode = choose_mode(self.preemption_mode, kv_bytes, self.host.can_hold(kv_bytes),
-                           self.executor.transfer_time_s(kv_bytes), self.executor.prefill_time_s(r.num_kv_tokens))
+        mode = choose_mode(
+            self.preemption_mode,
+            kv_bytes,
+            self.host.can_hold(kv_bytes),
+            self.executor.transfer_time_s(kv_bytes),
+            self.executor.prefill_time_s(r.num_kv_tokens),
+        )
         if r.approximate and mode is not PreemptionKind.KILL:
             mode = PreemptionKind.SWAP if self.host.can_hold(kv_bytes) else PreemptionKind.RECOMPUTE
         num_blocks = len(r.block_ids)
@@ -479,8 +557,15 @@ class Scheduler:
         self.num_preemptions[mode] += 1
         common = dict(request_id=r.request_id, tenant=r.tenant, traffic_class=r.traffic_class.value)
         discarded = r.num_computed_tokens if mode is PreemptionKind.RECOMPUTE else 0  # computed again on resume
-        self.events.emit(now_s, EventKind.PREEMPTED, mode=mode.value, num_blocks=num_blocks, num_tokens=discarded,
-                         reason=reason, **common)
+        self.events.emit(
+            now_s,
+            EventKind.PREEMPTED,
+            mode=mode.value,
+            num_blocks=num_blocks,
+            num_tokens=discarded,
+            reason=reason,
+            **common,
+        )
         if mode is PreemptionKind.KILL:  # finish() takes it out of the running set and frees it
             self.finish(r, FinishReason.PREEMPTED, now_s, detail="killed to free KV memory")
             return
@@ -526,8 +611,14 @@ class Scheduler:
             r.num_swapped_blocks = 0
             r.state = RequestState.RUNNING
             self.running[r.request_id] = r
-            self.events.emit(now_s, EventKind.RESUMED, request_id=r.request_id, tenant=r.tenant,
-                             traffic_class=r.traffic_class.value, mode=PreemptionKind.SWAP.value)
+            self.events.emit(
+                now_s,
+                EventKind.RESUMED,
+                request_id=r.request_id,
+                tenant=r.tenant,
+                traffic_class=r.traffic_class.value,
+                mode=PreemptionKind.SWAP.value,
+            )
             n = min(r.num_tokens - r.num_computed_tokens, budget)
             if n > 0 and self.kv.allocate(r, n, now_s):
                 plan.chunks.append(ScheduledChunk(r, n))
@@ -553,8 +644,9 @@ class Scheduler:
         for r in list(self._promised.values()):
             self._release_pending(r)
 
-    def _start_in_order(self, now_s: float, plan: StepPlan, budget: int, skip: frozenset[TrafficClass],
-                        reserved_for_batch: int) -> tuple[int, int]:
+    def _start_in_order(
+        self, now_s: float, plan: StepPlan, budget: int, skip: frozenset[TrafficClass], reserved_for_batch: int
+    ) -> tuple[int, int]:
         """Start waiting requests best-first within `budget`, keeping `reserved_for_batch` of it
         for batch until a batch request starts. Returns what is left of both."""
         put_back: list[Request] = []
@@ -694,8 +786,14 @@ class Scheduler:
         out = RequestOutput(r, tokens)
         if r.first_token_s is None:
             r.first_token_s = t_end_s
-            self.events.emit(t_end_s, EventKind.FIRST_TOKEN, request_id=r.request_id, tenant=r.tenant,
-                             traffic_class=r.traffic_class.value, latency_s=t_end_s - r.arrival_s)
+            self.events.emit(
+                t_end_s,
+                EventKind.FIRST_TOKEN,
+                request_id=r.request_id,
+                tenant=r.tenant,
+                traffic_class=r.traffic_class.value,
+                latency_s=t_end_s - r.arrival_s,
+            )
         if len(r.output_token_ids) >= r.output_limit or r.num_tokens >= max_ctx:
             stop = r.eos_after is not None and r.num_output_tokens >= r.eos_after
             self.finish(r, FinishReason.STOP if stop else FinishReason.LENGTH, t_end_s)
@@ -708,8 +806,9 @@ class Scheduler:
         moves, self._compactions = [c for c in self._compactions if not c.request.is_finished], []
         return moves
 
-    def _compress(self, compressor: Compressor, r: Request, attention: Attention | None, now_s: float,
-                  num_steps: int = 1) -> None:
+    def _compress(
+        self, compressor: Compressor, r: Request, attention: Attention | None, now_s: float, num_steps: int = 1
+    ) -> None:
         """Let the token-level policy drop KV of `r` after the `num_steps` steps of a plan; the
         move goes to the next plan."""
         keep = compressor.plan_keep(r, attention, lambda: self.kv.shared_prefix_tokens(r), num_steps)
@@ -721,6 +820,13 @@ class Scheduler:
             self._compactions.append(move)
         dropped = before - r.num_kv_tokens
         self.approximated_tokens += dropped
-        self.events.emit(now_s, EventKind.APPROXIMATED, request_id=r.request_id, tenant=r.tenant,
-                         traffic_class=r.traffic_class.value, num_tokens=dropped, num_blocks=released,
-                         mode=self.policy.name)
+        self.events.emit(
+            now_s,
+            EventKind.APPROXIMATED,
+            request_id=r.request_id,
+            tenant=r.tenant,
+            traffic_class=r.traffic_class.value,
+            num_tokens=dropped,
+            num_blocks=released,
+            mode=self.policy.name,
+        )

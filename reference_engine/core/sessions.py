@@ -65,8 +65,14 @@ class Session:
 
 
 class SessionStore:
-    def __init__(self, pool: BlockPool, make_index: Callable[[Tier], EvictionIndex], idle_timeout_s: float,
-                 max_tokens_per_session: int, max_remembered: int = 100_000) -> None:
+    def __init__(
+        self,
+        pool: BlockPool,
+        make_index: Callable[[Tier], EvictionIndex],
+        idle_timeout_s: float,
+        max_tokens_per_session: int,
+        max_remembered: int = 100_000,
+    ) -> None:
         self._pool = pool
         self._make_index = make_index
         self.idle_timeout_s = idle_timeout_s
@@ -95,7 +101,8 @@ class SessionStore:
         if s is not None and not s.is_retained and not (s.rebuildable and rebuildable):
             raise ContextExpiredError(
                 f"session {session_id!r} {s.state.value} ({s.end_reason}) and is not rebuildable: its KV "
-                f"state is gone. Start a new session (new X-Session-Id) with the full context.")
+                f"state is gone. Start a new session (new X-Session-Id) with the full context."
+            )
         return s
 
     def begin_turn(self, session_id: str, tenant: TenantState, rebuildable: bool, now_s: float) -> tuple[Session, bool]:
@@ -118,8 +125,16 @@ class SessionStore:
         self._sessions.move_to_end(s.key)
         return s, rebuilt
 
-    def end_turn(self, s: Session, blocks: list[int], num_tokens: int, meta: EntryMeta, now_s: float,
-                 rebuild_cost_s: float, completed: bool) -> int:
+    def end_turn(
+        self,
+        s: Session,
+        blocks: list[int],
+        num_tokens: int,
+        meta: EntryMeta,
+        now_s: float,
+        rebuild_cost_s: float,
+        completed: bool,
+    ) -> int:
         """Retain `blocks` (the finished turn's full blocks) in place of the previous ones.
 
         Returns the number of blocks retained; 0 when the session exceeded its token cap and is
@@ -147,9 +162,18 @@ class SessionStore:
         """Index an idle session by what it holds: its own rebuild cost, not the last turn's
         (a turn that did not complete left the session's earlier blocks and cost in place)."""
         self._tenant_index(s.tenant).insert(
-            [s.key], EntryMeta(size_blocks=max(1, len(s.blocks)), tokens=s.num_tokens, tenant=s.tenant.name,
-                               priority=s.tenant.traffic_class.priority, saved_prefill_s=s.rebuild_cost_s,
-                               is_active=True, last_access_s=last_access_s), now_s)
+            [s.key],
+            EntryMeta(
+                size_blocks=max(1, len(s.blocks)),
+                tokens=s.num_tokens,
+                tenant=s.tenant.name,
+                priority=s.tenant.traffic_class.priority,
+                saved_prefill_s=s.rebuild_cost_s,
+                is_active=True,
+                last_access_s=last_access_s,
+            ),
+            now_s,
+        )
 
     # --------------------------------------------------------------- eviction
     def next_expiry_s(self) -> float | None:
@@ -168,8 +192,16 @@ class SessionStore:
             expired.append(s)
         return expired
 
-    def evict(self, num_blocks: int, now_s: float, low_priority_first: bool, tenant: TenantState | None = None,
-              *, strict: bool = False, keep: str | None = None) -> list[tuple[Session, int]]:
+    def evict(
+        self,
+        num_blocks: int,
+        now_s: float,
+        low_priority_first: bool,
+        tenant: TenantState | None = None,
+        *,
+        strict: bool = False,
+        keep: str | None = None,
+    ) -> list[tuple[Session, int]]:
         """Evict idle sessions covering at least `num_blocks` (fewer if there are not enough).
 
         Tenants are visited lowest class first (if `low_priority_first`), then by retention
@@ -212,8 +244,10 @@ class SessionStore:
         index = self._index.get(tenant.name)
         if index is None:
             return []
-        return [(s, self._release(s, SessionState.EVICTED, "overflow", now_s, indexed=False))
-                for s in [self._sessions[key] for key in index.pop_overflow(now_s)]]
+        return [
+            (s, self._release(s, SessionState.EVICTED, "overflow", now_s, indexed=False))
+            for s in [self._sessions[key] for key in index.pop_overflow(now_s)]
+        ]
 
     def _pick_tenant(self, now_s: float, low_priority_first: bool) -> str | None:
         best, best_key = None, None
@@ -232,8 +266,12 @@ class SessionStore:
         self._idle.pop(s.key, None)
         if s.state is SessionState.IDLE and indexed:
             self._unindex(s, now_s)
-        self._pool.decref(s.blocks, now_s, EntryMeta(tokens=s.num_tokens, tenant=s.tenant.name,
-                                                      priority=s.tenant.traffic_class.priority), hold=True)
+        self._pool.decref(
+            s.blocks,
+            now_s,
+            EntryMeta(tokens=s.num_tokens, tenant=s.tenant.name, priority=s.tenant.traffic_class.priority),
+            hold=True,
+        )
         num_blocks = len(s.blocks)
         s.tenant.retained_blocks -= num_blocks
         s.blocks = []

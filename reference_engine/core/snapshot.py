@@ -70,16 +70,26 @@ def take_snapshot(core: "EngineCore", now_s: float | None = None) -> UsageSnapsh
         c = r.traffic_class.value
         oldest[c] = max(oldest[c], now - r.arrival_s)
     return UsageSnapshot(
-        t_s=now, num_blocks=pool.num_blocks, live_blocks=live, retained_blocks=pool.num_retained,
-        pinned_blocks=sched.num_pinned_blocks, cached_blocks=cached, free_blocks=free,
-        pending_blocks=sched.pending_blocks, num_running=len(sched.running), num_waiting=len(sched.waiting),
-        num_swapped=len(sched.swapped), num_prefilling=len(sched.prefilling),
+        t_s=now,
+        num_blocks=pool.num_blocks,
+        live_blocks=live,
+        retained_blocks=pool.num_retained,
+        pinned_blocks=sched.num_pinned_blocks,
+        cached_blocks=cached,
+        free_blocks=free,
+        pending_blocks=sched.pending_blocks,
+        num_running=len(sched.running),
+        num_waiting=len(sched.waiting),
+        num_swapped=len(sched.swapped),
+        num_prefilling=len(sched.prefilling),
         waiting_by_class={c.value: n for c, n in sched.waiting.num_by_class.items()},
         oldest_wait_s_by_class=oldest,
         tenant_live_blocks={t: n for t, n in by_tenant.items() if t is not None},
         public_live_blocks=by_tenant.get(None, 0),
-        fragmentation=waste / cap if cap else 0.0, level=core.marks.level(live).name.lower(),
-        host_used_bytes=core.host.used_bytes)
+        fragmentation=waste / cap if cap else 0.0,
+        level=core.marks.level(live).name.lower(),
+        host_used_bytes=core.host.used_bytes,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,9 +117,16 @@ class PolicyStats:
 def take_policy_stats(core: "EngineCore") -> PolicyStats:
     pool, sched = core.pool, core.scheduler
     return PolicyStats(
-        policy=core.policy.name, approximate=core.policy.approximate,
-        evicted_sessions=dict(sched.num_evicted_sessions), evicted_session_blocks=dict(sched.num_evicted_session_blocks),
-        expired_sessions=core.events.counts[EventKind.EXPIRED], evicted_cached_blocks=pool.num_evicted_cached,
-        prefix_query_blocks=pool.num_prefix_queries, prefix_hit_blocks=pool.num_prefix_hits,
-        recompute_tokens=sched.recompute_tokens, computed_tokens=core.num_computed_tokens,
-        approximated_tokens=sched.approximated_tokens, num_oom=sched.num_oom)
+        policy=core.policy.name,
+        approximate=core.policy.approximate,
+        evicted_sessions=dict(sched.num_evicted_sessions),
+        evicted_session_blocks=dict(sched.num_evicted_session_blocks),
+        expired_sessions=core.events.counts[EventKind.EXPIRED],
+        evicted_cached_blocks=pool.num_evicted_cached,
+        prefix_query_blocks=pool.num_prefix_queries,
+        prefix_hit_blocks=pool.num_prefix_hits,
+        recompute_tokens=sched.recompute_tokens,
+        computed_tokens=core.num_computed_tokens,
+        approximated_tokens=sched.approximated_tokens,
+        num_oom=sched.num_oom,
+    )

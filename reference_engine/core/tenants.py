@@ -74,16 +74,24 @@ class TenantKeys(Generic[T]):
             return self._open
         value = self._by_key.get(api_key or "")
         if value is None:
-            raise AuthError("unknown API key: send 'Authorization: Bearer <key>' with a key listed under "
-                            "[tenants.<name>] api_keys in the engine config")
+            raise AuthError(
+                "unknown API key: send 'Authorization: Bearer <key>' with a key listed under "
+                "[tenants.<name>] api_keys in the engine config"
+            )
         return value
 
 
 class TenantRegistry:
     def __init__(self, config: EngineConfig, num_blocks: int, scope_of) -> None:
-        self._keys = TenantKeys(config, lambda name, tc: TenantState(
-            name=name, config=tc, scope=scope_of(name, tc.permission_version),
-            max_blocks=math.floor(tc.max_kv_share * num_blocks)))
+        self._keys = TenantKeys(
+            config,
+            lambda name, tc: TenantState(
+                name=name,
+                config=tc,
+                scope=scope_of(name, tc.permission_version),
+                max_blocks=math.floor(tc.max_kv_share * num_blocks),
+            ),
+        )
         self.open_mode = self._keys.open_mode
         self.tenants: dict[str, TenantState] = self._keys.by_name
 

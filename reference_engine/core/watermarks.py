@@ -37,8 +37,14 @@ class Watermarks:
     def __init__(self, guard: GuardConfig, num_blocks: int) -> None:
         self.guard = guard
         self.num_blocks = num_blocks
-        pct = (guard.warn_at_percent, guard.admission_at_percent, guard.evict_at_percent,
-               guard.pause_batch_prefill_at_percent, guard.preempt_at_percent, guard.reject_at_percent)
+        pct = (
+            guard.warn_at_percent,
+            guard.admission_at_percent,
+            guard.evict_at_percent,
+            guard.pause_batch_prefill_at_percent,
+            guard.preempt_at_percent,
+            guard.reject_at_percent,
+        )
         self._thresholds = [math.floor(p / 100 * num_blocks) for p in pct]
         self.warn, self.admission, self.evict, self.pause_batch, self.preempt, self.reject = self._thresholds
         # Batch traffic may never take the interactive reserve.
@@ -64,4 +70,5 @@ class Watermarks:
                 raise ConfigError(
                     f"kv_cache.guard: {lo_name} ({lo} blocks) and {hi_name} ({hi} blocks) are closer than one "
                     f"scheduler step can grow ({max_growth_blocks_per_step} blocks with engine.max_num_seqs and "
-                    f"engine.max_num_batched_tokens); widen the gap or lower those limits")
+                    f"engine.max_num_batched_tokens); widen the gap or lower those limits"
+                )

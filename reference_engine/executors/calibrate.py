@@ -86,16 +86,23 @@ class SimProfile:
 
 
 def _request(i: int, prompt_tokens: int, computed: int, first_block: int, block_tokens: int) -> Request:
-    r = Request(request_id=f"calibrate-{i}", tenant="calibrate", traffic_class=TrafficClass.BATCH,
-                num_prompt_tokens=prompt_tokens, max_new_tokens=1, arrival_s=0.0,
-                prompt_token_ids=[5 + (i * 7919 + j) % 4000 for j in range(prompt_tokens)])
+    r = Request(
+        request_id=f"calibrate-{i}",
+        tenant="calibrate",
+        traffic_class=TrafficClass.BATCH,
+        num_prompt_tokens=prompt_tokens,
+        max_new_tokens=1,
+        arrival_s=0.0,
+        prompt_token_ids=[5 + (i * 7919 + j) % 4000 for j in range(prompt_tokens)],
+    )
     r.num_computed_tokens = computed
     r.block_ids = list(range(first_block, first_block + -(-prompt_tokens // block_tokens)))
     return r
 
 
-def blocks_needed(block_tokens: int, prefill_tokens: Sequence[int], decode_batches: Sequence[int],
-                  context_tokens: int) -> int:
+def blocks_needed(
+    block_tokens: int, prefill_tokens: Sequence[int], decode_batches: Sequence[int], context_tokens: int
+) -> int:
     """The pool a sweep needs: the largest prefill, or the largest decode batch at its context."""
     per_seq = -(-(context_tokens + 1) // block_tokens)
     return max(-(-max(prefill_tokens) // block_tokens), max(decode_batches) * per_seq)
@@ -108,8 +115,14 @@ def _time_step(executor: TorchExecutor, plan: StepPlan, repeats: int) -> float:
     return min(executor.execute(plan).duration_s for _ in range(repeats))
 
 
-def measure(executor: TorchExecutor, plan: MemoryPlan, prefill_tokens: Sequence[int], decode_batches: Sequence[int],
-            context_tokens: int, repeats: int = 5) -> list[Point]:
+def measure(
+    executor: TorchExecutor,
+    plan: MemoryPlan,
+    prefill_tokens: Sequence[int],
+    decode_batches: Sequence[int],
+    context_tokens: int,
+    repeats: int = 5,
+) -> list[Point]:
     """Time real steps on the executor. It must use measured timing and a pool of at least
     `blocks_needed(...)` blocks; the KV written is scratch (no engine owns these blocks)."""
     bt = plan.block_tokens
@@ -161,33 +174,57 @@ def fit_profile(points: Sequence[Point], gpu: GpuSpec) -> SimProfile:
     mbu = 1.0 / (slope * gpu.hbm_gbps * 1e9) if slope > 0 else 1.0
     if slope <= 0:
         notes.append("decode time does not grow with bytes moved in the measured range: MBU set to 1")
-    sec_per_flop, _ = _fit_line([p.cost.flops for p in prefill], [max(p.time_s - overhead_s, 1e-9) for p in prefill],
-                                through_origin=True)
+    sec_per_flop, _ = _fit_line(
+        [p.cost.flops for p in prefill], [max(p.time_s - overhead_s, 1e-9) for p in prefill], through_origin=True
+    )
     mfu = 1.0 / (sec_per_flop * gpu.bf16_tflops * 1e12) if sec_per_flop > 0 else 1.0
     if sec_per_flop <= 0:
         notes.append("prefill is no slower than the fixed cost in the measured range: MFU set to 1")
     for name, value in (("MFU", mfu), ("MBU", mbu)):
         if value > 1.0:
-            notes.append(f"measured {name} {value:.3f} exceeds the peak of {gpu.name}: clamped to 1 "
-                         f"(calibrate against the GPU this device is, with --gpu)")
+            notes.append(
+                f"measured {name} {value:.3f} exceeds the peak of {gpu.name}: clamped to 1 "
+                f"(calibrate against the GPU this device is, with --gpu)"
+            )
     mfu, mbu = min(mfu, 1.0), min(mbu, 1.0)
     predicted = [predict_s(p.cost, gpu, mfu, mbu, overhead_s) for p in points]
-    return SimProfile(mfu=mfu, mbu=mbu, step_overhead_ms=overhead_s * 1000, gpu=gpu, points=list(points),
-                      predicted_s=predicted, notes=notes)
+    return SimProfile(
+        mfu=mfu,
+        mbu=mbu,
+        step_overhead_ms=overhead_s * 1000,
+        gpu=gpu,
+        points=list(points),
+        predicted_s=predicted,
+        notes=notes,
+    )
 
 
 def profile_toml(profile: SimProfile, meta: dict[str, str | int | float]) -> str:
     """The profile as TOML: the three constants `SimExecutor` reads, then every measurement."""
-    lines = ["# Sim profile written by `kvgate calibrate`; load it with [sim] profile = \"<this file>\".",
-             f"# MFU and MBU are fractions of the peaks of the catalog GPU {profile.gpu.name!r}: run the",
-             f"# sim with hardware.gpu = \"{profile.gpu.name}\" to mimic the measured device.",
-             f"mfu = {profile.mfu:.6g}", f"mbu = {profile.mbu:.6g}",
-             f"step_overhead_ms = {profile.step_overhead_ms:.6g}", "", "[calibration]",
-             f'gpu = "{profile.gpu.name}"', f"max_rel_error = {profile.max_rel_error:.4f}"]
+    lines = [
+        '# Sim profile written by `kvgate calibrate`; load it with [sim] profile = "<this file>".',
+        f"# MFU and MBU are fractions of the peaks of the catalog GPU {profile.gpu.name!r}: run the",
+        f'# sim with hardware.gpu = "{profile.gpu.name}" to mimic the measured device.',
+        f"mfu = {profile.mfu:.6g}",
+        f"mbu = {profile.mbu:.6g}",
+        f"step_overhead_ms = {profile.step_overhead_ms:.6g}",
+        "",
+        "[calibration]",
+        f'gpu = "{profile.gpu.name}"',
+        f"max_rel_error = {profile.max_rel_error:.4f}",
+    ]
     lines += [f"{k} = {json.dumps(v)}" for k, v in meta.items()]  # JSON scalars are valid TOML values
     lines.append(f"notes = {json.dumps(profile.notes)}")
     for p, pred in zip(profile.points, profile.predicted_s):
-        lines += ["", f"[[calibration.{p.kind}]]", f"tokens = {p.tokens}", f"batch = {p.batch}",
-                  f"context_tokens = {p.context_tokens}", f"measured_ms = {p.time_s * 1000:.4f}",
-                  f"predicted_ms = {pred * 1000:.4f}", f"flops = {p.cost.flops:.6g}", f"bytes = {p.cost.bytes:.6g}"]
+        lines += [
+            "",
+            f"[[calibration.{p.kind}]]",
+            f"tokens = {p.tokens}",
+            f"batch = {p.batch}",
+            f"context_tokens = {p.context_tokens}",
+            f"measured_ms = {p.time_s * 1000:.4f}",
+            f"predicted_ms = {pred * 1000:.4f}",
+            f"flops = {p.cost.flops:.6g}",
+            f"bytes = {p.cost.bytes:.6g}",
+        ]
     return "\n".join(lines) + "\n"

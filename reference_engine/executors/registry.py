@@ -12,6 +12,7 @@ from reference_engine.memory import MemoryPlan
 
 def _sim(config: EngineConfig, plan: MemoryPlan) -> Executor:
     from reference_engine.executors.sim import SimExecutor
+
     return SimExecutor(config, plan)
 
 
@@ -19,7 +20,9 @@ def _torch(config: EngineConfig, plan: MemoryPlan) -> Executor:
     try:
         from reference_engine.executors.torch_executor import TorchExecutor
     except ImportError as err:
-        raise ConfigError(f"engine.executor = 'torch' needs the torch extra: pip install -e '.[torch]' ({err})") from None
+        raise ConfigError(
+            f"engine.executor = 'torch' needs the torch extra: pip install -e '.[torch]' ({err})"
+        ) from None
     return TorchExecutor(config, plan)
 
 

@@ -63,7 +63,7 @@ def fake_token(request_seed: int, position: int) -> int:
 def fake_tokens(request_seed: int, position: int, num: int) -> list[int]:
     """`fake_token` at positions position .. position + num - 1, as one slice of the table."""
     lo = (request_seed + position) & _TABLE_MASK
-    out = _TOKENS[lo: lo + num]
+    out = _TOKENS[lo : lo + num]
     while len(out) < num:  # the window wraps around the table's end
         out += _TOKENS[: num - len(out)]
     return out
@@ -78,7 +78,11 @@ class SimExecutor:
         mfu, mbu, overhead_ms = sim.mfu, sim.mbu, sim.step_overhead_ms
         if sim.profile:
             prof = tomllib.loads(Path(sim.profile).read_text())
-            mfu, mbu, overhead_ms = prof.get("mfu", mfu), prof.get("mbu", mbu), prof.get("step_overhead_ms", overhead_ms)
+            mfu, mbu, overhead_ms = (
+                prof.get("mfu", mfu),
+                prof.get("mbu", mbu),
+                prof.get("step_overhead_ms", overhead_ms),
+            )
         m, g = plan.model, plan.gpu
         self._flops_per_s = g.bf16_tflops * 1e12 * mfu
         self._bytes_per_s = g.hbm_gbps * 1e9 * mbu
@@ -101,7 +105,9 @@ class SimExecutor:
         self._seeds.pop(request_id, None)
 
     def _step_s(self, new_tokens: int, attended_pairs: float, kv_read_tokens: float) -> float:
-        compute = (self._linear_flops_per_token * new_tokens + self._attn_flops_per_pair * attended_pairs) / self._flops_per_s
+        compute = (
+            self._linear_flops_per_token * new_tokens + self._attn_flops_per_pair * attended_pairs
+        ) / self._flops_per_s
         memory = (self._weight_bytes + self._kv_bytes_per_token * (kv_read_tokens + new_tokens)) / self._bytes_per_s
         return max(compute, memory) + self._overhead_s
 
@@ -114,7 +120,9 @@ class SimExecutor:
             pairs += n * start + n * (n + 1) // 2
             read += start
             pairs_growth += n * n  # in the next step it starts n further on
-        transfer_s = self.transfer_time_s(sum(c.num_bytes for c in plan.swap_out) + sum(c.num_bytes for c in plan.swap_in))
+        transfer_s = self.transfer_time_s(
+            sum(c.num_bytes for c in plan.swap_out) + sum(c.num_bytes for c in plan.swap_in)
+        )
         if not plan.chunks:
             return StepOutcome([self._overhead_s + transfer_s], [])
         durations, t = [], plan.start_s
@@ -141,8 +149,10 @@ class SimExecutor:
     def _attention(self, plan: StepPlan) -> dict[str, SyntheticAttention]:
         """Synthetic attention of each scheduled request over its KV after the step (a closed form
         h2o accumulates without materialising it)."""
-        return {c.request.request_id: SyntheticAttention(self._seed(c.request.request_id), c.num_new_tokens)
-                for c in plan.chunks}
+        return {
+            c.request.request_id: SyntheticAttention(self._seed(c.request.request_id), c.num_new_tokens)
+            for c in plan.chunks
+        }
 
     def prefill_time_s(self, num_tokens: int, num_cached_tokens: int = 0) -> float:
         n, s = num_tokens, num_cached_tokens

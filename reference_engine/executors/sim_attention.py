@@ -111,8 +111,11 @@ class SyntheticScores:
         if n == held + 1 and self._fresh(r, held):  # a decode: one new token, the next position
             self._append_one(self._weights_of(r.num_computed_tokens - 1, 1).item(0))
         elif n > held:
-            self._append(self._weights_of(r.num_computed_tokens - (n - held), n - held) if self._fresh(r, held)
-                         else synthetic_weights(self.seed, r.kv_positions(start=held)))
+            self._append(
+                self._weights_of(r.num_computed_tokens - (n - held), n - held)
+                if self._fresh(r, held)
+                else synthetic_weights(self.seed, r.kv_positions(start=held))
+            )
         self._scale *= self.decay
         per_weight, per_sink = _shares(self._total, self._num_sinks)
         self._h += attention.num_new * per_weight / self._scale
@@ -134,7 +137,7 @@ class SyntheticScores:
             new = self._weights_of(first, count)
             run = np.empty(steps + 1)
             run[0] = self._total
-            run[1:] = new if chunk == 1 else [new[i: i + chunk].sum() for i in range(0, count, chunk)]
+            run[1:] = new if chunk == 1 else [new[i : i + chunk].sum() for i in range(0, count, chunk)]
             totals = np.add.accumulate(run)[1:]
             per_weight, per_sink = _shares(1.0, self._num_sinks)  # per unit of the total; the sinks' is fixed
             run[0] = self._h
@@ -146,8 +149,8 @@ class SyntheticScores:
                 self._h_sink = float(np.add.accumulate(run)[-1])
             self._reserve(count)
             held = self._len
-            self._weights[held: held + count] = new
-            self._born[held: held + count] = h[:-1] if chunk == 1 else h[:-1].repeat(chunk)
+            self._weights[held : held + count] = new
+            self._born[held : held + count] = h[:-1] if chunk == 1 else h[:-1].repeat(chunk)
             self._len = held + count
             self._total, self._h, self._scale = float(totals[-1]), float(h[-1]), float(scales[steps - 1])
             if self._scale < _RESCALE_BELOW:
@@ -172,7 +175,7 @@ class SyntheticScores:
         if offset < 0 or offset + count > len(self._ahead):
             self._ahead_from, offset = first, 0
             self._ahead = synthetic_weights(self.seed, np.arange(first, first + max(count, self._AHEAD)))
-        return self._ahead[offset: offset + count]
+        return self._ahead[offset : offset + count]
 
     def _reserve(self, count: int) -> None:
         """Room for `count` more tokens (capacity doubles: O(1) amortised per token)."""
@@ -194,10 +197,10 @@ class SyntheticScores:
     def _append(self, new: np.ndarray) -> None:
         self._reserve(len(new))
         held, count = self._len, len(new)
-        self._weights[held: held + count] = new
+        self._weights[held : held + count] = new
         new_sinks = count - int(np.count_nonzero(new)) if held < SINK_TOKENS else 0  # weights are ≥ 1, sinks 0
-        self._born[held: held + new_sinks] = self._h_sink
-        self._born[held + new_sinks: held + count] = self._h
+        self._born[held : held + new_sinks] = self._h_sink
+        self._born[held + new_sinks : held + count] = self._h
         self._len = held + count
         self._num_sinks += new_sinks
         self._total += float(new.sum())
@@ -216,7 +219,7 @@ class SyntheticScores:
         s = self._num_sinks
         out = self._weights[start:stop] * (self._born[start:stop] - self._h)
         if start < s:
-            out[: s - start] = self._born[start:min(s, stop)] - self._h_sink
+            out[: s - start] = self._born[start : min(s, stop)] - self._h_sink
         out *= self._scale
         return out
 

@@ -51,8 +51,9 @@ class _Group:
     mask: Tensor  # [B, 1, Q, L] bool, True = may attend
 
 
-def _build_group(cache: PagedKVCache, seqs: Sequence[SeqSlice], offsets: Sequence[int], members: list[int],
-                 device: torch.device) -> _Group:
+def _build_group(
+    cache: PagedKVCache, seqs: Sequence[SeqSlice], offsets: Sequence[int], members: list[int], device: torch.device
+) -> _Group:
     """Index tensors for a group, built on the host with a handful of vectorised ops."""
     starts = torch.tensor([seqs[i].kv_start for i in members])
     news = torch.tensor([seqs[i].num_new for i in members])
@@ -71,8 +72,16 @@ def _build_group(cache: PagedKVCache, seqs: Sequence[SeqSlice], offsets: Sequenc
     mask = (cols[:, None, :] <= q_pos[:, :, None]) & kv_valid[:, None, :]  # padded queries see KV token 0
     valid_at = q_valid.view(-1).nonzero().squeeze(1)
     new_slots = cache.slots(table, q_pos).view(-1)[valid_at]
-    return _Group(members, q_rows.to(device), q_valid.to(device), valid_at.to(device), q_rows.view(-1)[valid_at],
-                  new_slots, kv_slots.to(device), mask[:, None].to(device))
+    return _Group(
+        members,
+        q_rows.to(device),
+        q_valid.to(device),
+        valid_at.to(device),
+        q_rows.view(-1)[valid_at],
+        new_slots,
+        kv_slots.to(device),
+        mask[:, None].to(device),
+    )
 
 
 def _explicit(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
@@ -147,6 +156,7 @@ class DenseAttention:
     def __call__(self, layer: int, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         t = q.shape[0]
         causal = torch.ones((t, t), dtype=torch.bool, device=q.device).tril()
-        out, _ = _explicit(q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None],
-                           causal[None, None])
+        out, _ = _explicit(
+            q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None], causal[None, None]
+        )
         return out[0].transpose(0, 1)

@@ -28,33 +28,48 @@ def read_shape(directory: str | Path) -> DecoderShape:
     try:
         cfg: dict[str, Any] = json.loads(path.read_text())
     except FileNotFoundError:
-        raise ConfigError(f"torch.checkpoint: {path} not found; point it at a local Hugging Face model "
-                          f"directory") from None
+        raise ConfigError(
+            f"torch.checkpoint: {path} not found; point it at a local Hugging Face model directory"
+        ) from None
     kind = cfg.get("model_type")
     if kind not in SUPPORTED_MODEL_TYPES:
-        raise ConfigError(f"{path}: model_type {kind!r} is not a Llama-style decoder the torch executor can run "
-                          f"(supported: {', '.join(SUPPORTED_MODEL_TYPES)})")
+        raise ConfigError(
+            f"{path}: model_type {kind!r} is not a Llama-style decoder the torch executor can run "
+            f"(supported: {', '.join(SUPPORTED_MODEL_TYPES)})"
+        )
     heads = cfg["num_attention_heads"]
-    return DecoderShape(num_layers=cfg["num_hidden_layers"], hidden_size=cfg["hidden_size"], num_heads=heads,
-                        num_kv_heads=cfg.get("num_key_value_heads", heads),
-                        head_dim=cfg.get("head_dim") or cfg["hidden_size"] // heads,
-                        intermediate_size=cfg["intermediate_size"], vocab_size=cfg["vocab_size"],
-                        rope_theta=cfg.get("rope_theta", 10_000.0), norm_eps=cfg.get("rms_norm_eps", 1e-5),
-                        tie_word_embeddings=cfg.get("tie_word_embeddings", False),
-                        rope_scaling=cfg.get("rope_scaling"))
+    return DecoderShape(
+        num_layers=cfg["num_hidden_layers"],
+        hidden_size=cfg["hidden_size"],
+        num_heads=heads,
+        num_kv_heads=cfg.get("num_key_value_heads", heads),
+        head_dim=cfg.get("head_dim") or cfg["hidden_size"] // heads,
+        intermediate_size=cfg["intermediate_size"],
+        vocab_size=cfg["vocab_size"],
+        rope_theta=cfg.get("rope_theta", 10_000.0),
+        norm_eps=cfg.get("rms_norm_eps", 1e-5),
+        tie_word_embeddings=cfg.get("tie_word_embeddings", False),
+        rope_scaling=cfg.get("rope_scaling"),
+    )
 
 
 def check_matches(shape: DecoderShape, spec: ModelSpec, directory: str | Path) -> None:
-    pairs = {"num_layers": (shape.num_layers, spec.num_layers), "hidden_size": (shape.hidden_size, spec.hidden_size),
-             "num_heads": (shape.num_heads, spec.num_attention_heads),
-             "num_kv_heads": (shape.num_kv_heads, spec.num_kv_heads), "head_dim": (shape.head_dim, spec.head_dim),
-             "vocab_size": (shape.vocab_size, spec.vocab_size)}
+    pairs = {
+        "num_layers": (shape.num_layers, spec.num_layers),
+        "hidden_size": (shape.hidden_size, spec.hidden_size),
+        "num_heads": (shape.num_heads, spec.num_attention_heads),
+        "num_kv_heads": (shape.num_kv_heads, spec.num_kv_heads),
+        "head_dim": (shape.head_dim, spec.head_dim),
+        "vocab_size": (shape.vocab_size, spec.vocab_size),
+    }
     if spec.intermediate_size is not None:
         pairs["intermediate_size"] = (shape.intermediate_size, spec.intermediate_size)
     wrong = [f"{k}: checkpoint {a}, catalog {b}" for k, (a, b) in pairs.items() if a != b]
     if wrong:
-        raise ConfigError(f"torch.checkpoint {directory} does not have the shape of model.name = {spec.name!r} "
-                          f"({'; '.join(wrong)}); name the matching catalog model")
+        raise ConfigError(
+            f"torch.checkpoint {directory} does not have the shape of model.name = {spec.name!r} "
+            f"({'; '.join(wrong)}); name the matching catalog model"
+        )
 
 
 def load_checkpoint(directory: str | Path, spec: ModelSpec, dtype: torch.dtype, device: torch.device) -> LlamaDecoder:
@@ -77,8 +92,10 @@ def load_checkpoint(directory: str | Path, spec: ModelSpec, dtype: torch.dtype, 
     unexpected = [k for k in unexpected if not k.endswith("rotary_emb.inv_freq")]
     missing = [k for k in missing if not (shape.tie_word_embeddings and k == "lm_head.weight")]
     if missing or unexpected:
-        raise ConfigError(f"torch.checkpoint {directory}: weights do not match a Llama decoder "
-                          f"(missing {missing[:5]}, unexpected {unexpected[:5]})")
+        raise ConfigError(
+            f"torch.checkpoint {directory}: weights do not match a Llama decoder "
+            f"(missing {missing[:5]}, unexpected {unexpected[:5]})"
+        )
     return model
 
 

@@ -57,15 +57,19 @@ FIRST_SAMPLED_ID = len(SPECIAL_TOKENS)
 def resolve_device(name: str) -> torch.device:
     device = torch.device(name)
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"torch.device = {name!r} but this torch ({torch.__version__}) sees no CUDA device; "
-                          f"use 'cpu' or install a CUDA build of torch")
+        raise ConfigError(
+            f"torch.device = {name!r} but this torch ({torch.__version__}) sees no CUDA device; "
+            f"use 'cpu' or install a CUDA build of torch"
+        )
     return device
 
 
 def _dtype(dtype: DType, key: str) -> torch.dtype:
     if dtype not in TORCH_DTYPES:
-        raise ConfigError(f"{key} = {dtype.value!r} is not supported by the torch executor; "
-                          f"use one of {', '.join(d.value for d in TORCH_DTYPES)}")
+        raise ConfigError(
+            f"{key} = {dtype.value!r} is not supported by the torch executor; "
+            f"use one of {', '.join(d.value for d in TORCH_DTYPES)}"
+        )
     return TORCH_DTYPES[dtype]
 
 
@@ -74,6 +78,7 @@ def load_decoder(config: EngineConfig, plan: MemoryPlan, device: torch.device) -
     dtype = _dtype(config.model.weight_dtype, "model.weight_dtype")
     if config.torch.checkpoint:
         from reference_engine.executors.torch_checkpoint import load_checkpoint
+
         return load_checkpoint(config.torch.checkpoint, plan.model, dtype, device)
     shape = DecoderShape.from_spec(plan.model, config.torch.rope_theta, config.torch.norm_eps)
     model = build_decoder(shape, dtype, device)
@@ -90,8 +95,10 @@ class TorchExecutor:
 
     def __init__(self, config: EngineConfig, plan: MemoryPlan) -> None:
         if config.engine.kv_bytes_safety != 1.0:
-            raise ConfigError(f"engine.kv_bytes_safety = {config.engine.kv_bytes_safety}: the torch executor "
-                              f"allocates real KV, so the plan must count real bytes; set it to 1.0")
+            raise ConfigError(
+                f"engine.kv_bytes_safety = {config.engine.kv_bytes_safety}: the torch executor "
+                f"allocates real KV, so the plan must count real bytes; set it to 1.0"
+            )
         self.device = resolve_device(config.torch.device)
         if self.device.type == "cpu" and config.torch.cpu_threads:
             torch.set_num_threads(config.torch.cpu_threads)
@@ -100,13 +107,20 @@ class TorchExecutor:
         s = self.model.shape
         before = self._device_allocated()
         try:
-            self.cache = PagedKVCache(num_layers=s.num_layers, num_blocks=plan.num_blocks,
-                                      block_tokens=plan.block_tokens, num_kv_heads=s.num_kv_heads,
-                                      head_dim=s.head_dim, dtype=_dtype(config.model.kv_dtype, "model.kv_dtype"),
-                                      device=self.device)
+            self.cache = PagedKVCache(
+                num_layers=s.num_layers,
+                num_blocks=plan.num_blocks,
+                block_tokens=plan.block_tokens,
+                num_kv_heads=s.num_kv_heads,
+                head_dim=s.head_dim,
+                dtype=_dtype(config.model.kv_dtype, "model.kv_dtype"),
+                device=self.device,
+            )
         except torch.OutOfMemoryError:
-            raise ConfigError(f"the KV pool ({plan.num_blocks} blocks, {plan.pool_bytes / GIB:.2f} GiB) does not fit "
-                              f"on {self.device}; lower hardware.kv_pool_gib or gpu_memory_utilization") from None
+            raise ConfigError(
+                f"the KV pool ({plan.num_blocks} blocks, {plan.pool_bytes / GIB:.2f} GiB) does not fit "
+                f"on {self.device}; lower hardware.kv_pool_gib or gpu_memory_utilization"
+            ) from None
         assert self.cache.bytes_per_token == plan.bytes_per_token, "the plan and the tensor disagree on KV bytes"
         # What the device allocator handed out for the pool (CUDA), or the tensor's own size (CPU).
         cuda = self.device.type == "cuda"
@@ -132,8 +146,10 @@ class TorchExecutor:
         except (ValueError, OSError):  # not every OS reports free pages; then trust the config
             return
         if pool_bytes > 0.8 * free:
-            raise ConfigError(f"the KV pool ({pool_bytes / GIB:.2f} GiB) would take most of this machine's free "
-                              f"memory ({free / GIB:.2f} GiB); set hardware.kv_pool_gib for the torch executor on CPU")
+            raise ConfigError(
+                f"the KV pool ({pool_bytes / GIB:.2f} GiB) would take most of this machine's free "
+                f"memory ({free / GIB:.2f} GiB); set hardware.kv_pool_gib for the torch executor on CPU"
+            )
 
     def _device_allocated(self) -> int:
         return torch.cuda.memory_allocated(self.device) if self.device.type == "cuda" else 0
@@ -151,8 +167,10 @@ class TorchExecutor:
                 torch.cuda.synchronize(self.device)
         except torch.OutOfMemoryError as err:
             torch.cuda.empty_cache()
-            raise DeviceOutOfMemoryError(f"{self.device} ran out of memory in a step of {plan.num_tokens} tokens "
-                                         f"over {len(plan.chunks)} sequences: {err}") from None
+            raise DeviceOutOfMemoryError(
+                f"{self.device} ran out of memory in a step of {plan.num_tokens} tokens "
+                f"over {len(plan.chunks)} sequences: {err}"
+            ) from None
         duration = self._pricing.execute(plan).duration_s if self._modeled else time.perf_counter() - t0
         return StepOutcome([duration], sampled, attention)
 
@@ -232,10 +250,12 @@ def _token_slice(r: Request, start: int, n: int) -> list[int]:
     """Tokens `start .. start + n - 1` of prompt + output, without copying the whole sequence."""
     prompt = r.prompt_token_ids
     if prompt is None:
-        raise InvalidRequestError(f"request {r.request_id!r} has a token count but no token ids; the torch executor "
-                                  f"needs real prompt ids (replay traces without text run on the sim executor)",
-                                  param="prompt_token_ids")
+        raise InvalidRequestError(
+            f"request {r.request_id!r} has a token count but no token ids; the torch executor "
+            f"needs real prompt ids (replay traces without text run on the sim executor)",
+            param="prompt_token_ids",
+        )
     end = start + n
     if end <= len(prompt):
         return prompt[start:end]
-    return prompt[start:] + r.output_token_ids[max(0, start - len(prompt)):end - len(prompt)]
+    return prompt[start:] + r.output_token_ids[max(0, start - len(prompt)) : end - len(prompt)]

@@ -30,14 +30,24 @@ from torch import Tensor
 class PagedKVCache:
     """K and V for every block of the pool. Shape and size are fixed for the engine's life."""
 
-    def __init__(self, *, num_layers: int, num_blocks: int, block_tokens: int, num_kv_heads: int,
-                 head_dim: int, dtype: torch.dtype, device: torch.device) -> None:
+    def __init__(
+        self,
+        *,
+        num_layers: int,
+        num_blocks: int,
+        block_tokens: int,
+        num_kv_heads: int,
+        head_dim: int,
+        dtype: torch.dtype,
+        device: torch.device,
+    ) -> None:
         self.block_tokens = block_tokens
         self.device = device
         # zeros, not empty: the memory is touched now (host RSS and pynvml see it at start-up),
         # and never-written slots hold no NaN that a masked-out product could spread.
-        self.data = torch.zeros((num_layers, 2, num_blocks, block_tokens, num_kv_heads, head_dim),
-                                dtype=dtype, device=device)
+        self.data = torch.zeros(
+            (num_layers, 2, num_blocks, block_tokens, num_kv_heads, head_dim), dtype=dtype, device=device
+        )
         self._flat = self.data.view(num_layers, 2, num_blocks * block_tokens, num_kv_heads, head_dim)
 
     @property

@@ -45,12 +45,21 @@ class DecoderShape:
     @classmethod
     def from_spec(cls, spec: ModelSpec, rope_theta: float, norm_eps: float) -> "DecoderShape":
         if spec.intermediate_size is None:
-            raise ConfigError(f"model {spec.name!r} has no intermediate_size in the catalog, so the torch executor "
-                              f"cannot build it; use a kvgate-* model or set torch.checkpoint")
-        return cls(num_layers=spec.num_layers, hidden_size=spec.hidden_size, num_heads=spec.num_attention_heads,
-                   num_kv_heads=spec.num_kv_heads, head_dim=spec.head_dim,
-                   intermediate_size=spec.intermediate_size, vocab_size=spec.vocab_size,
-                   rope_theta=rope_theta, norm_eps=norm_eps)
+            raise ConfigError(
+                f"model {spec.name!r} has no intermediate_size in the catalog, so the torch executor "
+                f"cannot build it; use a kvgate-* model or set torch.checkpoint"
+            )
+        return cls(
+            num_layers=spec.num_layers,
+            hidden_size=spec.hidden_size,
+            num_heads=spec.num_attention_heads,
+            num_kv_heads=spec.num_kv_heads,
+            head_dim=spec.head_dim,
+            intermediate_size=spec.intermediate_size,
+            vocab_size=spec.vocab_size,
+            rope_theta=rope_theta,
+            norm_eps=norm_eps,
+        )
 
     @property
     def num_params(self) -> int:
@@ -161,8 +170,9 @@ class LlamaDecoder(nn.Module):
         self.lm_head = nn.Linear(shape.hidden_size, shape.vocab_size, bias=False)
         if shape.tie_word_embeddings:
             self.lm_head.weight = self.embed_tokens.weight
-        self.register_buffer("inv_freq", rope_inv_freq(shape.head_dim, shape.rope_theta, shape.rope_scaling),
-                             persistent=False)
+        self.register_buffer(
+            "inv_freq", rope_inv_freq(shape.head_dim, shape.rope_theta, shape.rope_scaling), persistent=False
+        )
 
     def hidden_states(self, token_ids: Tensor, positions: Tensor, attend: AttentionBackend) -> Tensor:
         """token_ids and positions [T] -> final normed hidden states [T, hidden]."""

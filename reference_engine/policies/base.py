@@ -168,8 +168,9 @@ class LruIndex(Generic[K]):
         if cap is None or len(order) <= cap:
             return []
         # a batch larger than the index (max_entries below evict_batch_size) empties it, no more
-        return [order.popitem(last=False)[0] for _ in range(min(len(order), max(len(order) - cap,
-                                                                                 self.overflow_batch)))]
+        return [
+            order.popitem(last=False)[0] for _ in range(min(len(order), max(len(order) - cap, self.overflow_batch)))
+        ]
 
     def __len__(self) -> int:
         return len(self._order)

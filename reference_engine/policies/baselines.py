@@ -19,10 +19,27 @@ from reference_engine.policies.policy import Policy, VictimOrder
 
 
 def make_none(config: EngineConfig, plan: MemoryPlan) -> Policy:
-    return Policy("none", make_lru_index, admission=False, tenant_caps=False, watermarks=False,
-                  preemption=False, prefix_cache=False, fcfs=True, oom_fails_batch=True)
+    return Policy(
+        "none",
+        make_lru_index,
+        admission=False,
+        tenant_caps=False,
+        watermarks=False,
+        preemption=False,
+        prefix_cache=False,
+        fcfs=True,
+        oom_fails_batch=True,
+    )
 
 
 def make_vllm_like(config: EngineConfig, plan: MemoryPlan) -> Policy:
-    return Policy("vllm_like", make_lru_index, admission=False, tenant_caps=False, watermarks=False,
-                  victim_order=VictimOrder.NEWEST, fcfs=True, preemption_mode=PreemptionMode.RECOMPUTE)
+    return Policy(
+        "vllm_like",
+        make_lru_index,
+        admission=False,
+        tenant_caps=False,
+        watermarks=False,
+        victim_order=VictimOrder.NEWEST,
+        fcfs=True,
+        preemption_mode=PreemptionMode.RECOMPUTE,
+    )

@@ -81,8 +81,9 @@ class H2oCompressor:
     of its last step): `SyntheticScores` under the sim, O(new tokens) per step; `DenseScores`
     otherwise, O(KV tokens) per step. A compaction adds an O(KV) partial selection."""
 
-    def __init__(self, *, heavy_hitter_ratio: float, recent_tokens: int, score_decay: float,
-                 min_tokens: int, block_tokens: int) -> None:
+    def __init__(
+        self, *, heavy_hitter_ratio: float, recent_tokens: int, score_decay: float, min_tokens: int, block_tokens: int
+    ) -> None:
         self.heavy_hitter_ratio = heavy_hitter_ratio
         self.recent_tokens = recent_tokens
         self.score_decay = score_decay
@@ -95,14 +96,17 @@ class H2oCompressor:
         scores = self._scores.get(request_id)
         return None if scores is None else scores.values()
 
-    def plan_keep(self, r: Request, attention: Attention | None, protected_tokens: Callable[[], int],
-                  num_steps: int = 1) -> np.ndarray | None:
+    def plan_keep(
+        self, r: Request, attention: Attention | None, protected_tokens: Callable[[], int], num_steps: int = 1
+    ) -> np.ndarray | None:
         n = r.num_kv_tokens
         scores = self._scores.get(r.request_id)
         if scores is None:
-            scores = self._scores[r.request_id] = (SyntheticScores(attention.seed, self.score_decay)
-                                                   if isinstance(attention, SyntheticAttention)
-                                                   else DenseScores(self.score_decay))
+            scores = self._scores[r.request_id] = (
+                SyntheticScores(attention.seed, self.score_decay)
+                if isinstance(attention, SyntheticAttention)
+                else DenseScores(self.score_decay)
+            )
         if isinstance(scores, SyntheticScores):
             assert isinstance(attention, SyntheticAttention), _ONE_KIND
             if num_steps > 1:  # the steps before the last, at once (only synthetic scores hold for several)
@@ -172,7 +176,11 @@ class HeavyHitterRule:
 
 def make_h2o(config: EngineConfig, plan: MemoryPlan) -> Policy:
     cfg = config.h2o
-    compressor = H2oCompressor(heavy_hitter_ratio=cfg.heavy_hitter_ratio, recent_tokens=cfg.recent_window_tokens,
-                               score_decay=cfg.score_decay, min_tokens=cfg.min_tokens_to_compress,
-                               block_tokens=plan.block_tokens)
+    compressor = H2oCompressor(
+        heavy_hitter_ratio=cfg.heavy_hitter_ratio,
+        recent_tokens=cfg.recent_window_tokens,
+        score_decay=cfg.score_decay,
+        min_tokens=cfg.min_tokens_to_compress,
+        block_tokens=plan.block_tokens,
+    )
     return Policy("h2o", make_lru_index, compressor=compressor)

@@ -62,7 +62,7 @@ class LruQueueIndex(Generic[K]):
         if num <= 0:
             return []
         queue, head, stale = self._queue, self._head, self._stale
-        victims = queue[head: head + num]
+        victims = queue[head : head + num]
         if stale and not stale.keys().isdisjoint(victims):
             victims, head = self._pop_skipping_stale(num)
         else:
@@ -109,7 +109,7 @@ class LruQueueIndex(Generic[K]):
 
     def _drop_stale(self) -> None:
         """Rewrite the queue without its stale copies (afterwards `_stale` is empty)."""
-        self._queue = [key for key in self._queue[self._head:] if not self._consume_stale(key)]
+        self._queue = [key for key in self._queue[self._head :] if not self._consume_stale(key)]
         self._head = 0
 
     def pop_overflow(self, now_s: float) -> list[K]:
@@ -121,7 +121,7 @@ class LruQueueIndex(Generic[K]):
     def __contains__(self, key: K) -> bool:
         """O(n): for consistency checks only (the pool knows a cached block by its refcount and
         hash, and never asks the index)."""
-        return self._queue[self._head:].count(key) > self._stale.get(key, 0)
+        return self._queue[self._head :].count(key) > self._stale.get(key, 0)
 
 
 def make_lru_index(tier: Tier) -> EvictionIndex:

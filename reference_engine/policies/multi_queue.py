@@ -63,8 +63,17 @@ class _MultiQueueRules(ABC, Generic[K]):
     for blocks is split over the queues (`pop_victims`, on each index's `_rebalance` and
     `_pop_from`)."""
 
-    def __init__(self, *, capacities: dict[Queue, int], proportional: bool, promotion_window_s: float,
-                 water_level: float, long_tokens: int, active_s: float, history_capacity: int) -> None:
+    def __init__(
+        self,
+        *,
+        capacities: dict[Queue, int],
+        proportional: bool,
+        promotion_window_s: float,
+        water_level: float,
+        long_tokens: int,
+        active_s: float,
+        history_capacity: int,
+    ) -> None:
         self._history: History[K, bool] = History(history_capacity)
         self._capacities = capacities
         self._total_capacity = sum(capacities.values())
@@ -323,13 +332,21 @@ def make_multi_queue(config: EngineConfig, plan: MemoryPlan) -> Policy:
     capacities = {Queue.FIFO1: cfg.fifo1_capacity, Queue.LRU: cfg.lru_capacity, Queue.FIFO2: cfg.fifo2_capacity}
 
     def make_index(tier: Tier) -> MultiQueueIndex | MultiQueueBlockIndex:
-        rules = dict(capacities=capacities, promotion_window_s=cfg.promotion_window_ms / 1000,
-                     water_level=cfg.evict_water_level, long_tokens=cfg.long_session_tokens,
-                     active_s=cfg.fifo2_active_ms / 1000)
+        rules = dict(
+            capacities=capacities,
+            promotion_window_s=cfg.promotion_window_ms / 1000,
+            water_level=cfg.evict_water_level,
+            long_tokens=cfg.long_session_tokens,
+            active_s=cfg.fifo2_active_ms / 1000,
+        )
         if tier is Tier.BLOCKS:
             return MultiQueueBlockIndex(history_capacity=plan.num_blocks, **rules)
         return MultiQueueIndex(proportional=False, history_capacity=SESSION_HISTORY_CAPACITY, **rules)
 
     per_tick = max(1, math.floor(cfg.max_evict_per_tick_percent / 100 * plan.num_blocks))
-    return Policy("multi_queue", make_index, session_tick_s=cfg.tick_interval_ms / 1000,
-                  max_session_evict_blocks_per_tick=per_tick)
+    return Policy(
+        "multi_queue",
+        make_index,
+        session_tick_s=cfg.tick_interval_ms / 1000,
+        max_session_evict_blocks_per_tick=per_tick,
+    )

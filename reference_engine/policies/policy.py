@@ -42,8 +42,9 @@ class Compressor(Protocol):
     marked approximate. A compressor that keeps per-request state is told when to drop it.
     """
 
-    def plan_keep(self, r: Request, attention: Attention | None, protected_tokens: Callable[[], int],
-                  num_steps: int = 1) -> np.ndarray | None:
+    def plan_keep(
+        self, r: Request, attention: Attention | None, protected_tokens: Callable[[], int], num_steps: int = 1
+    ) -> np.ndarray | None:
         """Sorted KV indices of `r` to keep, or None to keep everything, after `r` ran
         `num_steps` steps of the same chunk (its counters as after them; more than one only
         where `compaction_rule` said none of the steps before the last compacts).

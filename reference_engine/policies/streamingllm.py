@@ -44,8 +44,9 @@ class StreamingLlmCompressor:
         self.window_tokens = window_tokens
         self.block_tokens = block_tokens
 
-    def plan_keep(self, r: Request, attention: Attention | None, protected_tokens: Callable[[], int],
-                  num_steps: int = 1) -> np.ndarray | None:
+    def plan_keep(
+        self, r: Request, attention: Attention | None, protected_tokens: Callable[[], int], num_steps: int = 1
+    ) -> np.ndarray | None:
         n, window = r.num_kv_tokens, self.window_tokens
         if n - self.sink_tokens - window < self.block_tokens:  # the rule with nothing protected: cheap
             return None
@@ -83,7 +84,8 @@ def make_streamingllm(config: EngineConfig, plan: MemoryPlan) -> Policy:
         raise ConfigError(
             f"streamingllm.sliding_window_tokens = {cfg.sliding_window_tokens} does not match the attention window "
             f"of {plan.model.name} ({model_window} tokens); set it to {model_window}: the model never attends past "
-            f"its own window, so any other size keeps KV it cannot read or drops KV it still reads")
+            f"its own window, so any other size keeps KV it cannot read or drops KV it still reads"
+        )
     compressor = None
     if cfg.evict_outside_window:
         compressor = StreamingLlmCompressor(cfg.sink_tokens, cfg.sliding_window_tokens, plan.block_tokens)

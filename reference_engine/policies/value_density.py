@@ -44,8 +44,9 @@ class ValueDensityIndex(HeapIndex[K]):
     one priority computation and one heap item per insert call, not per key (a released chain
     shares them)."""
 
-    def __init__(self, *, bytes_per_block: float, half_life_s: float, prior_reuse: float,
-                 history_capacity: int) -> None:
+    def __init__(
+        self, *, bytes_per_block: float, half_life_s: float, prior_reuse: float, history_capacity: int
+    ) -> None:
         super().__init__()
         self.inflation = 0.0
         self._mib_per_block = bytes_per_block / MIB
@@ -106,7 +107,11 @@ def make_value_density(config: EngineConfig, plan: MemoryPlan) -> Policy:
 
     def make_index(tier: Tier) -> ValueDensityIndex:
         capacity = plan.num_blocks if tier is Tier.BLOCKS else SESSION_HISTORY_CAPACITY
-        return ValueDensityIndex(bytes_per_block=plan.bytes_per_block, half_life_s=cfg.reuse_half_life_s,
-                                 prior_reuse=cfg.prior_reuse, history_capacity=capacity)
+        return ValueDensityIndex(
+            bytes_per_block=plan.bytes_per_block,
+            half_life_s=cfg.reuse_half_life_s,
+            prior_reuse=cfg.prior_reuse,
+            history_capacity=capacity,
+        )
 
     return Policy("value_density", make_index)

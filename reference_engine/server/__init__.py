@@ -1,9 +1,9 @@
 """The reference engine's HTTP server (docs/server.md).
 
-    from reference_engine.server import create_app, serve
-    app = create_app(config)                              # one engine, an ASGI app
-    serve(config, host="127.0.0.1", port=8000)            # run it with uvicorn
-    serve(config, host="127.0.0.1", port=8000, workers=2) # router + 2 engine worker processes
+from reference_engine.server import create_app, serve
+app = create_app(config)                              # one engine, an ASGI app
+serve(config, host="127.0.0.1", port=8000)            # run it with uvicorn
+serve(config, host="127.0.0.1", port=8000, workers=2) # router + 2 engine worker processes
 """
 
 from __future__ import annotations
@@ -28,20 +28,33 @@ def with_admin_key(config: EngineConfig, admin_key: str | None = None, *, dev: b
     everybody knows it."""
     key = admin_key or config.server.admin_key
     if key is None and not dev:
-        raise StartupError("no admin key: set [server] admin_key in the config or KVGATE_ADMIN_KEY in the "
-                           "environment, or pass --dev for a local dev run")
+        raise StartupError(
+            "no admin key: set [server] admin_key in the config or KVGATE_ADMIN_KEY in the "
+            "environment, or pass --dev for a local dev run"
+        )
     if key is None:
         log.warning("local dev run: the admin API takes the public dev key %s", DEV_ADMIN_KEY)
         key = DEV_ADMIN_KEY
     elif key == DEV_ADMIN_KEY and not dev:
-        raise StartupError(f"the admin key is the public dev key {DEV_ADMIN_KEY!r}: choose a secret one "
-                           f"([server] admin_key or KVGATE_ADMIN_KEY), or pass --dev for a local dev run")
+        raise StartupError(
+            f"the admin key is the public dev key {DEV_ADMIN_KEY!r}: choose a secret one "
+            f"([server] admin_key or KVGATE_ADMIN_KEY), or pass --dev for a local dev run"
+        )
     return config if key == config.server.admin_key else with_overrides(config, {"server.admin_key": key})
 
 
-def serve(config: EngineConfig, *, host: str = "127.0.0.1", port: int = 8000, fd: int | None = None,
-          workers: int = 0, log_level: str = "info", access_log: bool = False, admin_key: str | None = None,
-          dev: bool = False) -> None:
+def serve(
+    config: EngineConfig,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    fd: int | None = None,
+    workers: int = 0,
+    log_level: str = "info",
+    access_log: bool = False,
+    admin_key: str | None = None,
+    dev: bool = False,
+) -> None:
     """Serve until interrupted. `workers` > 0: a router in this process and that many engine
     worker processes under a supervisor that restarts them. `fd`: an inherited listening
     socket, bound by whoever started us, served instead of `host`:`port`. Refuses to start
@@ -50,6 +63,7 @@ def serve(config: EngineConfig, *, host: str = "127.0.0.1", port: int = 8000, fd
     sock = socket.socket(fileno=fd) if fd is not None else http_edge.listen(host, port)
     if workers:
         from reference_engine.server.router_app import create_router_app
+
         app = create_router_app(config, num_workers=workers, log_level=log_level)
     else:
         app = create_app(config)

@@ -43,8 +43,11 @@ router = APIRouter(prefix="/admin", tags=["admin"])
 
 
 def _clock(state: ServerState) -> dict:
-    return {"t_s": state.core.clock.now(), "engine_clock_offset_unix": state.loop.engine_clock_offset_unix,
-            "worker": state.worker}
+    return {
+        "t_s": state.core.clock.now(),
+        "engine_clock_offset_unix": state.loop.engine_clock_offset_unix,
+        "worker": state.worker,
+    }
 
 
 @router.get("/ledger")
@@ -53,21 +56,32 @@ async def get_ledger(state: Admin, max_rows: Annotated[int, Query(ge=1, le=100_0
 
 
 @router.get("/events")
-async def get_events(state: Admin, since: Annotated[int, Query(ge=0)] = 0,
-                     limit: Annotated[int, Query(ge=1, le=1_000_000)] = 100_000) -> dict:
+async def get_events(
+    state: Admin, since: Annotated[int, Query(ge=0)] = 0, limit: Annotated[int, Query(ge=1, le=1_000_000)] = 100_000
+) -> dict:
     state.loop.pump()
     page = state.core.events.since(since, limit)
     worker = state.worker
     rows = [[*e.to_row().values(), worker] for e in page.events]
-    return {"columns": EVENTS_COLUMNS, "rows": rows, "next_cursor": page.next_cursor, "missed": page.missed,
-            **_clock(state)}
+    return {
+        "columns": EVENTS_COLUMNS,
+        "rows": rows,
+        "next_cursor": page.next_cursor,
+        "missed": page.missed,
+        **_clock(state),
+    }
 
 
 @router.get("/snapshot")
 async def get_snapshot(state: Admin) -> dict:
     snap = state.core.snapshot()
-    return {**asdict(snap), "usage": snap.usage, "active_blocks": snap.active_blocks,
-            "num_open_streams": state.loop.num_open_streams, **_clock(state)}
+    return {
+        **asdict(snap),
+        "usage": snap.usage,
+        "active_blocks": snap.active_blocks,
+        "num_open_streams": state.loop.num_open_streams,
+        **_clock(state),
+    }
 
 
 @router.get("/config")
@@ -77,6 +91,14 @@ async def get_config(state: Admin) -> dict:
 
 @router.get("/workers")
 async def get_workers(state: Admin) -> dict:
-    return {"workers": [{"worker": state.worker, "pid": os.getpid(),
-                         "state": "ready" if state.loop.ready else "warming_up",
-                         "in_flight": state.loop.num_open_streams, "step_errors": state.loop.num_step_errors}]}
+    return {
+        "workers": [
+            {
+                "worker": state.worker,
+                "pid": os.getpid(),
+                "state": "ready" if state.loop.ready else "warming_up",
+                "in_flight": state.loop.num_open_streams,
+                "step_errors": state.loop.num_step_errors,
+            }
+        ]
+    }

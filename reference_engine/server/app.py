@@ -35,8 +35,11 @@ PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 def create_app(config: EngineConfig, *, worker: int | None = None, clock: Clock | None = None) -> FastAPI:
     """One engine behind the HTTP API. `worker` is this process's slot in multi-worker mode."""
     core = EngineCore(config, clock=clock)
-    loop = EngineLoop(core, cancel_propagation=config.server.cancel_propagation,
-                      orphan_check_interval_s=config.server.orphan_check_interval_s)
+    loop = EngineLoop(
+        core,
+        cancel_propagation=config.server.cancel_propagation,
+        orphan_check_interval_s=config.server.orphan_check_interval_s,
+    )
     model_name = config.server.served_model_name or config.model.name
     metrics = EngineMetrics(core, model_name)
     loop.add_observer(metrics)
@@ -51,8 +54,12 @@ def create_app(config: EngineConfig, *, worker: int | None = None, clock: Clock 
             await loop.stop()
             state.tokenize_pool.close()
 
-    app = FastAPI(title="kvgate reference engine", version="0.1.0", lifespan=lifespan,
-                  description="OpenAI-compatible API over the kvgate reference engine (docs/server.md)")
+    app = FastAPI(
+        title="kvgate reference engine",
+        version="0.1.0",
+        lifespan=lifespan,
+        description="OpenAI-compatible API over the kvgate reference engine (docs/server.md)",
+    )
     app.state.kvgate = state
     install_error_handlers(app)
     app.include_router(completions.router)

@@ -58,8 +58,15 @@ class CompletionResponse(Response):
     background = None
     status_code = 200
 
-    def __init__(self, loop: EngineLoop, stream: RequestStream, fmt: ResponseFormat, tokenizer: Tokenizer,
-                 pieces: TokenPieces, worker: int | None) -> None:
+    def __init__(
+        self,
+        loop: EngineLoop,
+        stream: RequestStream,
+        fmt: ResponseFormat,
+        tokenizer: Tokenizer,
+        pieces: TokenPieces,
+        worker: int | None,
+    ) -> None:
         self.loop = loop
         self.stream = stream
         self.fmt = fmt
@@ -87,8 +94,12 @@ class CompletionResponse(Response):
                 self.disconnected = True
                 r = self.stream.request
                 if not self.stream.finished:
-                    log.info("request %s (tenant %s): the client disconnected after %d output tokens; aborted",
-                             r.request_id, r.tenant, len(r.output_token_ids))
+                    log.info(
+                        "request %s (tenant %s): the client disconnected after %d output tokens; aborted",
+                        r.request_id,
+                        r.tenant,
+                        len(r.output_token_ids),
+                    )
                 self.loop.abort(self.stream)
                 self.stream.notify()
                 return
@@ -144,8 +155,9 @@ class CompletionResponse(Response):
         if r.finish_reason not in _COMPLETED:
             await self._send_error(scope, receive, send)
             return
-        body = self.fmt.body(self.tokenizer.decode(r.output_token_ids), r.finish_reason.value, r,
-                             extension(r, self.worker))
+        body = self.fmt.body(
+            self.tokenizer.decode(r.output_token_ids), r.finish_reason.value, r, extension(r, self.worker)
+        )
         headers = [(b"content-type", b"application/json")]
         headers += [(k.encode(), v.encode()) for k, v in request_headers(stream, self.worker).items()]
         await send({"type": "http.response.start", "status": 200, "headers": headers})

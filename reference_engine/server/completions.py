@@ -44,11 +44,18 @@ from reference_engine.server.state import ServerState, session_rebuildable
 Body = TypeVar("Body", ChatCompletionRequest, CompletionRequest)
 LONG_PROMPT_CHARS = 16_384  # prompts from this long (≈ 2K words) are judged by count, tokenized off the loop
 _bearer = HTTPBearer(auto_error=False, description="a tenant API key from the engine config")
-_ERRORS: dict[int | str, dict[str, Any]] = {code: {"description": what} for code, what in (
-    (400, "malformed input or context_length_exceeded"), (401, "unknown API key"), (404, "unknown model"),
-    (410, "context_expired: the session's KV is gone and it is not rebuildable"), (413, "body too large"),
-    (429, "kv_capacity, tenant_quota or queue_deadline, with Retry-After"),
-    (503, "out_of_memory or worker_lost"))}
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"description": what}
+    for code, what in (
+        (400, "malformed input or context_length_exceeded"),
+        (401, "unknown API key"),
+        (404, "unknown model"),
+        (410, "context_expired: the session's KV is gone and it is not rebuildable"),
+        (413, "body too large"),
+        (429, "kv_capacity, tenant_quota or queue_deadline, with Retry-After"),
+        (503, "out_of_memory or worker_lost"),
+    )
+}
 
 
 def _state(request: Request) -> ServerState:
@@ -62,15 +69,28 @@ async def _tenant(request: Request, _: Annotated[HTTPAuthorizationCredentials | 
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 # The optional headers, read by hand; documented here for the OpenAPI schema.
 _HEADER_DOCS = [
-    {"name": "X-Session-Id", "in": "header", "required": False, "schema": {"type": "string", "maxLength": 256},
-     "description": "keeps this conversation's KV between turns"},
-    {"name": "X-Session-Rebuildable", "in": "header", "required": False,
-     "schema": {"type": "string", "enum": ["true", "false"]},
-     "description": "'false': answer 410 rather than re-prefill an evicted session"},
-    {"name": "X-Request-Id", "in": "header", "required": False,
-     "schema": {"type": "string", "pattern": _REQUEST_ID.pattern},
-     "description": "the client's label for this request (kept in the engine's events, echoed back); the "
-                    "engine's own id is the response's x-request-id"},
+    {
+        "name": "X-Session-Id",
+        "in": "header",
+        "required": False,
+        "schema": {"type": "string", "maxLength": 256},
+        "description": "keeps this conversation's KV between turns",
+    },
+    {
+        "name": "X-Session-Rebuildable",
+        "in": "header",
+        "required": False,
+        "schema": {"type": "string", "enum": ["true", "false"]},
+        "description": "'false': answer 410 rather than re-prefill an evicted session",
+    },
+    {
+        "name": "X-Request-Id",
+        "in": "header",
+        "required": False,
+        "schema": {"type": "string", "pattern": _REQUEST_ID.pattern},
+        "description": "the client's label for this request (kept in the engine's events, echoed back); the "
+        "engine's own id is the response's x-request-id",
+    },
 ]
 
 
@@ -105,8 +125,11 @@ def _inline_schema(model: type[BaseModel]) -> dict[str, object]:
 
 
 def _openapi(model: type[BaseModel]) -> dict:
-    return {"parameters": _HEADER_DOCS, "security": [{"HTTPBearer": []}], "requestBody": {
-        "required": True, "content": {"application/json": {"schema": _inline_schema(model)}}}}
+    return {
+        "parameters": _HEADER_DOCS,
+        "security": [{"HTTPBearer": []}],
+        "requestBody": {"required": True, "content": {"application/json": {"schema": _inline_schema(model)}}},
+    }
 
 
 def _parse(model: type[Body], raw: bytes) -> Body:
@@ -136,22 +159,46 @@ async def _start(request: Request, kind: Kind, model: type[Body]) -> CompletionR
     rebuild_ok = session_rebuildable(request.headers.get("x-session-rebuildable"), tenant.config)
     request_id = state.forwarded_request_id(request.headers) or state.new_request_id(kind)
     request.state.request_id = request_id
-    submit = functools.partial(state.loop.submit, tenant=tenant.name, max_new_tokens=body.max_new_tokens(),
-                               session_id=session_id, session_rebuildable=rebuild_ok, streaming=body.stream,
-                               request_id=request_id, client_request_id=label, cache_salt=body.cache_salt)
+    submit = functools.partial(
+        state.loop.submit,
+        tenant=tenant.name,
+        max_new_tokens=body.max_new_tokens(),
+        session_id=session_id,
+        session_rebuildable=rebuild_ok,
+        streaming=body.stream,
+        request_id=request_id,
+        client_request_id=label,
+        cache_salt=body.cache_salt,
+    )
     text = body.prompt_text()
     if text is None or len(text) < LONG_PROMPT_CHARS:
         stream = submit(prompt_token_ids=body.prompt_token_ids(state.core.tokenizer))
     else:
-        stream = await _submit_long(state, text, submit, tenant.name, session_id=session_id,
-                                    max_new_tokens=body.max_new_tokens(), request_id=request_id, label=label)
+        stream = await _submit_long(
+            state,
+            text,
+            submit,
+            tenant.name,
+            session_id=session_id,
+            max_new_tokens=body.max_new_tokens(),
+            request_id=request_id,
+            label=label,
+        )
     fmt = ResponseFormat(kind, request_id, body.model, int(time.time()), body.include_usage)
     return CompletionResponse(state.loop, stream, fmt, state.core.tokenizer, state.pieces, state.worker)
 
 
-async def _submit_long(state: ServerState, text: str, submit: Callable[..., RequestStream], tenant: str, *,
-                       session_id: str | None, max_new_tokens: int | None, request_id: str,
-                       label: str | None) -> RequestStream:
+async def _submit_long(
+    state: ServerState,
+    text: str,
+    submit: Callable[..., RequestStream],
+    tenant: str,
+    *,
+    session_id: str | None,
+    max_new_tokens: int | None,
+    request_id: str,
+    label: str | None,
+) -> RequestStream:
     """Submit a long prompt. It is first judged by admission on its token count
     (`Tokenizer.min_tokens`, a fraction of the cost of its ids), so that a refusal answers before
     any tokenizing; then it is tokenized in the tokenizer process (`tokenize_pool.py`), so that a
@@ -161,8 +208,13 @@ async def _submit_long(state: ServerState, text: str, submit: Callable[..., Requ
     a whole burst through to the tokenizer only to refuse it after."""
     async with state.intake_lock(tenant):
         if session_id is None:  # a session turn may reuse its session's blocks: add_request judges it
-            state.core.refuse_early(tenant=tenant, min_prompt_tokens=state.core.tokenizer.min_tokens(text),
-                                    max_new_tokens=max_new_tokens, request_id=request_id, client_request_id=label)
+            state.core.refuse_early(
+                tenant=tenant,
+                min_prompt_tokens=state.core.tokenizer.min_tokens(text),
+                max_new_tokens=max_new_tokens,
+                request_id=request_id,
+                client_request_id=label,
+            )
         return submit(prompt_token_ids=await state.tokenize_pool.encode(text))
 
 

@@ -91,8 +91,9 @@ class EngineLoop:
     put engine event times (engine-clock seconds) next to its own wall-clock times.
     """
 
-    def __init__(self, core: EngineCore, *, cancel_propagation: bool = True,
-                 orphan_check_interval_s: float = 5.0) -> None:
+    def __init__(
+        self, core: EngineCore, *, cancel_propagation: bool = True, orphan_check_interval_s: float = 5.0
+    ) -> None:
         self.core = core
         self.cancel_propagation = cancel_propagation
         self.orphan_check_interval_s = orphan_check_interval_s

@@ -37,8 +37,9 @@ from record.errors import (
 log = logging.getLogger("kvgate.server")
 
 
-def error_response(err: RequestError, request_id: str | None = None,
-                   headers: dict[str, str] | None = None) -> JSONResponse:
+def error_response(
+    err: RequestError, request_id: str | None = None, headers: dict[str, str] | None = None
+) -> JSONResponse:
     out = dict(headers or {})
     if request_id is not None:
         out["x-request-id"] = request_id
@@ -52,16 +53,22 @@ def finish_error(r: EngineRequest) -> RequestError:
     reason = r.finish_reason
     if reason is FinishReason.REJECTED:
         waited = (r.finish_s or r.arrival_s) - r.arrival_s
-        return CapacityError(f"the request waited {waited:.1f} s in the admission queue without getting KV memory "
-                             f"(admission.queue_deadline_ms, batch_queue_deadline_ms for batch); retry after the "
-                             f"Retry-After delay",
-                             code="queue_deadline", retry_after_s=1.0)
+        return CapacityError(
+            f"the request waited {waited:.1f} s in the admission queue without getting KV memory "
+            f"(admission.queue_deadline_ms, batch_queue_deadline_ms for batch); retry after the "
+            f"Retry-After delay",
+            code="queue_deadline",
+            retry_after_s=1.0,
+        )
     if reason is FinishReason.OOM:
-        return OutOfMemoryError("the engine ran out of KV memory for this request and had nothing to preempt "
-                                "(the policy has no admission or preemption); retry later")
+        return OutOfMemoryError(
+            "the engine ran out of KV memory for this request and had nothing to preempt "
+            "(the policy has no admission or preemption); retry later"
+        )
     if reason is FinishReason.PREEMPTED:
-        return OutOfMemoryError("the engine aborted this request to free KV memory (preemption.mode = kill); retry it",
-                                code="preempted")
+        return OutOfMemoryError(
+            "the engine aborted this request to free KV memory (preemption.mode = kill); retry it", code="preempted"
+        )
     if reason is FinishReason.CANCELLED:
         return WorkerLostError("the request was cancelled inside the engine", code="cancelled")
     return WorkerLostError(f"the engine lost this request: {r.finish_detail or 'unknown cause'}; retry it")
@@ -72,8 +79,10 @@ def _validation_message(err: RequestValidationError) -> tuple[str, str | None]:
     for e in err.errors():
         loc = [str(p) for p in e.get("loc", ()) if p != "body"]
         if e.get("type") == "json_invalid":
-            return (f"the request body is not valid JSON ({e.get('ctx', {}).get('error', 'parse error')}); "
-                    f"send a JSON object with Content-Type: application/json"), None
+            return (
+                f"the request body is not valid JSON ({e.get('ctx', {}).get('error', 'parse error')}); "
+                f"send a JSON object with Content-Type: application/json"
+            ), None
         where = ".".join(loc) or "body"
         param = param or (loc[0] if loc else None)
         shown = e.get("input")
@@ -95,8 +104,11 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(HTTPException)
     async def _http_error(request: Request, err: HTTPException) -> JSONResponse:
         if err.status_code == 404:
-            return error_response(NotFoundError(f"no route {request.method} {request.url.path}; see GET /docs "
-                                                f"for the API", code="not_found"))
+            return error_response(
+                NotFoundError(
+                    f"no route {request.method} {request.url.path}; see GET /docs for the API", code="not_found"
+                )
+            )
         e = RequestError(str(err.detail), code="method_not_allowed" if err.status_code == 405 else "http_error")
         e.status = err.status_code
         return error_response(e, headers=dict(err.headers or {}))
@@ -104,15 +116,22 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ClientDisconnect)
     async def _client_gone(request: Request, err: ClientDisconnect) -> Response:
         # nobody is left to answer: one line, never a traceback (a stream of these would flood the log)
-        log.info("%s %s: the client disconnected before its request body was complete", request.method,
-                 request.url.path)
+        log.info(
+            "%s %s: the client disconnected before its request body was complete", request.method, request.url.path
+        )
         return Response(status_code=400)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, err: Exception) -> JSONResponse:
         rid = getattr(request.state, "request_id", None)
         log.exception("unexpected error on %s %s (request %s)", request.method, request.url.path, rid)
-        body = {"error": {"message": f"internal error while handling this request (request id {rid}); it was "
-                                     f"logged on the server", "type": "server_error", "param": None,
-                          "code": "internal_error"}}
+        body = {
+            "error": {
+                "message": f"internal error while handling this request (request id {rid}); it was "
+                f"logged on the server",
+                "type": "server_error",
+                "param": None,
+                "code": "internal_error",
+            }
+        }
         return JSONResponse(body, status_code=500)

@@ -53,8 +53,11 @@ _STATUS_TEXT = {408: b"Request Timeout", 503: b"Service Unavailable"}
 def _raw_error(err: RequestError) -> bytes:
     """A whole HTTP/1.1 error response with `connection: close`, for the protocol layer."""
     body = json.dumps(err.to_openai()).encode()
-    return (b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n"
-            % (err.status, _STATUS_TEXT[err.status], len(body)) + body)
+    return (
+        b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n"
+        % (err.status, _STATUS_TEXT[err.status], len(body))
+        + body
+    )
 
 
 class GuardedHttpProtocol(HttpToolsProtocol):
@@ -70,10 +73,18 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         if len(self.connections) > self.limits.max_connections:
-            log.warning("refused a connection from %s: %d connections are open (server.max_connections)",
-                        _peer(self.client), len(self.connections) - 1)
-            self._refuse(OverloadedError(f"the server holds server.max_connections ({self.limits.max_connections}) "
-                                         f"connections; retry shortly", retry_after_s=1.0))
+            log.warning(
+                "refused a connection from %s: %d connections are open (server.max_connections)",
+                _peer(self.client),
+                len(self.connections) - 1,
+            )
+            self._refuse(
+                OverloadedError(
+                    f"the server holds server.max_connections ({self.limits.max_connections}) "
+                    f"connections; retry shortly",
+                    retry_after_s=1.0,
+                )
+            )
             return
         self._arm()
 
@@ -100,10 +111,16 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def _headers_too_slow(self) -> None:
         self._header_timer = None
-        log.info("closed a connection from %s: no whole request headers within %g s (server.header_timeout_s)",
-                 _peer(self.client), self.limits.header_timeout_s)
-        self._refuse(RequestTimeoutError(f"no whole request line and headers within server.header_timeout_s "
-                                         f"({self.limits.header_timeout_s:g} s)"))
+        log.info(
+            "closed a connection from %s: no whole request headers within %g s (server.header_timeout_s)",
+            _peer(self.client),
+            self.limits.header_timeout_s,
+        )
+        self._refuse(
+            RequestTimeoutError(
+                f"no whole request line and headers within server.header_timeout_s ({self.limits.header_timeout_s:g} s)"
+            )
+        )
 
     def _refuse(self, err: RequestError) -> None:
         """Answer `err` and close; only close when a response is still being written on this
@@ -153,10 +170,15 @@ class BodyGuard:
                 message = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
             except TimeoutError:
                 late = True
-                log.info("%s %s: the body was not complete within %g s (server.body_timeout_s); closing",
-                         scope["method"], scope["path"], self.timeout_s)
-                raise RequestTimeoutError(f"the request body did not arrive within server.body_timeout_s "
-                                          f"({self.timeout_s:g} s)") from None
+                log.info(
+                    "%s %s: the body was not complete within %g s (server.body_timeout_s); closing",
+                    scope["method"],
+                    scope["path"],
+                    self.timeout_s,
+                )
+                raise RequestTimeoutError(
+                    f"the request body did not arrive within server.body_timeout_s ({self.timeout_s:g} s)"
+                ) from None
             if message["type"] != "http.request":
                 return message
             complete = not message.get("more_body", False)
@@ -179,10 +201,12 @@ class BodyGuard:
         await self.app(scope, guarded_receive, guarded_send)
 
     async def _refuse(self, send: Send) -> None:
-        err = PayloadTooLargeError(f"the request body is larger than server.max_body_bytes ({self.max_bytes} "
-                                   f"bytes); send a shorter prompt")
-        await send({"type": "http.response.start", "status": err.status,
-                    "headers": [(b"content-type", b"application/json")]})
+        err = PayloadTooLargeError(
+            f"the request body is larger than server.max_body_bytes ({self.max_bytes} bytes); send a shorter prompt"
+        )
+        await send(
+            {"type": "http.response.start", "status": err.status, "headers": [(b"content-type", b"application/json")]}
+        )
         await send({"type": "http.response.body", "body": json.dumps(err.to_openai()).encode()})
 
 
@@ -210,8 +234,11 @@ class WholeForHttp10:
             if message.get("more_body", False) or start is None:
                 return
             body = b"".join(parts)
-            headers = [(k, v) for k, v in start.get("headers", [])
-                       if k.lower() not in (b"content-length", b"transfer-encoding")]
+            headers = [
+                (k, v)
+                for k, v in start.get("headers", [])
+                if k.lower() not in (b"content-length", b"transfer-encoding")
+            ]
             await send({**start, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
             await send({"type": "http.response.body", "body": body})
 
@@ -230,12 +257,19 @@ def listen(host: str, port: int) -> socket.socket:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
         return socket.create_server((host, port), family=family, backlog=BACKLOG)
     except OSError as err:
-        raise StartupError(f"cannot listen on {host}:{port}: {err.strerror or err}; is another server running "
-                           f"there? Stop it or pick another --port") from None
+        raise StartupError(
+            f"cannot listen on {host}:{port}: {err.strerror or err}; is another server running "
+            f"there? Stop it or pick another --port"
+        ) from None
 
 
 def run(app: ASGIApp, server: ServerConfig, sock: socket.socket, *, log_level: str, access_log: bool) -> None:
     """Serve `app` on `sock` until interrupted, with the protocol half of the edge."""
-    config = uvicorn.Config(app, http=functools.partial(GuardedHttpProtocol, limits=server),  # type: ignore[arg-type]
-                            log_level=log_level, access_log=access_log, timeout_graceful_shutdown=5)
+    config = uvicorn.Config(
+        app,
+        http=functools.partial(GuardedHttpProtocol, limits=server),  # type: ignore[arg-type]
+        log_level=log_level,
+        access_log=access_log,
+        timeout_graceful_shutdown=5,
+    )
     uvicorn.Server(config).run(sockets=[sock])

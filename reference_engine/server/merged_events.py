@@ -66,18 +66,20 @@ class WorkerEventPuller:
         if c.incarnation != incarnation:
             c.incarnation, c.cursor = incarnation, 0
         while True:
-            resp = await client.get("/admin/events", params={"since": c.cursor, "limit": _PAGE},
-                                    headers=self._headers, timeout=timeout)
+            resp = await client.get(
+                "/admin/events", params={"since": c.cursor, "limit": _PAGE}, headers=self._headers, timeout=timeout
+            )
             resp.raise_for_status()
             page = resp.json()
             if c.incarnation != incarnation:  # the worker was replaced while we waited
                 return
             if page["missed"]:
-                log.warning("worker %d: %d events dropped from its ring before the router read them",
-                            worker, page["missed"])
+                log.warning(
+                    "worker %d: %d events dropped from its ring before the router read them", worker, page["missed"]
+                )
             shift = page["engine_clock_offset_unix"] - self.router_offset_unix
             for row in page["rows"]:
-                columns = dict(zip(EVENT_COLUMNS, row[:len(EVENT_COLUMNS)], strict=True))
+                columns = dict(zip(EVENT_COLUMNS, row[: len(EVENT_COLUMNS)], strict=True))
                 del columns["seq"]
                 t_s, kind = columns.pop("t_s") + shift, EventKind(columns.pop("kind"))
                 self.events.emit(t_s, kind, worker=worker, **columns)

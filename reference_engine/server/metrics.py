@@ -28,8 +28,30 @@ from reference_engine.core.engine import EngineCore
 from record.events import Event, EventKind
 
 # vLLM's TTFT buckets, so dashboards built for vLLM read ours the same way.
-TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-                20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
+TTFT_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+)
 RELEASE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0)
 TENANT_LABEL = "tenant"
 LAG_BUCKETS = (0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0)
@@ -41,40 +63,69 @@ class EngineMetrics:
     def __init__(self, core: EngineCore, model_name: str) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.admissions = Counter("kvgate_admissions", "Requests admitted or queued, by outcome",
-                                  ["tenant", "traffic_class", "outcome"], registry=r)
-        self.rejections = Counter("kvgate_rejections", "Requests refused, by reason",
-                                  ["tenant", "reason"], registry=r)
-        self.rejected_tokens = Counter("kvgate_rejected_tokens", "Prompt tokens of refused requests",
-                                       ["tenant", "reason"], registry=r)
-        self.finished = Counter("kvgate_requests_finished", "Requests that left the engine, by finish reason",
-                                ["tenant", "reason"], registry=r)
+        self.admissions = Counter(
+            "kvgate_admissions",
+            "Requests admitted or queued, by outcome",
+            ["tenant", "traffic_class", "outcome"],
+            registry=r,
+        )
+        self.rejections = Counter("kvgate_rejections", "Requests refused, by reason", ["tenant", "reason"], registry=r)
+        self.rejected_tokens = Counter(
+            "kvgate_rejected_tokens", "Prompt tokens of refused requests", ["tenant", "reason"], registry=r
+        )
+        self.finished = Counter(
+            "kvgate_requests_finished",
+            "Requests that left the engine, by finish reason",
+            ["tenant", "reason"],
+            registry=r,
+        )
         self.preemptions = Counter("kvgate_preemptions", "Preemptions, by mode", ["mode"], registry=r)
         self.swap_bytes = Counter("kvgate_swap_out_bytes", "KV bytes swapped out to the host tier", registry=r)
-        self.evictions = Counter("kvgate_evictions", "Retained state evicted, by policy and reason",
-                                 ["policy", "reason"], registry=r)
-        self.evicted_blocks = Counter("kvgate_evicted_blocks", "Blocks of evicted retained state",
-                                      ["policy", "reason"], registry=r)
+        self.evictions = Counter(
+            "kvgate_evictions", "Retained state evicted, by policy and reason", ["policy", "reason"], registry=r
+        )
+        self.evicted_blocks = Counter(
+            "kvgate_evicted_blocks", "Blocks of evicted retained state", ["policy", "reason"], registry=r
+        )
         self.expirations = Counter("kvgate_session_expirations", "Sessions ended by idle timeout", registry=r)
-        self.approximated = Counter("kvgate_approximated_tokens", "KV tokens dropped by a token-level policy",
-                                    registry=r)
+        self.approximated = Counter(
+            "kvgate_approximated_tokens", "KV tokens dropped by a token-level policy", registry=r
+        )
         self.oom = Counter("kvgate_oom", "KV allocations that failed with nothing to preempt", registry=r)
-        self.orphans = Counter("kvgate_orphan_blocks_reconciled", "Block references released by the orphan check",
-                               registry=r)
+        self.orphans = Counter(
+            "kvgate_orphan_blocks_reconciled", "Block references released by the orphan check", registry=r
+        )
         self.watermarks = Counter("kvgate_watermark_crossings", "Watermark levels entered", ["level"], registry=r)
-        self.cancel_release = Histogram("kvgate_cancel_release_latency_seconds",
-                                        "Cancel received -> blocks back in the pool", buckets=RELEASE_BUCKETS,
-                                        registry=r)
-        self.ttft = Histogram("kvgate_time_to_first_token_seconds", "Engine TTFT: arrival -> first token",
-                              ["traffic_class"], buckets=TTFT_BUCKETS, registry=r)
-        self.step_lag = Histogram("kvgate_engine_step_lag_seconds",
-                                  "Time the server added before a step, beyond the time model",
-                                  buckets=LAG_BUCKETS, registry=r)
+        self.cancel_release = Histogram(
+            "kvgate_cancel_release_latency_seconds",
+            "Cancel received -> blocks back in the pool",
+            buckets=RELEASE_BUCKETS,
+            registry=r,
+        )
+        self.ttft = Histogram(
+            "kvgate_time_to_first_token_seconds",
+            "Engine TTFT: arrival -> first token",
+            ["traffic_class"],
+            buckets=TTFT_BUCKETS,
+            registry=r,
+        )
+        self.step_lag = Histogram(
+            "kvgate_engine_step_lag_seconds",
+            "Time the server added before a step, beyond the time model",
+            buckets=LAG_BUCKETS,
+            registry=r,
+        )
         labels = ["model_name"]
-        self.vllm_preemptions = Counter("vllm:num_preemptions", "Cumulative number of preemptions", labels,
-                                        registry=r).labels(model_name)
-        self.vllm_ttft = Histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token",
-                                   labels, buckets=TTFT_BUCKETS, registry=r).labels(model_name)
+        self.vllm_preemptions = Counter(
+            "vllm:num_preemptions", "Cumulative number of preemptions", labels, registry=r
+        ).labels(model_name)
+        self.vllm_ttft = Histogram(
+            "vllm:time_to_first_token_seconds",
+            "Histogram of time to first token",
+            labels,
+            buckets=TTFT_BUCKETS,
+            registry=r,
+        ).labels(model_name)
         r.register(_StateCollector(core, model_name))
 
     def on_events(self, events: Sequence[Event]) -> None:
@@ -159,28 +210,41 @@ class _StateCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         core = self.core
         s, pool, bt = core.snapshot(), core.pool, core.pool.block_tokens
-        blocks = GaugeMetricFamily("kvgate_kv_blocks", "KV blocks by state (retained and pinned are part of live)",
-                                   labels=["state"])
-        for state, n in (("live", s.live_blocks), ("active", s.active_blocks), ("retained", s.retained_blocks),
-                         ("pinned", s.pinned_blocks), ("cached", s.cached_blocks), ("free", s.free_blocks),
-                         ("pending", s.pending_blocks)):
+        blocks = GaugeMetricFamily(
+            "kvgate_kv_blocks", "KV blocks by state (retained and pinned are part of live)", labels=["state"]
+        )
+        for state, n in (
+            ("live", s.live_blocks),
+            ("active", s.active_blocks),
+            ("retained", s.retained_blocks),
+            ("pinned", s.pinned_blocks),
+            ("cached", s.cached_blocks),
+            ("free", s.free_blocks),
+            ("pending", s.pending_blocks),
+        ):
             blocks.add_metric([state], n)
         yield blocks
         yield GaugeMetricFamily("kvgate_kv_pool_blocks", "KV blocks in the pool", value=s.num_blocks)
         yield GaugeMetricFamily("kvgate_kv_usage_ratio", "Live blocks / pool blocks", value=s.usage)
-        yield GaugeMetricFamily("kvgate_kv_fragmentation_ratio", "Unused tail slots / slots of running requests",
-                                value=s.fragmentation)
+        yield GaugeMetricFamily(
+            "kvgate_kv_fragmentation_ratio", "Unused tail slots / slots of running requests", value=s.fragmentation
+        )
         level = GaugeMetricFamily("kvgate_pressure_level", "Watermark level (0 normal .. 6 reject)", labels=["level"])
         level.add_metric([s.level], float(core.pressure))
         yield level
         requests = GaugeMetricFamily("kvgate_requests", "Requests in the engine by state", labels=["state"])
-        for state, n in (("running", s.num_running), ("waiting", s.num_waiting), ("swapped", s.num_swapped),
-                         ("prefilling", s.num_prefilling)):
+        for state, n in (
+            ("running", s.num_running),
+            ("waiting", s.num_waiting),
+            ("swapped", s.num_swapped),
+            ("prefilling", s.num_prefilling),
+        ):
             requests.add_metric([state], n)
         yield requests
         depth = GaugeMetricFamily("kvgate_queue_depth", "Waiting requests per traffic class", labels=["traffic_class"])
-        oldest = GaugeMetricFamily("kvgate_queue_oldest_wait_seconds", "Longest current wait per traffic class",
-                                   labels=["traffic_class"])
+        oldest = GaugeMetricFamily(
+            "kvgate_queue_oldest_wait_seconds", "Longest current wait per traffic class", labels=["traffic_class"]
+        )
         for traffic_class, n in s.waiting_by_class.items():
             depth.add_metric([traffic_class], n)
             oldest.add_metric([traffic_class], s.oldest_wait_s_by_class.get(traffic_class, 0.0))
@@ -189,33 +253,48 @@ class _StateCollector(Collector):
         live = GaugeMetricFamily("kvgate_tenant_live_blocks", "Live KV blocks per tenant", labels=["tenant"])
         share = GaugeMetricFamily("kvgate_tenant_kv_share", "Live share of the pool per tenant", labels=["tenant"])
         cap = GaugeMetricFamily("kvgate_tenant_kv_share_cap", "Hard cap on a tenant's live share", labels=["tenant"])
-        reserved = GaugeMetricFamily("kvgate_tenant_reserved_blocks", "Worst-case blocks reserved by a tenant's "
-                                     "active requests", labels=["tenant"])
+        reserved = GaugeMetricFamily(
+            "kvgate_tenant_reserved_blocks",
+            "Worst-case blocks reserved by a tenant's active requests",
+            labels=["tenant"],
+        )
         for t in core.tenants:
             live.add_metric([t.name], s.tenant_live_blocks.get(t.name, 0))
             share.add_metric([t.name], s.tenant_share(t.name))
             cap.add_metric([t.name], t.config.max_kv_share)
             reserved.add_metric([t.name], t.reserved_blocks)
         yield from (live, share, cap, reserved)
-        yield GaugeMetricFamily("kvgate_host_swap_used_bytes", "KV bytes held on the host tier",
-                                value=s.host_used_bytes)
-        yield CounterMetricFamily("kvgate_recompute_tokens", "Tokens recomputed after recompute preemptions",
-                                  value=core.scheduler.recompute_tokens)
-        yield CounterMetricFamily("kvgate_computed_tokens", "KV tokens computed by every step: prefill, decode "
-                                  "and recompute", value=core.num_computed_tokens)
-        yield CounterMetricFamily("kvgate_cached_blocks_evicted", "Cached (refcount 0) blocks reused for new data",
-                                  value=pool.num_evicted_cached)
+        yield GaugeMetricFamily(
+            "kvgate_host_swap_used_bytes", "KV bytes held on the host tier", value=s.host_used_bytes
+        )
+        yield CounterMetricFamily(
+            "kvgate_recompute_tokens",
+            "Tokens recomputed after recompute preemptions",
+            value=core.scheduler.recompute_tokens,
+        )
+        yield CounterMetricFamily(
+            "kvgate_computed_tokens",
+            "KV tokens computed by every step: prefill, decode and recompute",
+            value=core.num_computed_tokens,
+        )
+        yield CounterMetricFamily(
+            "kvgate_cached_blocks_evicted",
+            "Cached (refcount 0) blocks reused for new data",
+            value=pool.num_evicted_cached,
+        )
         name = [self.model_name]
         for metric, help_text, value in (
-                ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", s.usage),
-                ("vllm:num_requests_running", "Number of requests in model execution batches.", s.num_running),
-                ("vllm:num_requests_waiting", "Number of requests waiting to be processed.", s.num_waiting)):
+            ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", s.usage),
+            ("vllm:num_requests_running", "Number of requests in model execution batches.", s.num_running),
+            ("vllm:num_requests_waiting", "Number of requests waiting to be processed.", s.num_waiting),
+        ):
             g = GaugeMetricFamily(metric, help_text, labels=["model_name"])
             g.add_metric(name, value)
             yield g
         for metric, help_text, value in (
-                ("vllm:prefix_cache_queries", "Prefix cache queries, in queried tokens.", pool.num_prefix_queries * bt),
-                ("vllm:prefix_cache_hits", "Prefix cache hits, in cached tokens.", pool.num_prefix_hits * bt)):
+            ("vllm:prefix_cache_queries", "Prefix cache queries, in queried tokens.", pool.num_prefix_queries * bt),
+            ("vllm:prefix_cache_hits", "Prefix cache hits, in cached tokens.", pool.num_prefix_hits * bt),
+        ):
             c = CounterMetricFamily(metric, help_text, labels=["model_name"])
             c.add_metric(name, value)
             yield c

@@ -34,22 +34,41 @@ Kind = Literal["chat", "text"]
 
 
 def usage(r: Request) -> dict:
-    return {"prompt_tokens": r.num_prompt_tokens, "completion_tokens": r.num_output_tokens,
-            "total_tokens": r.num_prompt_tokens + r.num_output_tokens,
-            "prompt_tokens_details": {"cached_tokens": r.num_prefix_hit_tokens}}
+    return {
+        "prompt_tokens": r.num_prompt_tokens,
+        "completion_tokens": r.num_output_tokens,
+        "total_tokens": r.num_prompt_tokens + r.num_output_tokens,
+        "prompt_tokens_details": {"cached_tokens": r.num_prefix_hit_tokens},
+    }
 
 
 def extension(r: Request, worker: int | None) -> dict:
     """kvgate's own fields, under one key that OpenAI clients ignore."""
-    return {"request_id": r.request_id, "session_id": r.session_id, "session_rebuilt": r.session_rebuilt,
-            "max_tokens_clamped": r.max_tokens_clamped, "max_tokens": r.max_new_tokens,
-            "approximate": r.approximate, "worker": worker}
+    return {
+        "request_id": r.request_id,
+        "session_id": r.session_id,
+        "session_rebuilt": r.session_rebuilt,
+        "max_tokens_clamped": r.max_tokens_clamped,
+        "max_tokens": r.max_new_tokens,
+        "approximate": r.approximate,
+        "worker": worker,
+    }
 
 
 def models_list(model_name: str, created: int, max_model_len: int) -> dict:
     """The GET /v1/models body: the one served model."""
-    return {"object": "list", "data": [{"id": model_name, "object": "model", "created": created,
-                                        "owned_by": "kvgate", "max_model_len": max_model_len}]}
+    return {
+        "object": "list",
+        "data": [
+            {
+                "id": model_name,
+                "object": "model",
+                "created": created,
+                "owned_by": "kvgate",
+                "max_model_len": max_model_len,
+            }
+        ],
+    }
 
 
 def error_event(err: RequestError) -> bytes:
@@ -96,8 +115,10 @@ class ResponseFormat:
 
     def __post_init__(self) -> None:
         obj = "chat.completion.chunk" if self.kind == "chat" else "text_completion"
-        self._head = (f'data: {{"id":{_json_str(self.request_id)},"object":"{obj}","created":{self.created},'
-                      f'"model":{_json_str(self.model)},"system_fingerprint":null,"choices":[').encode()
+        self._head = (
+            f'data: {{"id":{_json_str(self.request_id)},"object":"{obj}","created":{self.created},'
+            f'"model":{_json_str(self.model)},"system_fingerprint":null,"choices":['
+        ).encode()
         tail = '"logprobs":null,"finish_reason":null}]'
         if self.kind == "chat":
             self._head += b'{"index":0,"delta":{"content":'
@@ -134,8 +155,13 @@ class ResponseFormat:
 
     def _envelope(self) -> dict:
         obj = "chat.completion.chunk" if self.kind == "chat" else "text_completion"
-        return {"id": self.request_id, "object": obj, "created": self.created, "model": self.model,
-                "system_fingerprint": None}
+        return {
+            "id": self.request_id,
+            "object": obj,
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": None,
+        }
 
     def _chunk(self, delta: dict | str, finish_reason: str | None, ext: dict | None = None) -> bytes:
         choice: dict = {"index": 0}
@@ -154,11 +180,23 @@ class ResponseFormat:
     def body(self, text: str, finish_reason: str, r: Request, ext: dict) -> dict:
         """The non-streaming response body."""
         if self.kind == "chat":
-            choice = {"index": 0, "message": {"role": "assistant", "content": text, "refusal": None},
-                      "logprobs": None, "finish_reason": finish_reason}
+            choice = {
+                "index": 0,
+                "message": {"role": "assistant", "content": text, "refusal": None},
+                "logprobs": None,
+                "finish_reason": finish_reason,
+            }
             obj = "chat.completion"
         else:
             choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
             obj = "text_completion"
-        return {"id": self.request_id, "object": obj, "created": self.created, "model": self.model,
-                "system_fingerprint": None, "choices": [choice], "usage": usage(r), "kvgate": ext}
+        return {
+            "id": self.request_id,
+            "object": obj,
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": None,
+            "choices": [choice],
+            "usage": usage(r),
+            "kvgate": ext,
+        }

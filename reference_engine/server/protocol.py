@@ -63,9 +63,13 @@ class _CompletionParams(BaseModel):
     stop: str | list[str] | None = None
     seed: int | None = None
     user: str | None = None
-    cache_salt: str | None = Field(None, min_length=1, max_length=256,
-                                   description="prefix-cache salt: requests share cached prefixes only with "
-                                               "requests of the same tenant and the same salt")
+    cache_salt: str | None = Field(
+        None,
+        min_length=1,
+        max_length=256,
+        description="prefix-cache salt: requests share cached prefixes only with "
+        "requests of the same tenant and the same salt",
+    )
 
     @property
     def include_usage(self) -> bool:
@@ -81,8 +85,7 @@ class ChatCompletionRequest(_CompletionParams):
 
     def prompt_text(self) -> str:
         """The prompt as the chat template renders it (`developer` is the system role)."""
-        messages = [{"role": "system" if m.role == "developer" else m.role, "content": m.text()}
-                    for m in self.messages]
+        messages = [{"role": "system" if m.role == "developer" else m.role, "content": m.text()} for m in self.messages]
         return apply_chat_template(messages)
 
     def prompt_token_ids(self, tokenizer: Tokenizer) -> list[int]:
@@ -106,8 +109,10 @@ class CompletionRequest(_CompletionParams):
             return tokenizer.encode(_one_text(p))
         too_large = max(p, default=0)
         if too_large > tokenizer.max_token_id:
-            raise InvalidRequestError(f"token id {too_large} is out of the vocabulary: ids run from 0 to "
-                                      f"{tokenizer.max_token_id}", param="prompt")
+            raise InvalidRequestError(
+                f"token id {too_large} is out of the vocabulary: ids run from 0 to {tokenizer.max_token_id}",
+                param="prompt",
+            )
         return list(p)
 
 
@@ -121,6 +126,8 @@ def _one_text(prompt: str | list[str]) -> str:
     if isinstance(prompt, str):
         return prompt
     if len(prompt) != 1:
-        raise InvalidRequestError(f"'prompt' holds {len(prompt)} prompts; batched prompts are not supported, "
-                                  f"send one prompt per request", param="prompt")
+        raise InvalidRequestError(
+            f"'prompt' holds {len(prompt)} prompts; batched prompts are not supported, send one prompt per request",
+            param="prompt",
+        )
     return prompt[0]

@@ -36,8 +36,9 @@ class Reservation:
 
 
 class ReservationLedger:
-    def __init__(self, clock: Clock, events: MergedEventLog, num_workers: int, *,
-                 release_on_worker_loss: bool = True) -> None:
+    def __init__(
+        self, clock: Clock, events: MergedEventLog, num_workers: int, *, release_on_worker_loss: bool = True
+    ) -> None:
         self.clock = clock
         self.events = events
         self.release_on_worker_loss = release_on_worker_loss
@@ -71,8 +72,15 @@ class ReservationLedger:
             return None
         del self._by_worker[r.worker][request_id]
         self.reserved_blocks[r.worker] -= r.num_blocks
-        self.events.emit(self.clock.now(), EventKind.RESERVATION_RELEASED, request_id=request_id, tenant=r.tenant,
-                         num_blocks=r.num_blocks, reason=reason, worker=r.worker)
+        self.events.emit(
+            self.clock.now(),
+            EventKind.RESERVATION_RELEASED,
+            request_id=request_id,
+            tenant=r.tenant,
+            num_blocks=r.num_blocks,
+            reason=reason,
+            worker=r.worker,
+        )
         return r
 
     def release_worker(self, worker: int, cause: str) -> list[Reservation]:
@@ -88,5 +96,13 @@ class ReservationLedger:
         return [r for r in released if r is not None]
 
     def rows(self) -> list[dict]:
-        return [{"request_id": r.request_id, "worker": r.worker, "num_blocks": r.num_blocks, "tenant": r.tenant,
-                 "t_s": r.t_s} for r in (*self._by_request.values(), *self._orphaned)]
+        return [
+            {
+                "request_id": r.request_id,
+                "worker": r.worker,
+                "num_blocks": r.num_blocks,
+                "tenant": r.tenant,
+                "t_s": r.t_s,
+            }
+            for r in (*self._by_request.values(), *self._orphaned)
+        ]

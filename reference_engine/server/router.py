@@ -76,12 +76,18 @@ class Router:
         self.clock = MonotonicClock()
         self.engine_clock_offset_unix = time.time() - self.clock.now()
         self.events = MergedEventLog()
-        self.ledger = ReservationLedger(self.clock, self.events, num_workers,
-                                        release_on_worker_loss=config.server.release_reservations_on_worker_loss)
-        self.supervisor = Supervisor(config, num_workers, on_ready=self._on_ready, on_death=self._on_death,
-                                     log_level=log_level)
-        self.puller = WorkerEventPuller(self.events, self.engine_clock_offset_unix, config.server.admin_key,
-                                        num_workers)
+        self.ledger = ReservationLedger(
+            self.clock,
+            self.events,
+            num_workers,
+            release_on_worker_loss=config.server.release_reservations_on_worker_loss,
+        )
+        self.supervisor = Supervisor(
+            config, num_workers, on_ready=self._on_ready, on_death=self._on_death, log_level=log_level
+        )
+        self.puller = WorkerEventPuller(
+            self.events, self.engine_clock_offset_unix, config.server.admin_key, num_workers
+        )
         self.memory = MemoryPlan.from_config(config)
         self.tokenizer = WordTokenizer()
         self.model_name = config.server.served_model_name or config.model.name
@@ -109,9 +115,13 @@ class Router:
     # -------------------------------------------------------------- lifecycle
     async def start(self) -> None:
         await self.supervisor.start()
-        self._tasks = [asyncio.create_task(self._pull_events_forever(), name="kvgate-router-events"),
-                       *(asyncio.create_task(self._probe_forever(slot), name=f"kvgate-probe-{slot.worker}")
-                         for slot in self.slots)]
+        self._tasks = [
+            asyncio.create_task(self._pull_events_forever(), name="kvgate-router-events"),
+            *(
+                asyncio.create_task(self._probe_forever(slot), name=f"kvgate-probe-{slot.worker}")
+                for slot in self.slots
+            ),
+        ]
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -124,8 +134,10 @@ class Router:
     def _on_ready(self, slot: WorkerSlot) -> None:
         old = self._clients[slot.worker]
         self._clients[slot.worker] = httpx.AsyncClient(
-            base_url=slot.url, timeout=httpx.Timeout(None, connect=2.0),
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=256))
+            base_url=slot.url,
+            timeout=httpx.Timeout(None, connect=2.0),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=256),
+        )
         if old is not None:
             asyncio.ensure_future(old.aclose())
 
@@ -137,9 +149,15 @@ class Router:
         client, self._clients[slot.worker] = self._clients[slot.worker], None
         if client is not None:
             asyncio.ensure_future(client.aclose())
-        log.warning("router: worker %d (pid %s) lost (%s); released %d reservations (%d blocks); its streams end "
-                    "with worker_lost", slot.worker, slot.pid, cause, len(released),
-                    sum(r.num_blocks for r in released))
+        log.warning(
+            "router: worker %d (pid %s) lost (%s); released %d reservations (%d blocks); its streams end "
+            "with worker_lost",
+            slot.worker,
+            slot.pid,
+            cause,
+            len(released),
+            sum(r.num_blocks for r in released),
+        )
 
     def client(self, worker: int) -> httpx.AsyncClient | None:
         """The client of a ready worker (None while it starts, after it died)."""
@@ -225,8 +243,14 @@ class Router:
             return None
         turn = next(self._turns)  # rotates ties, so an idle pool spreads its requests
         n = len(self.slots)
-        return min(ready, key=lambda s: (self.ledger.reserved_blocks[s.worker], self.ledger.num_requests(s.worker),
-                                         (s.worker - turn) % n))
+        return min(
+            ready,
+            key=lambda s: (
+                self.ledger.reserved_blocks[s.worker],
+                self.ledger.num_requests(s.worker),
+                (s.worker - turn) % n,
+            ),
+        )
 
     async def proxy(self, request: Request, kind: str) -> "ProxyResponse":
         """The response that relays this completion request (401 here for an unknown key)."""
@@ -243,10 +267,18 @@ class Router:
         session_id = request.headers.get("x-session-id")
         # As the worker decides for an evicted session: the header and the tenant's rebuildable_sessions.
         rebuildable = session_rebuildable(request.headers.get("x-session-rebuildable"), tenant_config)
-        return ProxyResponse(self, path=request.url.path, body=body, headers=headers, request_id=request_id,
-                             tenant=tenant, num_blocks=self.estimate_blocks(kind, payload),
-                             streaming=isinstance(payload, dict) and payload.get("stream") is True,
-                             session_key=f"{tenant}/{session_id}" if session_id else None, rebuildable=rebuildable)
+        return ProxyResponse(
+            self,
+            path=request.url.path,
+            body=body,
+            headers=headers,
+            request_id=request_id,
+            tenant=tenant,
+            num_blocks=self.estimate_blocks(kind, payload),
+            streaming=isinstance(payload, dict) and payload.get("stream") is True,
+            session_key=f"{tenant}/{session_id}" if session_id else None,
+            rebuildable=rebuildable,
+        )
 
     def remember_session(self, session_key: str, slot: WorkerSlot) -> None:
         self._sessions[session_key] = (slot.worker, slot.incarnation)
@@ -261,9 +293,20 @@ class ProxyResponse(Response):
     background = None
     status_code = 200
 
-    def __init__(self, router: Router, *, path: str, body: bytes, headers: dict[str, str], request_id: str,
-                 tenant: str | None, num_blocks: int, streaming: bool, session_key: str | None,
-                 rebuildable: bool) -> None:
+    def __init__(
+        self,
+        router: Router,
+        *,
+        path: str,
+        body: bytes,
+        headers: dict[str, str],
+        request_id: str,
+        tenant: str | None,
+        num_blocks: int,
+        streaming: bool,
+        session_key: str | None,
+        rebuildable: bool,
+    ) -> None:
         self.router = router
         self.path = path
         self.request_body = body  # not `body`: that names the response's body on a starlette Response
@@ -309,8 +352,10 @@ class ProxyResponse(Response):
             slot, moved = router.pick(tried, self.session_key)
             rebuilt = rebuilt or moved
             if moved and not self.rebuildable:
-                raise ContextExpiredError("the worker that held this session's KV was lost and the session is not "
-                                          "rebuildable; start a new session (new X-Session-Id) with the full context")
+                raise ContextExpiredError(
+                    "the worker that held this session's KV was lost and the session is not "
+                    "rebuildable; start a new session (new X-Session-Id) with the full context"
+                )
             if slot is None:
                 raise WorkerLostError("no engine worker is ready; retry shortly", retry_after_s=1.0)
             tried.add(slot.worker)
@@ -321,14 +366,20 @@ class ProxyResponse(Response):
             self.worker = slot.worker
             router.track(self, slot.worker)
             try:
-                request = client.build_request("POST", self.path, content=self.request_body, headers=self.forward_headers)
+                request = client.build_request(
+                    "POST", self.path, content=self.request_body, headers=self.forward_headers
+                )
                 response = await client.send(request, stream=True)
             except (httpx.ConnectError, httpx.ConnectTimeout) as err:
                 router.untrack(self, slot.worker)
                 router.ledger.release(self.request_id, "worker_lost")
                 router.num_retries += 1
-                log.warning("request %s: worker %d unreachable (%s); retrying on another worker",
-                            self.request_id, slot.worker, err)
+                log.warning(
+                    "request %s: worker %d unreachable (%s); retrying on another worker",
+                    self.request_id,
+                    slot.worker,
+                    err,
+                )
                 continue
             if self.session_key is not None:
                 router.remember_session(self.session_key, slot)
@@ -362,8 +413,9 @@ class ProxyResponse(Response):
         """503 worker_lost, or after the first byte an SSE error event (non-streaming: the body
         just ends)."""
         self.router.num_worker_lost_requests += 1
-        lost = WorkerLostError(f"engine worker {self.worker} was lost while serving this request ({cause}); "
-                               f"retry it", retry_after_s=1.0)
+        lost = WorkerLostError(
+            f"engine worker {self.worker} was lost while serving this request ({cause}); retry it", retry_after_s=1.0
+        )
         if not self.started:
             await error_response(lost, self.request_id)(scope, receive, send)
         else:

@@ -42,9 +42,23 @@ from reference_engine.server.metrics import render_families, without_tenants
 from reference_engine.server.state import check_admin_key, metrics_with_tenants
 from reference_engine.server.supervisor import WorkerState
 
-_SUMMED = ("num_blocks", "live_blocks", "retained_blocks", "pinned_blocks", "cached_blocks", "free_blocks",
-           "pending_blocks", "num_running", "num_waiting", "num_swapped", "num_prefilling", "public_live_blocks",
-           "host_used_bytes", "active_blocks", "num_open_streams")
+_SUMMED = (
+    "num_blocks",
+    "live_blocks",
+    "retained_blocks",
+    "pinned_blocks",
+    "cached_blocks",
+    "free_blocks",
+    "pending_blocks",
+    "num_running",
+    "num_waiting",
+    "num_swapped",
+    "num_prefilling",
+    "public_live_blocks",
+    "host_used_bytes",
+    "active_blocks",
+    "num_open_streams",
+)
 
 T = TypeVar("T")
 
@@ -57,8 +71,9 @@ def _text(resp: httpx.Response) -> str:
     return resp.text
 
 
-async def _from_workers(router: Router, path: str,
-                        read: Callable[[httpx.Response], T]) -> tuple[dict[int, T], list[int]]:
+async def _from_workers(
+    router: Router, path: str, read: Callable[[httpx.Response], T]
+) -> tuple[dict[int, T], list[int]]:
     """GET `path` from every ready worker, as admin: ({worker: what `read` makes of its answer},
     [workers that did not answer])."""
     headers = {"authorization": f"Bearer {router.config.server.admin_key}"}
@@ -72,8 +87,9 @@ async def _from_workers(router: Router, path: str,
         return read(resp)
 
     results = await asyncio.gather(*(one(c) for _, c in slots), return_exceptions=True)
-    answers = {w: r for (w, _), r in zip(slots, results, strict=True)
-               if r is not None and not isinstance(r, BaseException)}
+    answers = {
+        w: r for (w, _), r in zip(slots, results, strict=True) if r is not None and not isinstance(r, BaseException)
+    }
     return answers, [w for w, _ in slots if w not in answers]
 
 
@@ -92,8 +108,9 @@ def aggregate_snapshots(snapshots: dict[int, dict]) -> dict:
             oldest[k] = max(oldest.get(k, 0.0), v)
     out["oldest_wait_s_by_class"] = oldest
     live = out["live_blocks"]
-    out["fragmentation"] = (sum(s["fragmentation"] * s["live_blocks"] for s in snapshots.values()) / live
-                            if live else 0.0)
+    out["fragmentation"] = (
+        sum(s["fragmentation"] * s["live_blocks"] for s in snapshots.values()) / live if live else 0.0
+    )
     levels = [PressureLevel[s["level"].upper()] for s in snapshots.values()]
     out["level"] = max(levels, default=PressureLevel.NORMAL).name.lower()
     out["usage"] = live / out["num_blocks"] if out["num_blocks"] else 0.0
@@ -122,12 +139,18 @@ def _router_families(router: Router) -> list[Metric]:
     for s in router.slots:
         restarts.add_metric([str(s.worker)], s.restarts)
         reserved.add_metric([str(s.worker)], router.ledger.reserved_blocks[s.worker])
-    return [workers, restarts, reserved,
-            GaugeMetricFamily("kvgate_router_reservations", "Requests holding a reservation", value=len(router.ledger)),
-            CounterMetricFamily("kvgate_router_worker_lost_requests", "Requests ended by a lost worker",
-                                value=router.num_worker_lost_requests),
-            CounterMetricFamily("kvgate_router_retries", "Requests retried on another worker",
-                                value=router.num_retries)]
+    return [
+        workers,
+        restarts,
+        reserved,
+        GaugeMetricFamily("kvgate_router_reservations", "Requests holding a reservation", value=len(router.ledger)),
+        CounterMetricFamily(
+            "kvgate_router_worker_lost_requests",
+            "Requests ended by a lost worker",
+            value=router.num_worker_lost_requests,
+        ),
+        CounterMetricFamily("kvgate_router_retries", "Requests retried on another worker", value=router.num_retries),
+    ]
 
 
 def _admin_api(router: Router) -> APIRouter:
@@ -140,8 +163,9 @@ def _admin_api(router: Router) -> APIRouter:
         return {"t_s": router.clock.now(), "engine_clock_offset_unix": router.engine_clock_offset_unix}
 
     @api.get("/events")
-    async def events(since: Annotated[int, Query(ge=0)] = 0,
-                     limit: Annotated[int, Query(ge=1, le=1_000_000)] = 100_000) -> dict:
+    async def events(
+        since: Annotated[int, Query(ge=0)] = 0, limit: Annotated[int, Query(ge=1, le=1_000_000)] = 100_000
+    ) -> dict:
         await router.pull_events()
         rows, next_cursor, missed = router.events.page(since, limit)
         return {"columns": MERGED_COLUMNS, "rows": rows, "next_cursor": next_cursor, "missed": missed, **clock()}
@@ -149,15 +173,25 @@ def _admin_api(router: Router) -> APIRouter:
     @api.get("/snapshot")
     async def snapshot() -> dict:
         snaps, unavailable = await _from_workers(router, "/admin/snapshot", _json)
-        return {**aggregate_snapshots(snaps), "workers": snaps, "unavailable": unavailable,
-                "num_reservations": len(router.ledger), "reserved_blocks": sum(router.ledger.reserved_blocks),
-                **clock()}
+        return {
+            **aggregate_snapshots(snaps),
+            "workers": snaps,
+            "unavailable": unavailable,
+            "num_reservations": len(router.ledger),
+            "reserved_blocks": sum(router.ledger.reserved_blocks),
+            **clock(),
+        }
 
     @api.get("/ledger")
     async def ledger() -> dict:
         ledgers, unavailable = await _from_workers(router, "/admin/ledger", _json)
-        return {"reservations": router.ledger.rows(), "reserved_blocks_by_worker": router.ledger.reserved_blocks,
-                "workers": ledgers, "unavailable": unavailable, **clock()}
+        return {
+            "reservations": router.ledger.rows(),
+            "reserved_blocks_by_worker": router.ledger.reserved_blocks,
+            "workers": ledgers,
+            "unavailable": unavailable,
+            **clock(),
+        }
 
     @api.get("/config")
     async def config() -> dict:
@@ -165,8 +199,16 @@ def _admin_api(router: Router) -> APIRouter:
 
     @api.get("/workers")
     async def workers() -> dict:
-        return {"workers": [{**s.describe(), "reserved_blocks": router.ledger.reserved_blocks[s.worker],
-                             "in_flight": router.ledger.num_requests(s.worker)} for s in router.slots]}
+        return {
+            "workers": [
+                {
+                    **s.describe(),
+                    "reserved_blocks": router.ledger.reserved_blocks[s.worker],
+                    "in_flight": router.ledger.num_requests(s.worker),
+                }
+                for s in router.slots
+            ]
+        }
 
     return api
 
@@ -182,8 +224,12 @@ def create_router_app(config, *, num_workers: int, log_level: str = "info") -> F
         finally:
             await router.stop()
 
-    app = FastAPI(title="kvgate router", version="0.1.0", lifespan=lifespan,
-                  description=f"Router over {num_workers} kvgate engine workers (docs/server.md)")
+    app = FastAPI(
+        title="kvgate router",
+        version="0.1.0",
+        lifespan=lifespan,
+        description=f"Router over {num_workers} kvgate engine workers (docs/server.md)",
+    )
     app.state.router = router
     install_error_handlers(app)
 
@@ -207,16 +253,19 @@ def create_router_app(config, *, num_workers: int, log_level: str = "info") -> F
     @app.get("/ready", tags=["ops"])
     async def ready() -> JSONResponse:
         states = {s.worker: s.state.value for s in router.slots}
-        return JSONResponse({"status": "ready" if router.ready else "not_ready", "workers": states},
-                            status_code=200 if router.ready else 503)
+        return JSONResponse(
+            {"status": "ready" if router.ready else "not_ready", "workers": states},
+            status_code=200 if router.ready else 503,
+        )
 
     @app.get("/metrics", tags=["ops"])
     async def metrics(request: Request) -> Response:
         with_tenants = metrics_with_tenants(request.headers.get("authorization"), config.server)
         texts, _ = await _from_workers(router, "/metrics", _text)
         families = _router_families(router) + merge_worker_metrics(texts)
-        return Response(render_families(families if with_tenants else without_tenants(families)),
-                        media_type=PROMETHEUS_TEXT)
+        return Response(
+            render_families(families if with_tenants else without_tenants(families)), media_type=PROMETHEUS_TEXT
+        )
 
     app.include_router(_admin_api(router))
     http_edge.install(app, config.server)

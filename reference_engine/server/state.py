@@ -54,8 +54,10 @@ def check_admin_key(authorization: str | None, admin_key: str | None) -> None:
     """401 unless the header carries the admin key. One engine's admin API and the router's
     both check with this."""
     if not is_key(bearer_key(authorization), admin_key):
-        raise AuthError("the admin API needs 'Authorization: Bearer <admin key>': the key `kvgate serve` was "
-                        "started with ([server] admin_key or KVGATE_ADMIN_KEY)")
+        raise AuthError(
+            "the admin API needs 'Authorization: Bearer <admin key>': the key `kvgate serve` was "
+            "started with ([server] admin_key or KVGATE_ADMIN_KEY)"
+        )
 
 
 def metrics_with_tenants(authorization: str | None, server: ServerConfig) -> bool:
@@ -79,8 +81,9 @@ def session_rebuildable(header: str | None, tenant: TenantConfig) -> bool:
         return tenant.rebuildable_sessions
     if header.lower() in ("false", "0", "no"):
         return False
-    raise InvalidRequestError(f"X-Session-Rebuildable must be 'true' or 'false', not {header!r}",
-                              param="X-Session-Rebuildable")
+    raise InvalidRequestError(
+        f"X-Session-Rebuildable must be 'true' or 'false', not {header!r}", param="X-Session-Rebuildable"
+    )
 
 
 @dataclass(eq=False)
@@ -119,8 +122,9 @@ class ServerState:
 
     def check_model(self, model: str) -> None:
         if model not in (self.model_name, self.config.model.name):
-            raise NotFoundError(f"model {model!r} is not served here; use {self.model_name!r} (GET /v1/models)",
-                                param="model")
+            raise NotFoundError(
+                f"model {model!r} is not served here; use {self.model_name!r} (GET /v1/models)", param="model"
+            )
 
     def authenticate(self, authorization: str | None) -> TenantState:
         """Tenant and traffic class from the API key: the only source of priority."""
@@ -137,6 +141,8 @@ class ServerState:
         if request_id is None:
             return None
         if not is_key(headers.get(ROUTER_KEY_HEADER), self.config.server.admin_key):
-            raise AuthError("X-Kvgate-Request-Id is for the kvgate router (with its X-Kvgate-Router-Key); "
-                            "a client's own id goes in X-Request-Id")
+            raise AuthError(
+                "X-Kvgate-Request-Id is for the kvgate router (with its X-Kvgate-Router-Key); "
+                "a client's own id goes in X-Request-Id"
+            )
         return request_id

@@ -73,9 +73,16 @@ class WorkerSlot:
         return f"http://127.0.0.1:{self.port}"
 
     def describe(self) -> dict:
-        return {"worker": self.worker, "pid": self.pid, "state": self.state.value, "port": self.port,
-                "incarnation": self.incarnation, "restarts": self.restarts, "started_unix": self.started_unix,
-                "last_exit": self.last_exit}
+        return {
+            "worker": self.worker,
+            "pid": self.pid,
+            "state": self.state.value,
+            "port": self.port,
+            "incarnation": self.incarnation,
+            "restarts": self.restarts,
+            "started_unix": self.started_unix,
+            "last_exit": self.last_exit,
+        }
 
 
 def exit_cause(returncode: int) -> str:
@@ -89,8 +96,15 @@ def exit_cause(returncode: int) -> str:
 
 
 class Supervisor:
-    def __init__(self, config: EngineConfig, num_workers: int, *, on_ready: Callable[[WorkerSlot], None],
-                 on_death: Callable[[WorkerSlot, str], None], log_level: str = "info") -> None:
+    def __init__(
+        self,
+        config: EngineConfig,
+        num_workers: int,
+        *,
+        on_ready: Callable[[WorkerSlot], None],
+        on_death: Callable[[WorkerSlot, str], None],
+        log_level: str = "info",
+    ) -> None:
         if num_workers < 1:
             raise ValueError("a supervisor needs at least one worker")
         self.config = config
@@ -114,8 +128,10 @@ class Supervisor:
             slot.sock.bind(("127.0.0.1", 0))
             slot.sock.listen(1024)
             slot.sock.set_inheritable(True)
-        self._tasks = [asyncio.create_task(self._keep_alive(slot, config_path), name=f"kvgate-worker-{slot.worker}")
-                       for slot in self.slots]
+        self._tasks = [
+            asyncio.create_task(self._keep_alive(slot, config_path), name=f"kvgate-worker-{slot.worker}")
+            for slot in self.slots
+        ]
 
     async def stop(self) -> None:
         self._stopping = True
@@ -168,8 +184,19 @@ class Supervisor:
         assert slot.sock is not None, "start() binds every slot's socket before its first spawn"
         fd = slot.sock.fileno()
         slot.process = process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "reference_engine.server.worker", "--config-json", config_path,
-            "--fd", str(fd), "--worker", str(slot.worker), "--log-level", self.log_level, pass_fds=(fd,))
+            sys.executable,
+            "-m",
+            "reference_engine.server.worker",
+            "--config-json",
+            config_path,
+            "--fd",
+            str(fd),
+            "--worker",
+            str(slot.worker),
+            "--log-level",
+            self.log_level,
+            pass_fds=(fd,),
+        )
         slot.pid, slot.incarnation = process.pid, slot.incarnation + 1
         slot.state, slot.started_unix, slot.kill_cause = WorkerState.STARTING, time.time(), None
         log.info("worker %d started: pid %d on port %d", slot.worker, slot.pid, slot.port)
@@ -185,15 +212,20 @@ class Supervisor:
                 try:
                     if (await client.get(f"{slot.url}/ready")).status_code == 200:
                         slot.state = WorkerState.READY
-                        log.info("worker %d (pid %d) ready after %.2f s", slot.worker, slot.pid,
-                                 time.time() - slot.started_unix)
+                        log.info(
+                            "worker %d (pid %d) ready after %.2f s",
+                            slot.worker,
+                            slot.pid,
+                            time.time() - slot.started_unix,
+                        )
                         self.on_ready(slot)
                         return
                 except httpx.TransportError:
                     pass
                 if time.monotonic() > deadline:
-                    log.error("worker %d (pid %d) not ready after %.0f s; killing it", slot.worker, slot.pid,
-                              _READY_TIMEOUT_S)
+                    log.error(
+                        "worker %d (pid %d) not ready after %.0f s; killing it", slot.worker, slot.pid, _READY_TIMEOUT_S
+                    )
                     process.kill()
                     return
                 await asyncio.sleep(_READY_POLL_S)

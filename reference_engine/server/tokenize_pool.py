@@ -41,8 +41,9 @@ class TokenizePool:
     async def encode(self, text: str) -> list[int]:
         if self._pool is None:
             method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-            self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context(method),
-                                             initializer=_install, initargs=(self._tokenizer,))
+            self._pool = ProcessPoolExecutor(
+                1, mp_context=multiprocessing.get_context(method), initializer=_install, initargs=(self._tokenizer,)
+            )
         self.num_encoded += 1
         return await asyncio.get_running_loop().run_in_executor(self._pool, _encode, text)
 

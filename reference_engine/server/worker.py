@@ -38,8 +38,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--log-level", default="info")
     args = p.parse_args(argv)
     _die_with_parent()
-    logging.basicConfig(level=args.log_level.upper(),
-                        format=f"%(asctime)s worker-{args.worker} %(name)s %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=args.log_level.upper(), format=f"%(asctime)s worker-{args.worker} %(name)s %(levelname)s %(message)s"
+    )
     config = load_config(args.config_json)
     app = create_app(config, worker=args.worker)
     http_edge.run(app, config.server, socket.socket(fileno=args.fd), log_level=args.log_level, access_log=False)

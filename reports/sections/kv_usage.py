@@ -12,8 +12,14 @@ from record.run_record import RunRecord
 from reports.page import LEGEND_RIGHT, figure, note, shade_phases
 from reports.series import downsample_max
 
-WATERMARK_COLORS = {"warn": "#bf8700", "admission": "#bc4c00", "evict": "#8250df", "pause_batch": "#6e7781",
-                    "preempt": "#cf222e", "reject": "#82071e"}
+WATERMARK_COLORS = {
+    "warn": "#bf8700",
+    "admission": "#bc4c00",
+    "evict": "#8250df",
+    "pause_batch": "#6e7781",
+    "preempt": "#cf222e",
+    "reject": "#82071e",
+}
 
 
 class KvUsageSection:
@@ -24,26 +30,48 @@ class KvUsageSection:
         s = record.samples
         if s.empty:
             return note("no usage samples in this record (signals.engine_samples / prometheus are false)")
-        frame = s.assign(live=live_usage(s), in_flight=active_usage(s), cached=s["cached_blocks"] / s["num_blocks"],
-                         gpu=s["gpu_mem_used_bytes"] / s["gpu_mem_total_bytes"])
+        frame = s.assign(
+            live=live_usage(s),
+            in_flight=active_usage(s),
+            cached=s["cached_blocks"] / s["num_blocks"],
+            gpu=s["gpu_mem_used_bytes"] / s["gpu_mem_total_bytes"],
+        )
         frame = downsample_max(frame, "t_s", ["live", "in_flight", "cached", "gpu"])
         fig = go.Figure()
-        for column, label, color in (("live", "live (running + retained)", "#0969da"),
-                                     ("in_flight", "in flight (live − retained)", "#54aeff"),
-                                     ("cached", "cached (reusable, not usage)", "#8c959f"),
-                                     ("gpu", "GPU memory used / total", "#1a7f37")):
+        for column, label, color in (
+            ("live", "live (running + retained)", "#0969da"),
+            ("in_flight", "in flight (live − retained)", "#54aeff"),
+            ("cached", "cached (reusable, not usage)", "#8c959f"),
+            ("gpu", "GPU memory used / total", "#1a7f37"),
+        ):
             if frame[column].notna().any():
-                fig.add_trace(go.Scatter(x=frame["t_s"], y=frame[column], name=label, mode="lines",
-                                         line={"color": color, "width": 2 if column == "live" else 1.3}))
+                fig.add_trace(
+                    go.Scatter(
+                        x=frame["t_s"],
+                        y=frame[column],
+                        name=label,
+                        mode="lines",
+                        line={"color": color, "width": 2 if column == "live" else 1.3},
+                    )
+                )
         # Watermarks are legend entries, not annotations: rungs 3 % apart would print labels on top
         # of each other, and a reader can toggle them.
         span = [frame["t_s"].min(), frame["t_s"].max()]
         for mark, level in record.meta.watermarks.items():
             if mark in WATERMARK_COLORS:
-                fig.add_trace(go.Scatter(x=span, y=[level, level], name=f"{mark} watermark {level:.0%}", mode="lines",
-                                         line={"color": WATERMARK_COLORS[mark], "dash": "dot", "width": 1},
-                                         legendgroup="watermarks", hoverinfo="name"))
+                fig.add_trace(
+                    go.Scatter(
+                        x=span,
+                        y=[level, level],
+                        name=f"{mark} watermark {level:.0%}",
+                        mode="lines",
+                        line={"color": WATERMARK_COLORS[mark], "dash": "dot", "width": 1},
+                        legendgroup="watermarks",
+                        hoverinfo="name",
+                    )
+                )
         shade_phases(fig, record.meta.phases)
-        fig.update_layout(xaxis_title="time (s)", yaxis_title="share of the KV pool", yaxis_tickformat=".0%",
-                          yaxis_range=[0, 1.05])
+        fig.update_layout(
+            xaxis_title="time (s)", yaxis_title="share of the KV pool", yaxis_tickformat=".0%", yaxis_range=[0, 1.05]
+        )
         return figure(fig, "fig-kv-usage", height_px=400, legend=LEGEND_RIGHT)

@@ -10,10 +10,11 @@ from record.run_record import RunMeta, RunRecord, RungReached
 from reports.page import esc, note, table
 from reports.pressure import DECISION_LABELS, NOT_RECORDED, missing_rungs_warning, pressure_line
 
-SOURCES = {"engine": "levels from the engine's watermark events (every level change, at the end of the step that "
-                     "caused it)",
-           "samples": "levels from the usage samples against the watermarks (at the sample interval: a short visit "
-                      "between two samples is missed)"}
+SOURCES = {
+    "engine": "levels from the engine's watermark events (every level change, at the end of the step that caused it)",
+    "samples": "levels from the usage samples against the watermarks (at the sample interval: a short visit "
+    "between two samples is missed)",
+}
 
 
 class PressureSection:
@@ -25,22 +26,39 @@ class PressureSection:
         if pressure is None:
             return note(f"{NOT_RECORDED}: run it again, or read the usage chart below against the watermarks")
         warning = missing_rungs_warning(pressure)
-        banner = (f'<div class="banner fail">{esc(warning)}</div>' if warning else
-                  f'<div class="banner pass">{esc(pressure_line(pressure))}</div>')
+        banner = (
+            f'<div class="banner fail">{esc(warning)}</div>'
+            if warning
+            else f'<div class="banner pass">{esc(pressure_line(pressure))}</div>'
+        )
         if pressure.source == "none":
             return banner
-        rungs = [[f"<code>{esc(r.rung)}</code>", f"{r.usage:.0%}",
-                  "yes" if r.first_s is not None else "<b>no</b>",
-                  "—" if r.first_s is None else esc(f"{r.first_s:.1f} s ({_phase_at(meta, r.first_s)})"),
-                  str(r.entries), _held(r, meta.duration_s)] for r in pressure.rungs]
-        decisions = [[esc(DECISION_LABELS.get(key, key)), f"{count:,}"] for key, count in
-                     sorted(pressure.decisions.items(), key=lambda kv: _order(kv[0]))]
-        return (banner + table(["rung", "at live usage", "reached", "first", "times entered", "held"], rungs,
-                               numeric=(1, 4, 5))
-                + note(SOURCES.get(pressure.source, pressure.source)
-                       + "; held: the total time at or above the rung (one still held at the end counts to the "
-                         "end of the run)")
-                + "<h3>The engine's answers to pressure</h3>" + table(["decision", "count"], decisions, numeric=(1,)))
+        rungs = [
+            [
+                f"<code>{esc(r.rung)}</code>",
+                f"{r.usage:.0%}",
+                "yes" if r.first_s is not None else "<b>no</b>",
+                "—" if r.first_s is None else esc(f"{r.first_s:.1f} s ({_phase_at(meta, r.first_s)})"),
+                str(r.entries),
+                _held(r, meta.duration_s),
+            ]
+            for r in pressure.rungs
+        ]
+        decisions = [
+            [esc(DECISION_LABELS.get(key, key)), f"{count:,}"]
+            for key, count in sorted(pressure.decisions.items(), key=lambda kv: _order(kv[0]))
+        ]
+        return (
+            banner
+            + table(["rung", "at live usage", "reached", "first", "times entered", "held"], rungs, numeric=(1, 4, 5))
+            + note(
+                SOURCES.get(pressure.source, pressure.source)
+                + "; held: the total time at or above the rung (one still held at the end counts to the "
+                "end of the run)"
+            )
+            + "<h3>The engine's answers to pressure</h3>"
+            + table(["decision", "count"], decisions, numeric=(1,))
+        )
 
 
 def _held(rung: RungReached, duration_s: float) -> str:

@@ -9,11 +9,13 @@ from record.run_record import RunRecord
 from reports.page import CLASS_COLORS, figure, note, shade_phases
 from reports.series import downsample_max
 
-SERIES = (("waiting_interactive", "waiting interactive", CLASS_COLORS["interactive"], "solid"),
-          ("waiting_batch", "waiting batch", CLASS_COLORS["batch"], "solid"),
-          ("waiting_system", "waiting system", CLASS_COLORS["system"], "solid"),
-          ("num_running", "running", "#57606a", "dot"),
-          ("num_swapped", "swapped to host", "#1a7f37", "dot"))
+SERIES = (
+    ("waiting_interactive", "waiting interactive", CLASS_COLORS["interactive"], "solid"),
+    ("waiting_batch", "waiting batch", CLASS_COLORS["batch"], "solid"),
+    ("waiting_system", "waiting system", CLASS_COLORS["system"], "solid"),
+    ("num_running", "running", "#57606a", "dot"),
+    ("num_swapped", "swapped to host", "#1a7f37", "dot"),
+)
 
 
 class QueuesSection:
@@ -27,8 +29,15 @@ class QueuesSection:
         frame = downsample_max(record.samples, "t_s", [row[0] for row in present])
         fig = go.Figure()
         for column, label, color, dash in present:
-            fig.add_trace(go.Scatter(x=frame["t_s"], y=frame[column], name=label, mode="lines",
-                                     line={"color": color, "dash": dash, "width": 1.5}))
+            fig.add_trace(
+                go.Scatter(
+                    x=frame["t_s"],
+                    y=frame[column],
+                    name=label,
+                    mode="lines",
+                    line={"color": color, "dash": dash, "width": 1.5},
+                )
+            )
         shade_phases(fig, record.meta.phases)
         fig.update_layout(xaxis_title="time (s)", yaxis_title="requests", yaxis_rangemode="tozero")
         return figure(fig, "fig-queues")

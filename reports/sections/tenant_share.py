@@ -28,15 +28,33 @@ class TenantShareSection:
         caps = ts.dropna(subset=["cap"]).groupby("cap")["tenant"].unique()
         for cap, tenants in caps.items():
             who = ", ".join(sorted(tenants)) if len(caps) > 1 else "all tenants"
-            fig.add_hline(y=cap, line_dash="dash", line_color="#cf222e", line_width=1.5,
-                          annotation_text=f"cap {cap:.0%} ({who})", annotation_position="top left",
-                          annotation_font_size=10, annotation_font_color="#cf222e")
+            fig.add_hline(
+                y=cap,
+                line_dash="dash",
+                line_color="#cf222e",
+                line_width=1.5,
+                annotation_text=f"cap {cap:.0%} ({who})",
+                annotation_position="top left",
+                annotation_font_size=10,
+                annotation_font_color="#cf222e",
+            )
         result = verdict.result("tenant_share")
         if result is not None and result.outcome is Outcome.FAIL:
             worst = result.evidence["worst_sample"]
-            fig.add_trace(go.Scatter(x=[worst["t_s"]], y=[worst["share"]], mode="markers", name="worst sample",
-                                     marker={"symbol": "x", "size": 12, "color": "#cf222e"}))
+            fig.add_trace(
+                go.Scatter(
+                    x=[worst["t_s"]],
+                    y=[worst["share"]],
+                    mode="markers",
+                    name="worst sample",
+                    marker={"symbol": "x", "size": 12, "color": "#cf222e"},
+                )
+            )
         shade_phases(fig, record.meta.phases)
-        fig.update_layout(xaxis_title="time (s)", yaxis_title="live share of the pool", yaxis_tickformat=".0%",
-                          yaxis_rangemode="tozero")
+        fig.update_layout(
+            xaxis_title="time (s)",
+            yaxis_title="live share of the pool",
+            yaxis_tickformat=".0%",
+            yaxis_rangemode="tozero",
+        )
         return figure(fig, "fig-tenant-share")

@@ -28,8 +28,15 @@ class TtftSection:
         for label, values, color, dash in curves:
             x, y = cdf_points(values)
             if x.size:
-                fig.add_trace(go.Scatter(x=x, y=y, name=f"{label}, n={len(values)}", mode="lines",
-                                         line={"color": color, "dash": dash, "shape": "hv"}))
+                fig.add_trace(
+                    go.Scatter(
+                        x=x,
+                        y=y,
+                        name=f"{label}, n={len(values)}",
+                        mode="lines",
+                        line={"color": color, "dash": dash, "shape": "hv"},
+                    )
+                )
             if num_hung := int(np.isinf(values).sum()):
                 hangs.append(f"{label}: {num_hung} timed out without a first token (not on the curve)")
         if not fig.data:
@@ -40,7 +47,13 @@ class TtftSection:
             limit_line(fig, limit, f" interactive P95 limit {limit:.0f} ms", log_x=True)
             fig.add_hline(y=0.95, line_dash="dot", line_color="#8c959f", line_width=1)
         xs = [x for trace in fig.data for x in trace.x] + ([limit] if limit is not None else [])
-        fig.update_layout(showlegend=True, xaxis_type="log", xaxis_title="TTFT (ms, log scale)",
-                          xaxis_range=padded_log_range(xs), yaxis_title="share of requests",
-                          yaxis_tickformat=".0%", yaxis_range=[0, 1.02])
+        fig.update_layout(
+            showlegend=True,
+            xaxis_type="log",
+            xaxis_title="TTFT (ms, log scale)",
+            xaxis_range=padded_log_range(xs),
+            yaxis_title="share of requests",
+            yaxis_tickformat=".0%",
+            yaxis_range=[0, 1.02],
+        )
         return figure(fig, "fig-ttft") + "".join(note(h) for h in hangs)

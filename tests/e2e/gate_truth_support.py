@@ -71,8 +71,9 @@ class TraceBuilder:
         self._first_id: dict[str, int] = {}
         candidate = 1
         while len(self._first_id) < len(tenants):
-            probe = TraceRequest(row=0, arrival_s=0.0, num_prompt_tokens=1, num_output_tokens=1,
-                                 prefix_ids=(candidate,))
+            probe = TraceRequest(
+                row=0, arrival_s=0.0, num_prompt_tokens=1, num_output_tokens=1, prefix_ids=(candidate,)
+            )
             self._first_id.setdefault(assigner.assign(probe), candidate)
             candidate += 1
         self._next_id = 1_000_000
@@ -93,11 +94,24 @@ class TraceBuilder:
 
     def build(self, sends: list[Send]) -> Trace:
         ordered = sorted(sends, key=lambda s: s.t_s)
-        requests = [TraceRequest(row=i + 1, arrival_s=s.t_s - ordered[0].t_s, num_prompt_tokens=s.prompt_tokens,
-                                 num_output_tokens=s.output_tokens, prefix_ids=self._ids(s), session_id=s.session)
-                    for i, s in enumerate(ordered)]
-        return Trace(format="synthetic", source=Path("synthetic"), requests=requests,
-                     prefix_block_tokens=TRACE_BLOCK_TOKENS, num_rows=len(requests))
+        requests = [
+            TraceRequest(
+                row=i + 1,
+                arrival_s=s.t_s - ordered[0].t_s,
+                num_prompt_tokens=s.prompt_tokens,
+                num_output_tokens=s.output_tokens,
+                prefix_ids=self._ids(s),
+                session_id=s.session,
+            )
+            for i, s in enumerate(ordered)
+        ]
+        return Trace(
+            format="synthetic",
+            source=Path("synthetic"),
+            requests=requests,
+            prefix_block_tokens=TRACE_BLOCK_TOKENS,
+            num_rows=len(requests),
+        )
 
 
 def every(period_s: float, until_s: float, start_s: float = 0.0) -> Iterator[float]:
@@ -123,8 +137,7 @@ class ReplayScenario:
 def _overload() -> list[Send]:
     # Three tenants send a 16K-token prompt with a 2K-token answer every 0.25 s, and umbrella
     # bursts twelve at once: 60 × 18K tokens ≈ 1.1M tokens against a 432K-token pool.
-    sends = [Send(t, tenant, 16_384, 2_048) for tenant in ("acme", "globex", "initech")
-             for t in every(0.25, 4.0)]
+    sends = [Send(t, tenant, 16_384, 2_048) for tenant in ("acme", "globex", "initech") for t in every(0.25, 4.0)]
     sends += [Send(2.0 + 0.001 * i, "umbrella", 16_384, 2_048) for i in range(12)]
     return sends
 
@@ -166,8 +179,11 @@ def _conversations() -> list[Send]:
     # 40 conversations over four tenants, a turn every 2 s for 20 s, each adding 256 tokens: at
     # most 40 × 3K tokens ≈ 7,500 blocks of sessions, inside every tenant's cap and the pool.
     tenants = ("acme", "globex", "initech", "umbrella")
-    return [Send(0.05 * i + 2.0 * turn, tenants[i % 4], 512 + 256 * turn, 32, session=f"c{i}")
-            for i in range(40) for turn in range(10)]
+    return [
+        Send(0.05 * i + 2.0 * turn, tenants[i % 4], 512 + 256 * turn, 32, session=f"c{i}")
+        for i in range(40)
+        for turn in range(10)
+    ]
 
 
 def _chat_rush() -> list[Send]:
@@ -194,21 +210,28 @@ def _recompute_pressure() -> list[Send]:
     return [Send(0.02 * i, ("acme", "globex")[i % 2], 1_000, 4_000) for i in range(120)]
 
 
-REPLAY_SCENARIOS: dict[str, ReplayScenario] = {s.name: s for s in (
-    ReplayScenario("overload", _overload),
-    ReplayScenario("batch_flood", _batch_flood),
-    ReplayScenario("interactive_flood", _interactive_flood),
-    # six 15 % tenants can never reach the preempt rung (92 %): here two may take 60 % each
-    ReplayScenario("decode_growth", _decode_growth,
-                   {"tenants.acme.max_kv_share": 0.6, "tenants.globex.max_kv_share": 0.6}),
-    # one tenant may fill the pool, so the watermarks, not its cap, must stop it
-    ReplayScenario("many_sessions", _many_sessions, {"tenants.acme.max_kv_share": 1.0}),
-    ReplayScenario("conversations", _conversations),
-    ReplayScenario("chat_rush", _chat_rush),
-    ReplayScenario("long_chats", _long_chats),
-    ReplayScenario("recompute_pressure", _recompute_pressure,
-                   {"tenants.acme.max_kv_share": 1.0, "tenants.globex.max_kv_share": 1.0}),
-)}
+REPLAY_SCENARIOS: dict[str, ReplayScenario] = {
+    s.name: s
+    for s in (
+        ReplayScenario("overload", _overload),
+        ReplayScenario("batch_flood", _batch_flood),
+        ReplayScenario("interactive_flood", _interactive_flood),
+        # six 15 % tenants can never reach the preempt rung (92 %): here two may take 60 % each
+        ReplayScenario(
+            "decode_growth", _decode_growth, {"tenants.acme.max_kv_share": 0.6, "tenants.globex.max_kv_share": 0.6}
+        ),
+        # one tenant may fill the pool, so the watermarks, not its cap, must stop it
+        ReplayScenario("many_sessions", _many_sessions, {"tenants.acme.max_kv_share": 1.0}),
+        ReplayScenario("conversations", _conversations),
+        ReplayScenario("chat_rush", _chat_rush),
+        ReplayScenario("long_chats", _long_chats),
+        ReplayScenario(
+            "recompute_pressure",
+            _recompute_pressure,
+            {"tenants.acme.max_kv_share": 1.0, "tenants.globex.max_kv_share": 1.0},
+        ),
+    )
+}
 
 
 def replay(config_path: Path, scenario: ReplayScenario, run_dir: Path) -> RunRecord:
@@ -230,6 +253,7 @@ def broken_config(gate: str) -> Path:
 
 def config_changes(path: Path) -> dict[str, Any]:
     """Dotted keys whose values differ from default.toml's (for the one-change check)."""
+
     def flat(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
         out: dict[str, Any] = {}
         for key, value in data.items():
@@ -238,6 +262,7 @@ def config_changes(path: Path) -> dict[str, Any]:
             else:
                 out[f"{prefix}{key}"] = value
         return out
+
     default = flat(load_config(DEFAULT_CONFIG).model_dump(mode="json"))
     broken = flat(load_config(path).model_dump(mode="json"))
     return {k: v for k, v in broken.items() if default.get(k) != v}
@@ -268,43 +293,95 @@ class _Quiet:
         pass
 
 
-LIVE_SCENARIOS: dict[str, LiveScenario] = {s.name: s for s in (
-    # Clients that hang up: cancel-storm users mid-prefill and mid-decode (a cancelled answer
-    # would run on for 1,024 tokens, ~7 s), and 2,048-token answers (~13 s) that the end of the
-    # load cuts off, so a deaf engine is still busy with them through the cooldown.
-    LiveScenario("hang_ups", "cancel_storm,long_output", users=8, duration_s=8.0,
-                 settings={"cancel_prompt_tokens": 2048, "cancel_max_tokens": 1024, "long_output_tokens": 2048,
-                           "request_timeout_s": 30.0, "wait_min_s": 0.1, "wait_max_s": 0.3}),
-    # A queue: one sequence at a time (so a handful of users on two cores make one) and eight
-    # users, each answer ~2.5 s. A request waits up to its queue deadline (8 s on default.toml)
-    # and is then served in time for its client's 12 s timeout, or refused with 429
-    # queue_deadline; a queue of seven takes ~17 s.
-    LiveScenario("queue", "long_output", users=8, duration_s=16.0,
-                 settings={"long_output_tokens": 384, "request_timeout_s": 12.0, "wait_min_s": 0.1,
-                           "wait_max_s": 0.3},
-                 overrides={"engine.max_num_seqs": 1}),
-    # Two workers, one killed every 3 s (three kills) while eight users stream ~6-second answers
-    # from both: every kill finds requests in flight on its worker, even on a loaded machine
-    # (with fewer, shorter answers a kill could land on a worker that held nothing).
-    LiveScenario("router", "worker_kill,long_output", users=9, duration_s=10.0, workers=2,
-                 settings={"long_output_tokens": 1024, "kill_interval_s": 3.0, "request_timeout_s": 30.0,
-                           "wait_min_s": 0.1, "wait_max_s": 0.3}),
-)}
+LIVE_SCENARIOS: dict[str, LiveScenario] = {
+    s.name: s
+    for s in (
+        # Clients that hang up: cancel-storm users mid-prefill and mid-decode (a cancelled answer
+        # would run on for 1,024 tokens, ~7 s), and 2,048-token answers (~13 s) that the end of the
+        # load cuts off, so a deaf engine is still busy with them through the cooldown.
+        LiveScenario(
+            "hang_ups",
+            "cancel_storm,long_output",
+            users=8,
+            duration_s=8.0,
+            settings={
+                "cancel_prompt_tokens": 2048,
+                "cancel_max_tokens": 1024,
+                "long_output_tokens": 2048,
+                "request_timeout_s": 30.0,
+                "wait_min_s": 0.1,
+                "wait_max_s": 0.3,
+            },
+        ),
+        # A queue: one sequence at a time (so a handful of users on two cores make one) and eight
+        # users, each answer ~2.5 s. A request waits up to its queue deadline (8 s on default.toml)
+        # and is then served in time for its client's 12 s timeout, or refused with 429
+        # queue_deadline; a queue of seven takes ~17 s.
+        LiveScenario(
+            "queue",
+            "long_output",
+            users=8,
+            duration_s=16.0,
+            settings={"long_output_tokens": 384, "request_timeout_s": 12.0, "wait_min_s": 0.1, "wait_max_s": 0.3},
+            overrides={"engine.max_num_seqs": 1},
+        ),
+        # Two workers, one killed every 3 s (three kills) while eight users stream ~6-second answers
+        # from both: every kill finds requests in flight on its worker, even on a loaded machine
+        # (with fewer, shorter answers a kill could land on a worker that held nothing).
+        LiveScenario(
+            "router",
+            "worker_kill,long_output",
+            users=9,
+            duration_s=10.0,
+            workers=2,
+            settings={
+                "long_output_tokens": 1024,
+                "kill_interval_s": 3.0,
+                "request_timeout_s": 30.0,
+                "wait_min_s": 0.1,
+                "wait_max_s": 0.3,
+            },
+        ),
+    )
+}
 
 
 def live(config_path: Path, scenario: LiveScenario, run_dir: Path) -> RunRecord:
     """The plan `kvgate run --policy CONFIG --scenarios ... --profile full` builds, with the
     scenario's sizes and engine overrides, one baseline request and a short cooldown."""
-    args = build_parser().parse_args(["run", "--policy", str(config_path), "--profile", "full", "--scenarios",
-                                      scenario.scenarios, "--users", str(scenario.users), "--spawn-rate",
-                                      str(scenario.users), "--duration", str(scenario.duration_s),
-                                      "--workers", str(scenario.workers), "--out", str(run_dir)])
+    args = build_parser().parse_args(
+        [
+            "run",
+            "--policy",
+            str(config_path),
+            "--profile",
+            "full",
+            "--scenarios",
+            scenario.scenarios,
+            "--users",
+            str(scenario.users),
+            "--spawn-rate",
+            str(scenario.users),
+            "--duration",
+            str(scenario.duration_s),
+            "--workers",
+            str(scenario.workers),
+            "--out",
+            str(run_dir),
+        ]
+    )
     plan = build_plan(args)
     assert plan.config is not None
-    plan = dataclasses.replace(plan, config=with_overrides(plan.config, scenario.overrides),
-                               engine_overrides=dict(scenario.overrides),
-                               settings=plan.settings.with_(**scenario.settings), baseline_requests=1,
-                               cooldown_min_s=1.0, cooldown_max_s=scenario.cooldown_max_s, stop_timeout_s=1)
+    plan = dataclasses.replace(
+        plan,
+        config=with_overrides(plan.config, scenario.overrides),
+        engine_overrides=dict(scenario.overrides),
+        settings=plan.settings.with_(**scenario.settings),
+        baseline_requests=1,
+        cooldown_min_s=1.0,
+        cooldown_max_s=scenario.cooldown_max_s,
+        stop_timeout_s=1,
+    )
     run_live(plan, _Quiet())
     return RunRecord.load(run_dir)
 
@@ -328,27 +405,37 @@ class Truth:
         return broken_config(self.gate)
 
 
-GATE_TRUTH: dict[str, Truth] = {t.gate: t for t in (
-    Truth("no_oom", "overload", "the `none` baseline starts everything it is sent and fails the batch when the "
-          "pool runs out"),
-    Truth("cancel_release", "hang_ups", "cancelled answers run on for seconds, holding their blocks"),
-    Truth("interactive_ttft", "batch_flood", "a 48K-token batch prefill takes whole steps; chat waits seconds"),
-    Truth("tenant_share", "overload", "one tenant's burst takes about half the pool against its 15 % cap"),
-    Truth("preempted_complete", "decode_growth", "preemption kills the victim instead of swapping or recomputing"),
-    Truth("explicit_overflow", "queue", "queued requests outwait the clients' 12 s timeout: hangs"),
-    Truth("memory_recovery", "hang_ups", "abandoned answers keep in-flight KV up through the cooldown"),
-    Truth("memory_level_off", "many_sessions", "idle sessions fill the pool to 100 % instead of levelling off"),
-    Truth("no_orphans", "router", "a killed worker's reservations stay in the router, held by nobody"),
-    Truth("eviction_thrash", "conversations", "each tenant keeps one idle session: ~7 % of the pool evicted "
-          "per second"),
-    Truth("batch_progress", "interactive_flood", "batch never starts behind the chat queue and waits out its "
-          "deadline"),
-    Truth("goodput", "chat_rush", "caps of 2 % refuse most chat; the answered rest is fast"),
-    Truth("rejections", "chat_rush", "caps of 2 % refuse most chat with tenant_quota"),
-    Truth("approximate_answers", "long_chats", "streamingllm answers long chat questions from dropped KV"),
-    Truth("recompute_tax", "recompute_pressure", "every preemption recomputes: a fifth of the compute"),
-    Truth("capacity_after_drain", "hang_ups", "abandoned answers hold slots and blocks after the cooldown"),
-)}
+GATE_TRUTH: dict[str, Truth] = {
+    t.gate: t
+    for t in (
+        Truth(
+            "no_oom",
+            "overload",
+            "the `none` baseline starts everything it is sent and fails the batch when the pool runs out",
+        ),
+        Truth("cancel_release", "hang_ups", "cancelled answers run on for seconds, holding their blocks"),
+        Truth("interactive_ttft", "batch_flood", "a 48K-token batch prefill takes whole steps; chat waits seconds"),
+        Truth("tenant_share", "overload", "one tenant's burst takes about half the pool against its 15 % cap"),
+        Truth("preempted_complete", "decode_growth", "preemption kills the victim instead of swapping or recomputing"),
+        Truth("explicit_overflow", "queue", "queued requests outwait the clients' 12 s timeout: hangs"),
+        Truth("memory_recovery", "hang_ups", "abandoned answers keep in-flight KV up through the cooldown"),
+        Truth("memory_level_off", "many_sessions", "idle sessions fill the pool to 100 % instead of levelling off"),
+        Truth("no_orphans", "router", "a killed worker's reservations stay in the router, held by nobody"),
+        Truth(
+            "eviction_thrash",
+            "conversations",
+            "each tenant keeps one idle session: ~7 % of the pool evicted per second",
+        ),
+        Truth(
+            "batch_progress", "interactive_flood", "batch never starts behind the chat queue and waits out its deadline"
+        ),
+        Truth("goodput", "chat_rush", "caps of 2 % refuse most chat; the answered rest is fast"),
+        Truth("rejections", "chat_rush", "caps of 2 % refuse most chat with tenant_quota"),
+        Truth("approximate_answers", "long_chats", "streamingllm answers long chat questions from dropped KV"),
+        Truth("recompute_tax", "recompute_pressure", "every preemption recomputes: a fifth of the compute"),
+        Truth("capacity_after_drain", "hang_ups", "abandoned answers hold slots and blocks after the cooldown"),
+    )
+}
 
 
 def run_scenario(config_path: Path, scenario: str, run_dir: Path) -> RunRecord:

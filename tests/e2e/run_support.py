@@ -26,13 +26,25 @@ def clean_env() -> dict[str, str]:
 
 
 def kvgate_run(*args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "harness.cli", "run", *args], cwd=REPO, env=clean_env(),
-                          capture_output=True, text=True, timeout=timeout_s)
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", *args],
+        cwd=REPO,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
 
 
 def locust(*args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "locust", *args], cwd=REPO, env=clean_env(), capture_output=True,
-                          text=True, timeout=timeout_s)
+    return subprocess.run(
+        [sys.executable, "-m", "locust", *args],
+        cwd=REPO,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
 
 
 def load_record(result: subprocess.CompletedProcess[str], run_dir: Path) -> RunRecord:

@@ -18,8 +18,20 @@ pytestmark = pytest.mark.slow
 def test_the_cancel_storm_loses_no_cancel_and_leaves_no_live_request_blocks(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     with cpu_hogs():
-        result = kvgate_run("--policy", str(DEFAULT_CONFIG), "--profile", "quick", "--scenarios", "cancel_storm",
-                            "--users", "6", "--duration", "6", "--out", str(run_dir))
+        result = kvgate_run(
+            "--policy",
+            str(DEFAULT_CONFIG),
+            "--profile",
+            "quick",
+            "--scenarios",
+            "cancel_storm",
+            "--users",
+            "6",
+            "--duration",
+            "6",
+            "--out",
+            str(run_dir),
+        )
     record = load_record(result, run_dir)
     load = record.requests[record.requests["phase"] == "load"]
     cancelled = load[load["status"] == "cancelled"]
@@ -43,8 +55,12 @@ def test_the_cancel_storm_loses_no_cancel_and_leaves_no_live_request_blocks(tmp_
     arrived = engine_arrivals(events)
     reached = {arrived[label] for label in cancelled["request_id"] if label in arrived}
     cancels_received = set(events.loc[events["kind"] == "cancel_received", "request_id"])
-    ended_alone = set(events.loc[(events["kind"] == "rejected") | (
-        (events["kind"] == "finished") & (events["reason"] != "cancelled")), "request_id"])
+    ended_alone = set(
+        events.loc[
+            (events["kind"] == "rejected") | ((events["kind"] == "finished") & (events["reason"] != "cancelled")),
+            "request_id",
+        ]
+    )
     assert cancels_received <= reached and reached - cancels_received <= ended_alone and len(cancels_received)
     released = events[(events["kind"] == "blocks_released") & events["latency_s"].notna()]  # timed from a cancel
     assert set(released["request_id"]) == cancels_received

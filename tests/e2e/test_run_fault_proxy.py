@@ -29,11 +29,11 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield target.url
 
 
-def run_through(engine: str, fault: Fault, run_dir: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str],
-                                                                                 dict]:
+def run_through(engine: str, fault: Fault, run_dir: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], dict]:
     with fault_proxy(engine, fault) as url:
-        result = kvgate_run("--target", url, "--tenants", TENANTS, *SMALL_LOAD, "--out", str(run_dir), *extra,
-                            timeout_s=240)
+        result = kvgate_run(
+            "--target", url, "--tenants", TENANTS, *SMALL_LOAD, "--out", str(run_dir), *extra, timeout_s=240
+        )
     verdict = json.loads((run_dir / "verdict.json").read_text()) if (run_dir / "verdict.json").exists() else {}
     return result, verdict
 
@@ -42,15 +42,19 @@ def outcomes(verdict: dict) -> dict[str, str]:
     return {r["gate"]: r["outcome"] for r in verdict["results"]}
 
 
-@pytest.mark.parametrize(("fault", "failing"), [
-    (Fault.ALL_503, {"goodput", "rejections"}),
-    (Fault.EMPTY_STREAM, {"goodput", "explicit_overflow"}),
-    (Fault.BROKEN_JSON, {"goodput", "explicit_overflow"}),
-    (Fault.HANG_UNDER_LOAD, {"goodput", "explicit_overflow"}),
-    (Fault.CUT_STREAM, {"goodput", "explicit_overflow"}),
-])
-def test_a_target_that_serves_nothing_fails_with_the_gate_named(engine: str, fault: Fault, failing: set[str],
-                                                                tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("fault", "failing"),
+    [
+        (Fault.ALL_503, {"goodput", "rejections"}),
+        (Fault.EMPTY_STREAM, {"goodput", "explicit_overflow"}),
+        (Fault.BROKEN_JSON, {"goodput", "explicit_overflow"}),
+        (Fault.HANG_UNDER_LOAD, {"goodput", "explicit_overflow"}),
+        (Fault.CUT_STREAM, {"goodput", "explicit_overflow"}),
+    ],
+)
+def test_a_target_that_serves_nothing_fails_with_the_gate_named(
+    engine: str, fault: Fault, failing: set[str], tmp_path: Path
+) -> None:
     result, verdict = run_through(engine, fault, tmp_path / "run")
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
     found = outcomes(verdict)
@@ -72,8 +76,14 @@ def test_the_healthy_passthrough_passes_as_a_partial_verdict_only_when_asked(eng
     assert found["goodput"] == found["explicit_overflow"] == "pass" and found["no_oom"] == "not_measurable"
 
     def gate(*extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "harness.cli", "gate", str(run_dir), *extra], cwd=REPO,
-                              env=clean_env(), capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "harness.cli", "gate", str(run_dir), *extra],
+            cwd=REPO,
+            env=clean_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     partial = gate()
     assert partial.returncode == 2 and "partial verdict" in partial.stderr, partial.stdout + partial.stderr

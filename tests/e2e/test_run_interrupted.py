@@ -21,9 +21,29 @@ pytestmark = pytest.mark.slow
 
 def test_sigterm_during_the_load_cleans_up_and_keeps_the_record(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "--policy", str(DEFAULT_CONFIG), "--profile",
-                             "quick", "--scenarios", "short_qa", "--duration", "60", "--out", str(run_dir)],
-                            cwd=REPO, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            "--policy",
+            str(DEFAULT_CONFIG),
+            "--profile",
+            "quick",
+            "--scenarios",
+            "short_qa",
+            "--duration",
+            "60",
+            "--out",
+            str(run_dir),
+        ],
+        cwd=REPO,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     assert proc.stdout is not None
     lines = []
     for line in proc.stdout:

@@ -16,10 +16,32 @@ pytestmark = pytest.mark.slow
 
 
 def plain_run(base: str, tenants: str, record_dir: Path):
-    return locust("-f", str(SCENARIOS / "short_qa.py"), "--headless", "-u", "4", "-r", "4", "-t", "4s",
-                  "--host", base, "--stop-timeout", "5", "--only-summary", "--kvgate-model", "kvgate-tiny",
-                  "--kvgate-system-prompt", SYSTEM_PROMPT, "--kvgate-tenants", tenants,
-                  "--kvgate-admin-key", ADMIN_KEY, "--kvgate-record-dir", str(record_dir))
+    return locust(
+        "-f",
+        str(SCENARIOS / "short_qa.py"),
+        "--headless",
+        "-u",
+        "4",
+        "-r",
+        "4",
+        "-t",
+        "4s",
+        "--host",
+        base,
+        "--stop-timeout",
+        "5",
+        "--only-summary",
+        "--kvgate-model",
+        "kvgate-tiny",
+        "--kvgate-system-prompt",
+        SYSTEM_PROMPT,
+        "--kvgate-tenants",
+        tenants,
+        "--kvgate-admin-key",
+        ADMIN_KEY,
+        "--kvgate-record-dir",
+        str(record_dir),
+    )
 
 
 def test_a_plain_locust_run_is_recorded_judged_and_exits_with_the_gates_code(tmp_path: Path) -> None:

@@ -16,26 +16,77 @@ from tests.integration.server_process import ADMIN, ADMIN_KEY, SYSTEM_PROMPT, ru
 
 pytestmark = pytest.mark.slow
 
-TINY = ["--kvgate-model", "kvgate-tiny", "--kvgate-system-prompt", SYSTEM_PROMPT, "--kvgate-admin-key", ADMIN_KEY,
-        "--kvgate-tenants", "acme=sk-acme:interactive,globex=sk-globex:interactive",
-        "--kvgate-long-prompt-tokens", "2048", "--kvgate-long-output-tokens", "128",
-        "--kvgate-batch-prompt-tokens", "512", "--kvgate-cancel-prompt-tokens", "1024",
-        "--kvgate-document-tokens", "128", "--kvgate-idle-gap-min-s", "0.2", "--kvgate-idle-gap-max-s", "0.5",
-        "--kvgate-burst-size", "4", "--kvgate-kill-interval-s", "1",
-        # within kvgate-tiny's 4,096-token context: a long multi-turn session's document is 4,096 by default
-        "--kvgate-session-context-tokens", "256", "--kvgate-long-session-context-tokens", "1024"]
+TINY = [
+    "--kvgate-model",
+    "kvgate-tiny",
+    "--kvgate-system-prompt",
+    SYSTEM_PROMPT,
+    "--kvgate-admin-key",
+    ADMIN_KEY,
+    "--kvgate-tenants",
+    "acme=sk-acme:interactive,globex=sk-globex:interactive",
+    "--kvgate-long-prompt-tokens",
+    "2048",
+    "--kvgate-long-output-tokens",
+    "128",
+    "--kvgate-batch-prompt-tokens",
+    "512",
+    "--kvgate-cancel-prompt-tokens",
+    "1024",
+    "--kvgate-document-tokens",
+    "128",
+    "--kvgate-idle-gap-min-s",
+    "0.2",
+    "--kvgate-idle-gap-max-s",
+    "0.5",
+    "--kvgate-burst-size",
+    "4",
+    "--kvgate-kill-interval-s",
+    "1",
+    # within kvgate-tiny's 4,096-token context: a long multi-turn session's document is 4,096 by default
+    "--kvgate-session-context-tokens",
+    "256",
+    "--kvgate-long-session-context-tokens",
+    "1024",
+]
 
 
 def test_the_mixed_default_runs_headless_and_records_every_request(tmp_path: Path) -> None:
     rows_path = tmp_path / "requests.csv"
     with running_server(tmp_path) as base:
-        result = locust("-f", str(SCENARIOS), "--headless", "-u", "10", "-r", "10", "-t", "6s", "--host", base,
-                        "--stop-timeout", "5", "--only-summary", "--kvgate-requests-csv", str(rows_path), *TINY)
+        result = locust(
+            "-f",
+            str(SCENARIOS),
+            "--headless",
+            "-u",
+            "10",
+            "-r",
+            "10",
+            "-t",
+            "6s",
+            "--host",
+            base,
+            "--stop-timeout",
+            "5",
+            "--only-summary",
+            "--kvgate-requests-csv",
+            str(rows_path),
+            *TINY,
+        )
     assert result.returncode == 0, result.stderr[-3000:]
     rows = pd.read_csv(rows_path)
     assert tuple(rows.columns) == REQUEST_COLUMNS
-    senders = {"batch_mix", "cancel_storm", "long_output", "long_prompt", "multi_turn", "shared_prefix",
-               "short_qa", "step_load", "tenant_burst"}
+    senders = {
+        "batch_mix",
+        "cancel_storm",
+        "long_output",
+        "long_prompt",
+        "multi_turn",
+        "shared_prefix",
+        "short_qa",
+        "step_load",
+        "tenant_burst",
+    }
     assert set(rows["scenario"]) == senders  # worker_kill sends no completions (and stops: one engine)
     assert set(rows["status"]) <= STATUSES and set(rows["phase"]) == {"load"}
     ok = rows[rows["status"] == "ok"]
@@ -51,9 +102,28 @@ def test_the_mixed_default_runs_headless_and_records_every_request(tmp_path: Pat
 def test_with_processes_every_workers_rows_reach_the_master_once_even_on_a_busy_machine(tmp_path: Path) -> None:
     rows_path, stats = tmp_path / "requests.csv", tmp_path / "stats"
     with running_server(tmp_path) as base, cpu_hogs():
-        result = locust("-f", str(SCENARIOS / "short_qa.py"), "--headless", "--processes", "2", "-u", "4", "-r", "4",
-                        "-t", "5s", "--host", base, "--stop-timeout", "5", "--csv", str(stats),
-                        "--kvgate-requests-csv", str(rows_path), *TINY)
+        result = locust(
+            "-f",
+            str(SCENARIOS / "short_qa.py"),
+            "--headless",
+            "--processes",
+            "2",
+            "-u",
+            "4",
+            "-r",
+            "4",
+            "-t",
+            "5s",
+            "--host",
+            base,
+            "--stop-timeout",
+            "5",
+            "--csv",
+            str(stats),
+            "--kvgate-requests-csv",
+            str(rows_path),
+            *TINY,
+        )
         page = httpx.get(f"{base}/admin/events", headers=ADMIN, timeout=30).json()
     assert result.returncode == 0, result.stderr[-3000:]
     rows = pd.read_csv(rows_path)
@@ -73,11 +143,29 @@ def test_with_processes_every_workers_rows_reach_the_master_once_even_on_a_busy_
 def test_the_step_shape_stops_the_test_once_rejections_begin(tmp_path: Path) -> None:
     rows_path = tmp_path / "requests.csv"
     with running_server(tmp_path) as base:  # tenant `tiny` may hold no KV: every request is a 429
-        result = locust("-f", str(SCENARIOS / "step_load.py"), "--headless", "-t", "60s", "--host", base,
-                        "--kvgate-requests-csv", str(rows_path), *TINY, "--kvgate-tenants", "tiny=sk-tiny",
-                        "--kvgate-step-users", "2", "--kvgate-step-s", "1", "--kvgate-step-hold-s", "1",
-                        "--exit-code-on-error", "0",
-                        timeout_s=50)
+        result = locust(
+            "-f",
+            str(SCENARIOS / "step_load.py"),
+            "--headless",
+            "-t",
+            "60s",
+            "--host",
+            base,
+            "--kvgate-requests-csv",
+            str(rows_path),
+            *TINY,
+            "--kvgate-tenants",
+            "tiny=sk-tiny",
+            "--kvgate-step-users",
+            "2",
+            "--kvgate-step-s",
+            "1",
+            "--kvgate-step-hold-s",
+            "1",
+            "--exit-code-on-error",
+            "0",
+            timeout_s=50,
+        )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Shape test stopping" in result.stderr and "--run-time limit reached" not in result.stderr
     rows = pd.read_csv(rows_path)

@@ -17,14 +17,35 @@ pytestmark = pytest.mark.slow
 
 def test_expired_sessions_are_recorded_as_410_or_as_rebuilt(tmp_path: Path) -> None:
     config = tmp_path / "short_idle.toml"
-    config.write_text(DEFAULT_CONFIG.read_text().replace("max_session_idle_seconds = 120",
-                                                         "max_session_idle_seconds = 0.5"))
+    config.write_text(
+        DEFAULT_CONFIG.read_text().replace("max_session_idle_seconds = 120", "max_session_idle_seconds = 0.5")
+    )
     rows_path = tmp_path / "requests.csv"
     with ReferenceEngine(config, log_path=tmp_path / "engine.log") as engine:
-        result = locust("-f", str(SCENARIOS / "multi_turn.py"), "--headless", "-u", "8", "-r", "8", "-t", "8s",
-                        "--host", engine.url, "--only-summary", "--exit-code-on-error", "0",
-                        "--kvgate-requests-csv", str(rows_path), "--kvgate-idle-gap-min-s", "1",
-                        "--kvgate-idle-gap-max-s", "1.5", "--kvgate-turns", "3")
+        result = locust(
+            "-f",
+            str(SCENARIOS / "multi_turn.py"),
+            "--headless",
+            "-u",
+            "8",
+            "-r",
+            "8",
+            "-t",
+            "8s",
+            "--host",
+            engine.url,
+            "--only-summary",
+            "--exit-code-on-error",
+            "0",
+            "--kvgate-requests-csv",
+            str(rows_path),
+            "--kvgate-idle-gap-min-s",
+            "1",
+            "--kvgate-idle-gap-max-s",
+            "1.5",
+            "--kvgate-turns",
+            "3",
+        )
     assert result.returncode == 0, result.stderr[-3000:]
     rows = pd.read_csv(rows_path, dtype={"session_id": str, "error_code": str})
     assert rows["session_id"].notna().all()

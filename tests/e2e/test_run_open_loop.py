@@ -36,15 +36,40 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def kvgate(*args: str, admin: bool = False) -> subprocess.CompletedProcess[str]:
     """`admin`: give the run the engine's admin key, so its events (prefix hits) are recorded."""
     env = {**clean_env(), **({"KVGATE_ADMIN_KEY": ADMIN_KEY} if admin else {})}
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=240, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
 
 
 def test_a_mooncake_trace_runs_live_and_is_judged(server: str, tmp_path: Path) -> None:
     out = tmp_path / "trace"
-    result = kvgate("run", "--target", server, "--tenants", TENANTS, "--profile", "quick", "--out", str(out),
-                    "--trace", str(MOONCAKE), "--rate-scale", "2", "--limit", "24", "--duration", "60", *LOOSE_LAG,
-                    admin=True)
+    result = kvgate(
+        "run",
+        "--target",
+        server,
+        "--tenants",
+        TENANTS,
+        "--profile",
+        "quick",
+        "--out",
+        str(out),
+        "--trace",
+        str(MOONCAKE),
+        "--rate-scale",
+        "2",
+        "--limit",
+        "24",
+        "--duration",
+        "60",
+        *LOOSE_LAG,
+        admin=True,
+    )
     assert result.returncode in (0, 1), result.stdout + result.stderr
     record = RunRecord.load(out)
     load = record.requests[record.requests["phase"] == "load"]
@@ -65,9 +90,29 @@ def test_a_mooncake_trace_runs_live_and_is_judged(server: str, tmp_path: Path) -
 def test_a_lagging_client_is_a_harness_error_not_a_verdict(server: str, tmp_path: Path) -> None:
     """A bound no client can meet (a thousandth of a millisecond, 40 requests at one instant)."""
     out = tmp_path / "lagged"
-    result = kvgate("run", "--target", server, "--tenants", TENANTS, "--profile", "quick", "--out", str(out),
-                    "--rate", "40", "--arrivals", "bursts", "--burst-size", "40", "--limit", "40", "--duration", "5",
-                    "--max-lag-ms", "0.001")
+    result = kvgate(
+        "run",
+        "--target",
+        server,
+        "--tenants",
+        TENANTS,
+        "--profile",
+        "quick",
+        "--out",
+        str(out),
+        "--rate",
+        "40",
+        "--arrivals",
+        "bursts",
+        "--burst-size",
+        "40",
+        "--limit",
+        "40",
+        "--duration",
+        "5",
+        "--max-lag-ms",
+        "0.001",
+    )
     assert result.returncode == 2, result.stdout + result.stderr
     assert "harness error: the client could not keep its schedule" in result.stderr
     assert RunRecord.load(out).meta.harness_error is not None and not (out / "verdict.json").exists()
@@ -75,8 +120,22 @@ def test_a_lagging_client_is_a_harness_error_not_a_verdict(server: str, tmp_path
 
 def test_a_short_sweep_reports_its_highest_passing_rate(server: str, tmp_path: Path) -> None:
     out = tmp_path / "sweep"
-    result = kvgate("sweep", "--target", server, "--tenants", TENANTS, "--rates", "2,4", "--arrivals", "constant",
-                    "--duration", "3", "--out", str(out), *LOOSE_LAG)
+    result = kvgate(
+        "sweep",
+        "--target",
+        server,
+        "--tenants",
+        TENANTS,
+        "--rates",
+        "2,4",
+        "--arrivals",
+        "constant",
+        "--duration",
+        "3",
+        "--out",
+        str(out),
+        *LOOSE_LAG,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     sweep = json.loads((out / "sweep.json").read_text())
     steps = sweep["steps"]

@@ -45,11 +45,13 @@ def test_refused_points_at_the_address(tmp_path: Path) -> None:
 def test_401_404_and_a_wrong_base_url_against_the_reference_engine(tmp_path: Path) -> None:
     with running_server(tmp_path) as base:
         assert "refused the API key sk-wr…ey (HTTP 401" in fails_preflight(
-            tmp_path, "--target", base, "--tenants", "me=sk-wrong-key")
+            tmp_path, "--target", base, "--tenants", "me=sk-wrong-key"
+        )
         message = fails_preflight(tmp_path, "--target", base, "--tenants", "acme=sk-acme", "--model", "gpt-4")
         assert "the model 'gpt-4' is not served here; the server lists these models: kvgate-tiny" in message
         assert "it ends in /v1: give the server root" in fails_preflight(
-            tmp_path, "--target", base + "/v1", "--tenants", "acme=sk-acme", "--model", "kvgate-tiny")
+            tmp_path, "--target", base + "/v1", "--tenants", "acme=sk-acme", "--model", "kvgate-tiny"
+        )
 
 
 def test_a_body_without_choices_is_printed(tmp_path: Path, no_choices_url: str) -> None:

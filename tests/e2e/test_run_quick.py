@@ -15,8 +15,17 @@ from tests.e2e.run_support import DEFAULT_CONFIG, STATUSES, kvgate_run, load_rec
 
 pytestmark = pytest.mark.slow
 
-SENDERS = {"batch_mix", "cancel_storm", "long_output", "long_prompt", "multi_turn", "shared_prefix", "short_qa",
-           "step_load", "tenant_burst"}
+SENDERS = {
+    "batch_mix",
+    "cancel_storm",
+    "long_output",
+    "long_prompt",
+    "multi_turn",
+    "shared_prefix",
+    "short_qa",
+    "step_load",
+    "tenant_burst",
+}
 
 
 def test_a_quick_run_writes_a_complete_record(tmp_path: Path) -> None:

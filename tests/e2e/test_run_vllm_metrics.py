@@ -23,8 +23,16 @@ pytestmark = pytest.mark.slow
 def vllm_like(tmp_path: Path) -> Iterator[str]:
     with ReferenceEngine(DEFAULT_CONFIG, log_path=tmp_path / "engine.log") as engine:
         port = free_port()
-        proxy = subprocess.Popen([sys.executable, str(REPO / "tests" / "e2e" / "vllm_like.py"), "--upstream",
-                                  engine.url, "--port", str(port)])
+        proxy = subprocess.Popen(
+            [
+                sys.executable,
+                str(REPO / "tests" / "e2e" / "vllm_like.py"),
+                "--upstream",
+                engine.url,
+                "--port",
+                str(port),
+            ]
+        )
         url = f"http://127.0.0.1:{port}"
         try:
             deadline = time.monotonic() + 30
@@ -44,13 +52,31 @@ def vllm_like(tmp_path: Path) -> Iterator[str]:
 
 def test_a_vllm_named_target_yields_a_record_with_engine_signals_absent(vllm_like: str, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    result = kvgate_run("--target", vllm_like, "--allow-partial", "--tenants", "acme=sk-acme:interactive,globex=sk-globex:interactive",
-                        "--profile", "quick", "--scenarios", "short_qa,cancel_storm", "--users", "4",
-                        "--duration", "5", "--out", str(run_dir))
+    result = kvgate_run(
+        "--target",
+        vllm_like,
+        "--allow-partial",
+        "--tenants",
+        "acme=sk-acme:interactive,globex=sk-globex:interactive",
+        "--profile",
+        "quick",
+        "--scenarios",
+        "short_qa,cancel_storm",
+        "--users",
+        "4",
+        "--duration",
+        "5",
+        "--out",
+        str(run_dir),
+    )
     record = load_record(result, run_dir)
     meta = record.meta
-    assert (meta.policy, meta.pool, meta.target["kind"], meta.target["model"]) == ("external", None, "external",
-                                                                                   "llama-3.1-8b")
+    assert (meta.policy, meta.pool, meta.target["kind"], meta.target["model"]) == (
+        "external",
+        None,
+        "external",
+        "llama-3.1-8b",
+    )
     s = meta.signals
     assert s.client_requests and s.prometheus
     assert not (s.engine_events or s.engine_samples or s.tenant_samples or s.worker_chaos)

@@ -19,8 +19,22 @@ pytestmark = pytest.mark.slow
 
 def test_a_killed_worker_is_recorded_and_leaves_no_orphans(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    result = kvgate_run("--policy", str(DEFAULT_CONFIG), "--profile", "quick", "--workers", "2",
-                        "--scenarios", "worker_kill,short_qa", "--users", "5", "--duration", "8", "--out", str(run_dir))
+    result = kvgate_run(
+        "--policy",
+        str(DEFAULT_CONFIG),
+        "--profile",
+        "quick",
+        "--workers",
+        "2",
+        "--scenarios",
+        "worker_kill,short_qa",
+        "--users",
+        "5",
+        "--duration",
+        "8",
+        "--out",
+        str(run_dir),
+    )
     record = load_record(result, run_dir)
     meta = record.meta
     assert meta.signals.worker_chaos and meta.target["workers"] == 2

@@ -23,8 +23,11 @@ RELAYED_HEADERS = ("authorization", "content-type", "accept")
 
 
 def vllm_lines(text: str) -> str:
-    keep = [line for line in text.splitlines()
-            if line.startswith("vllm:") or line.startswith(("# HELP vllm:", "# TYPE vllm:"))]
+    keep = [
+        line
+        for line in text.splitlines()
+        if line.startswith("vllm:") or line.startswith(("# HELP vllm:", "# TYPE vllm:"))
+    ]
     return "\n".join(keep) + "\n"
 
 
@@ -33,12 +36,14 @@ def create_app(upstream: str) -> Starlette:
 
     async def chat(request: Request) -> Response:
         headers = {k: v for k, v in request.headers.items() if k in RELAYED_HEADERS}
-        upstream_request = client.build_request("POST", "/v1/chat/completions", content=await request.body(),
-                                                headers=headers)
+        upstream_request = client.build_request(
+            "POST", "/v1/chat/completions", content=await request.body(), headers=headers
+        )
         resp = await client.send(upstream_request, stream=True)
         kept = {k: v for k, v in resp.headers.items() if k in ("content-type", "x-request-id")}
-        return StreamingResponse(resp.aiter_raw(), status_code=resp.status_code, headers=kept,
-                                 background=BackgroundTask(resp.aclose))
+        return StreamingResponse(
+            resp.aiter_raw(), status_code=resp.status_code, headers=kept, background=BackgroundTask(resp.aclose)
+        )
 
     async def models(request: Request) -> Response:
         resp = await client.get("/v1/models", headers={"authorization": request.headers.get("authorization", "")})
@@ -47,8 +52,13 @@ def create_app(upstream: str) -> Starlette:
     async def metrics(request: Request) -> Response:
         return PlainTextResponse(vllm_lines((await client.get("/metrics")).text))
 
-    return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"]),
-                             Route("/v1/models", models), Route("/metrics", metrics)])
+    return Starlette(
+        routes=[
+            Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/v1/models", models),
+            Route("/metrics", metrics),
+        ]
+    )
 
 
 if __name__ == "__main__":

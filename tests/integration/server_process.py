@@ -16,8 +16,10 @@ ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 
 # A test-sized model on a 65,536-block pool: steps cost `step_overhead_ms`, so streams are paced
 # like a real engine's but short. Tenants may run many sequences at once; `tiny` may hold nothing.
-SYSTEM_PROMPT = ("You are a helpful assistant . Answer briefly and precisely , cite sources when you can , and say "
-                 "so when you do not know . Keep every answer short .")
+SYSTEM_PROMPT = (
+    "You are a helpful assistant . Answer briefly and precisely , cite sources when you can , and say "
+    "so when you do not know . Keep every answer short ."
+)
 CONFIG_TOML = """
 [model]
 name = "kvgate-tiny"
@@ -54,16 +56,31 @@ max_kv_share = 0.00001
 
 
 @contextmanager
-def running_server(tmp_dir: Path, *, workers: int = 0, step_ms: float = 2.0, server_toml: str = "",
-                   log_level: str = "warning", ready_timeout_s: float = 60.0) -> Iterator[str]:
+def running_server(
+    tmp_dir: Path,
+    *,
+    workers: int = 0,
+    step_ms: float = 2.0,
+    server_toml: str = "",
+    log_level: str = "warning",
+    ready_timeout_s: float = 60.0,
+) -> Iterator[str]:
     """Yields the base URL of a ready server; the server (and its workers) stop afterwards. The
     same launcher `kvgate run` uses; its log (tail shown if it never gets ready) is serve.log.
     `server_toml`: lines of a `[server]` table to add."""
     config = tmp_dir / "engine.toml"
-    config.write_text(CONFIG_TOML.format(step_ms=step_ms, system=SYSTEM_PROMPT)
-                      + (f"\n[server]\n{server_toml}\n" if server_toml else ""))
-    with ReferenceEngine(config, admin_key=ADMIN_KEY, workers=workers, log_path=tmp_dir / "serve.log",
-                         log_level=log_level, ready_timeout_s=ready_timeout_s) as target:
+    config.write_text(
+        CONFIG_TOML.format(step_ms=step_ms, system=SYSTEM_PROMPT)
+        + (f"\n[server]\n{server_toml}\n" if server_toml else "")
+    )
+    with ReferenceEngine(
+        config,
+        admin_key=ADMIN_KEY,
+        workers=workers,
+        log_path=tmp_dir / "serve.log",
+        log_level=log_level,
+        ready_timeout_s=ready_timeout_s,
+    ) as target:
         yield target.url
 
 

@@ -8,15 +8,30 @@ from tests.helpers import Driver, small_config
 
 ALL = [p.value for p in PolicyName]
 # Rungs far enough apart for a 256-block pool whose steps grow by up to 16 blocks.
-SPREAD_GUARD = {"warn_at_percent": 50, "admission_at_percent": 60, "evict_at_percent": 70,
-                "pause_batch_prefill_at_percent": 80, "preempt_at_percent": 90, "reject_at_percent": 99}
+SPREAD_GUARD = {
+    "warn_at_percent": 50,
+    "admission_at_percent": 60,
+    "evict_at_percent": 70,
+    "pause_batch_prefill_at_percent": 80,
+    "preempt_at_percent": 90,
+    "reject_at_percent": 99,
+}
 
 
 def overload(policy: str) -> Driver:
     """Ten 600-token requests (38 blocks each) at once into 256 blocks, 8 running at a time."""
-    d = Driver(small_config(256, overrides={
-        "kv_cache.policy": policy, "kv_cache.guard": SPREAD_GUARD, "engine.max_num_seqs": 8,
-        "engine.max_num_batched_tokens": 128, "tenants.acme.max_kv_share": 1.0}))
+    d = Driver(
+        small_config(
+            256,
+            overrides={
+                "kv_cache.policy": policy,
+                "kv_cache.guard": SPREAD_GUARD,
+                "engine.max_num_seqs": 8,
+                "engine.max_num_batched_tokens": 128,
+                "tenants.acme.max_kv_share": 1.0,
+            },
+        )
+    )
     for _ in range(10):
         try:
             d.add(prompt_len=300, max_new=300)
@@ -55,10 +70,20 @@ def test_vllm_like_preempts_the_most_recently_admitted_request():
 
 
 def test_the_other_policies_preempt_by_score_instead():
-    d = Driver(small_config(256, overrides={"kv_cache.policy": "lru", "kv_cache.guard": SPREAD_GUARD,
-                                            "admission.enabled": False, "engine.max_num_seqs": 4,
-                                            "engine.max_num_batched_tokens": 64, "tenants.batchco.max_kv_share": 1.0,
-                                            "tenants.acme.max_kv_share": 1.0}))
+    d = Driver(
+        small_config(
+            256,
+            overrides={
+                "kv_cache.policy": "lru",
+                "kv_cache.guard": SPREAD_GUARD,
+                "admission.enabled": False,
+                "engine.max_num_seqs": 4,
+                "engine.max_num_batched_tokens": 64,
+                "tenants.batchco.max_kv_share": 1.0,
+                "tenants.acme.max_kv_share": 1.0,
+            },
+        )
+    )
     low = d.add(tenant="batchco", prompt_len=800, max_new=400)
     for _ in range(3):
         d.add(prompt_len=800, max_new=400)

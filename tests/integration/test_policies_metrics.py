@@ -11,21 +11,37 @@ from reference_engine.config import PolicyName
 from tests.helpers import Driver, small_config
 
 ALL = [p.value for p in PolicyName]
-SPREAD_GUARD = {"warn_at_percent": 50, "admission_at_percent": 60, "evict_at_percent": 70,
-                "pause_batch_prefill_at_percent": 80, "preempt_at_percent": 90, "reject_at_percent": 99}
+SPREAD_GUARD = {
+    "warn_at_percent": 50,
+    "admission_at_percent": 60,
+    "evict_at_percent": 70,
+    "pause_batch_prefill_at_percent": 80,
+    "preempt_at_percent": 90,
+    "reject_at_percent": 99,
+}
 
 
 def mixed_run(policy: str) -> Driver:
-    d = Driver(small_config(256, overrides={
-        "kv_cache.policy": policy, "kv_cache.guard": SPREAD_GUARD, "engine.max_num_seqs": 4,
-        "engine.max_num_batched_tokens": 64, "kv_cache.max_session_idle_seconds": 30,
-        **{f"tenants.{t}.max_kv_share": 1.0 for t in ("acme", "globex", "batchco")}}))
+    d = Driver(
+        small_config(
+            256,
+            overrides={
+                "kv_cache.policy": policy,
+                "kv_cache.guard": SPREAD_GUARD,
+                "engine.max_num_seqs": 4,
+                "engine.max_num_batched_tokens": 64,
+                "kv_cache.max_session_idle_seconds": 30,
+                **{f"tenants.{t}.max_kv_share": 1.0 for t in ("acme", "globex", "batchco")},
+            },
+        )
+    )
     for name in ("a", "b", "c"):  # two turns each: the second hits what the first retained
         salt = zlib.crc32(name.encode()) * 10_000
         first = d.add(prompt_token_ids=[salt + i for i in range(300)], max_new=8, session_id=name)
         d.run()
-        d.add(prompt_token_ids=first.prompt_token_ids + first.output_token_ids + [salt + 999], max_new=8,
-              session_id=name)
+        d.add(
+            prompt_token_ids=first.prompt_token_ids + first.output_token_ids + [salt + 999], max_new=8, session_id=name
+        )
         d.run()
     d.add(tenant="globex", prompt_len=2500, max_new=40)  # long enough for streamingllm and h2o to drop KV
     for i in range(6):

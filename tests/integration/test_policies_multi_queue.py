@@ -7,8 +7,14 @@ from collections import defaultdict
 from reference_engine import EventKind
 from tests.helpers import Driver, small_config
 
-SPREAD_GUARD = {"warn_at_percent": 50, "admission_at_percent": 60, "evict_at_percent": 70,
-                "pause_batch_prefill_at_percent": 80, "preempt_at_percent": 90, "reject_at_percent": 99}
+SPREAD_GUARD = {
+    "warn_at_percent": 50,
+    "admission_at_percent": 60,
+    "evict_at_percent": 70,
+    "pause_batch_prefill_at_percent": 80,
+    "preempt_at_percent": 90,
+    "reject_at_percent": 99,
+}
 
 
 def session(d: Driver, name: str, words: int) -> None:
@@ -20,10 +26,20 @@ def session(d: Driver, name: str, words: int) -> None:
 def pressure_run(**overrides) -> Driver:
     """23 idle sessions hold 690 of 1,024 blocks (just under the evict rung, 716); then an 8,800-token
     prompt prefills 256 tokens a step, far faster than the rung may evict."""
-    d = Driver(small_config(1024, overrides={
-        "kv_cache.policy": "multi_queue", "kv_cache.guard": SPREAD_GUARD, "tenants.acme.max_kv_share": 1.0,
-        "tenants.globex.max_kv_share": 1.0,
-        "multi_queue.tick_interval_ms": 200, "multi_queue.max_evict_per_tick_percent": 10.0, **overrides}))
+    d = Driver(
+        small_config(
+            1024,
+            overrides={
+                "kv_cache.policy": "multi_queue",
+                "kv_cache.guard": SPREAD_GUARD,
+                "tenants.acme.max_kv_share": 1.0,
+                "tenants.globex.max_kv_share": 1.0,
+                "multi_queue.tick_interval_ms": 200,
+                "multi_queue.max_evict_per_tick_percent": 10.0,
+                **overrides,
+            },
+        )
+    )
     for i in range(23):
         session(d, f"s{i}", 473 if i % 2 else 313)  # 480 or 320 tokens with KV: 30 or 20 full blocks
     assert d.core.snapshot().retained_blocks == 12 * 20 + 11 * 30

@@ -18,12 +18,10 @@ WIDE_OPEN = {f"tenants.{t}.max_kv_share": 1.0 for t in ("acme", "globex", "batch
 
 
 def driver(policy: str, num_blocks: int = 1024, **overrides) -> Driver:
-    return Driver(small_config(num_blocks, overrides={"kv_cache.policy": policy, **EXACT, **WIDE_OPEN,
-                                                      **overrides}))
+    return Driver(small_config(num_blocks, overrides={"kv_cache.policy": policy, **EXACT, **WIDE_OPEN, **overrides}))
 
 
-def turn(d: Driver, session: str, history: list[int], new_words: int, tenant: str = "acme", max_new: int = 8,
-         **kw):
+def turn(d: Driver, session: str, history: list[int], new_words: int, tenant: str = "acme", max_new: int = 8, **kw):
     salt = zlib.crc32(f"{tenant}/{session}".encode()) * 10_000
     ids = history + [salt + len(history) + i for i in range(new_words)]
     r = d.add(tenant=tenant, prompt_token_ids=ids, max_new=max_new, session_id=session, **kw)
@@ -69,8 +67,7 @@ def test_under_pressure_the_lowest_class_loses_its_sessions_first_and_a_fixed_on
     assert {e.tenant for e in evicted} == {"batchco"}  # the interactive sessions all survive
     gone = next(i for i in range(4) if d.core.sessions.get("batchco", f"b{i}").state.value == "evicted")
     with pytest.raises(ContextExpiredError):
-        d.add(tenant="batchco", prompt_token_ids=batch[gone] + [1], session_id=f"b{gone}",
-              session_rebuildable=False)
+        d.add(tenant="batchco", prompt_token_ids=batch[gone] + [1], session_id=f"b{gone}", session_rebuildable=False)
 
 
 @pytest.mark.parametrize("policy", RETAINING)
@@ -94,11 +91,19 @@ PINNED = "pinned words " * 60
 
 @pytest.mark.parametrize("policy", ALL)
 def test_pinned_prefixes_survive_pressure_and_their_cap_is_hard(policy):
-    prefix = {"prefix_cache.public_prefixes": [{"name": "sys", "text": PINNED, "pinned": True}],
-              "engine.max_num_batched_tokens": 64, "engine.max_num_seqs": 4,
-              "kv_cache.guard": {"warn_at_percent": 50, "admission_at_percent": 60, "evict_at_percent": 70,
-                                 "pause_batch_prefill_at_percent": 80, "preempt_at_percent": 90,
-                                 "reject_at_percent": 99}}
+    prefix = {
+        "prefix_cache.public_prefixes": [{"name": "sys", "text": PINNED, "pinned": True}],
+        "engine.max_num_batched_tokens": 64,
+        "engine.max_num_seqs": 4,
+        "kv_cache.guard": {
+            "warn_at_percent": 50,
+            "admission_at_percent": 60,
+            "evict_at_percent": 70,
+            "pause_batch_prefill_at_percent": 80,
+            "preempt_at_percent": 90,
+            "reject_at_percent": 99,
+        },
+    }
     d = driver(policy, 256, **prefix)
     d.core.pin_prefixes()
     pinned = d.core.snapshot().pinned_blocks

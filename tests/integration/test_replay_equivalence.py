@@ -32,8 +32,12 @@ DEFAULT_CONFIG = CONFIGS / "default.toml"
 EVERY_CONFIG = sorted([*CONFIGS.glob("*.toml"), *CONFIGS.glob("baselines/*.toml")])
 
 # 12 GiB = 6,144 blocks: eight Mooncake prompts fill it; tenants may take the whole pool.
-PRESSURE = {"hardware.kv_pool_gib": 12.0, "engine.max_num_seqs": 16, "engine.max_num_batched_tokens": 2048,
-            **{f"tenants.{t}.max_kv_share": 1.0 for t in ("acme", "globex", "initech", "umbrella")}}
+PRESSURE = {
+    "hardware.kv_pool_gib": 12.0,
+    "engine.max_num_seqs": 16,
+    "engine.max_num_batched_tokens": 2048,
+    **{f"tenants.{t}.max_kv_share": 1.0 for t in ("acme", "globex", "initech", "umbrella")},
+}
 
 
 def replay_both(tmp_path: Path, trace, config, settings=ReplaySettings()):
@@ -124,8 +128,9 @@ def test_streamingllm_plans_hold_up_to_their_compactions(tmp_path, monkeypatch):
     monkeypatch.setattr(Scheduler, "update", spy)
     outputs = spy_steps(monkeypatch)
     # the engine's default 2,048-token window: compactions on most of the trace's requests
-    config = with_overrides(load_config(DEFAULT_CONFIG.with_name("streamingllm.toml")),
-                            {"streamingllm.sliding_window_tokens": 2048})
+    config = with_overrides(
+        load_config(DEFAULT_CONFIG.with_name("streamingllm.toml")), {"streamingllm.sliding_window_tokens": 2048}
+    )
     (fast, slow), (fast_calls, slow_calls) = replay_both(tmp_path, load_trace(MOONCAKE), config)
     assert_same_record(fast, slow)
     assert (fast.events["kind"] == "approximated").sum() > 100
@@ -177,8 +182,12 @@ def test_every_config_replays_fused_exactly_as_step_by_step(tmp_path, config_pat
     records, calls = [], []
     for step_by_step in (False, True):
         with kept_tokens() as compactions:
-            result = run_replay(trace, config, ReplaySettings(step_by_step=step_by_step),
-                                tmp_path / ("steps" if step_by_step else "fused"))
+            result = run_replay(
+                trace,
+                config,
+                ReplaySettings(step_by_step=step_by_step),
+                tmp_path / ("steps" if step_by_step else "fused"),
+            )
         records.append(RunRecord.load(result.run_dir))
         calls.append(result.stats.num_iterations)
         kept.append(compactions)
@@ -190,7 +199,11 @@ def test_every_config_replays_fused_exactly_as_step_by_step(tmp_path, config_pat
 
 
 def test_event_driven_equals_step_by_step_on_azure_compressed_in_time(tmp_path):
-    (fast, slow), _ = replay_both(tmp_path, load_trace(AZURE, limit=120), load_config(DEFAULT_CONFIG),
-                                  ReplaySettings(rate_scale=4.0, tenants="round_robin"))
+    (fast, slow), _ = replay_both(
+        tmp_path,
+        load_trace(AZURE, limit=120),
+        load_config(DEFAULT_CONFIG),
+        ReplaySettings(rate_scale=4.0, tenants="round_robin"),
+    )
     assert_same_record(fast, slow)
     assert len(fast.requests) == 120

@@ -43,8 +43,12 @@ ROWS = [  # (arrival s, tenant, prompt tokens, trace ids)
 @pytest.fixture
 def trace(tmp_path):
     path = tmp_path / "handmade.jsonl"
-    path.write_text("".join(json.dumps({"timestamp": t * 1000, "input_length": n, "output_length": 4,
-                                        "hash_ids": ids}) + "\n" for t, _, n, ids in ROWS))
+    path.write_text(
+        "".join(
+            json.dumps({"timestamp": t * 1000, "input_length": n, "output_length": 4, "hash_ids": ids}) + "\n"
+            for t, _, n, ids in ROWS
+        )
+    )
     return load_trace(path)
 
 
@@ -52,12 +56,25 @@ def replay(trace, run_dir, public_ids=frozenset()):
     """The driver itself, so the test can pick each row's tenant and read the pool's counters."""
     clock = VirtualClock()
     core = EngineCore(small_config(1024), clock=clock)
-    mapper = PrefixBlockMapper(block_tokens=16, trace_block_tokens=trace.prefix_block_tokens,
-                               public_scope=core.hasher.public_scope, public_ids=public_ids)
+    mapper = PrefixBlockMapper(
+        block_tokens=16,
+        trace_block_tokens=trace.prefix_block_tokens,
+        public_scope=core.hasher.public_scope,
+        public_ids=public_ids,
+    )
     arrivals = [Arrival(r, tenant) for r, (_, tenant, _, _) in zip(trace.requests, ROWS)]
     with RunRecordWriter(run_dir) as writer:
-        ReplayDriver(core, clock, arrivals, writer, mapper=mapper, max_tokens=MaxTokens.TRACE, sample_interval_s=1.0,
-                     step_by_step=False, scenario="handmade").run()
+        ReplayDriver(
+            core,
+            clock,
+            arrivals,
+            writer,
+            mapper=mapper,
+            max_tokens=MaxTokens.TRACE,
+            sample_interval_s=1.0,
+            step_by_step=False,
+            scenario="handmade",
+        ).run()
     events = pd.read_csv(run_dir / "events.csv")
     scheduled = events[events["kind"] == "scheduled"]
     hits = dict(zip(scheduled["request_id"], scheduled["num_tokens"] // 16))
@@ -82,6 +99,7 @@ def test_a_public_leading_id_is_shared_across_tenants_and_owned_by_none(trace, t
     core, hits, _ = replay(trace, tmp_path, public_ids=frozenset({1}))
     assert hits == {"r1": 0, "r2": 64, "r3": 32, "r4": 32, "r5": 68, "r6": 68}
     assert core.pool.num_prefix_hits == 264
-    public_blocks = [b for b in range(core.pool.num_blocks)
-                     if core.pool.is_cached(b) and core.pool.block_tenant(b) is None]
+    public_blocks = [
+        b for b in range(core.pool.num_blocks) if core.pool.is_cached(b) and core.pool.block_tenant(b) is None
+    ]
     assert len(public_blocks) == 32  # id 1's 32 engine blocks, allocated once, to no tenant

@@ -16,10 +16,17 @@ TENANT_KEY, ADMIN_KEY = "sk-acme", "sk-kvgate-admin"
 
 # A tiny model with a 48-token context per request, so any generated request finishes in a few
 # sub-millisecond steps.
-CONFIG = with_overrides(EngineConfig(), {
-    "model.name": "kvgate-tiny", "hardware.kv_pool_gib": 0.25, "sim.step_overhead_ms": 0.2,
-    "admission.max_new_tokens_default": 8, "server.admin_key": ADMIN_KEY,
-    "tenants": {"acme": {"api_keys": [TENANT_KEY], "max_context_tokens": 48}}})
+CONFIG = with_overrides(
+    EngineConfig(),
+    {
+        "model.name": "kvgate-tiny",
+        "hardware.kv_pool_gib": 0.25,
+        "sim.step_overhead_ms": 0.2,
+        "admission.max_new_tokens_default": 8,
+        "server.admin_key": ADMIN_KEY,
+        "tenants": {"acme": {"api_keys": [TENANT_KEY], "max_context_tokens": 48}},
+    },
+)
 app = create_app(CONFIG)
 schema = schemathesis.openapi.from_asgi("/openapi.json", app)
 
@@ -29,8 +36,12 @@ def auth_for(path: str) -> dict[str, str]:
 
 
 @schema.parametrize()
-@settings(max_examples=40, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 def test_no_input_makes_a_server_error(case):
     if isinstance(case.body, dict) and isinstance(case.body.get("model"), str):
         case.body["model"] = "kvgate-tiny"  # past the 404 for unknown models, into the engine
@@ -40,8 +51,9 @@ def test_no_input_makes_a_server_error(case):
 
 def test_after_fuzzing_the_engine_serves_and_holds_no_request_blocks():
     with asgi.get_client(app) as client:
-        ok = client.post("/v1/completions", json={"model": "kvgate-tiny", "prompt": "a b", "max_tokens": 2},
-                         headers=auth_for("/v1"))
+        ok = client.post(
+            "/v1/completions", json={"model": "kvgate-tiny", "prompt": "a b", "max_tokens": 2}, headers=auth_for("/v1")
+        )
         assert ok.status_code == 200
         snapshot = client.get("/admin/snapshot", headers=auth_for("/admin")).json()
     assert snapshot["num_running"] == snapshot["num_waiting"] == 0

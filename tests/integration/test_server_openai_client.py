@@ -30,8 +30,11 @@ def test_sync_chat_whole_and_streamed(base):
     assert whole.choices[0].finish_reason == "length" and len(whole.choices[0].message.content.split()) == 5
     # the system prompt is a pinned public prefix: its two full blocks are hits from the start
     assert whole.usage.prompt_tokens == 41 and whole.usage.prompt_tokens_details.cached_tokens == 32
-    chunks = list(c.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=5, stream=True,
-                                            stream_options={"include_usage": True}))
+    chunks = list(
+        c.chat.completions.create(
+            model=MODEL, messages=MESSAGES, max_tokens=5, stream=True, stream_options={"include_usage": True}
+        )
+    )
     assert chunks[0].choices[0].delta.role == "assistant"
     assert len({ch.id for ch in chunks}) == 1
     text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
@@ -50,8 +53,10 @@ def test_async_client_whole_and_streamed(base):
     async def run() -> tuple[str, str]:
         c = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key="sk-globex", max_retries=0)
         whole = await c.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=4)
-        parts = [ch.choices[0].delta.content or "" async for ch in
-                 await c.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=4, stream=True)]
+        parts = [
+            ch.choices[0].delta.content or ""
+            async for ch in await c.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=4, stream=True)
+        ]
         return whole.choices[0].message.content, "".join(parts)
 
     whole, streamed = asyncio.run(run())
@@ -74,8 +79,9 @@ def test_errors_arrive_as_typed_openai_exceptions(base):
 
 def test_two_hundred_concurrent_streams(base):
     async def one(c: openai.AsyncOpenAI, i: int) -> tuple[str, int]:
-        stream = await c.chat.completions.create(model=MODEL, max_tokens=16, stream=True,
-                                                 messages=[{"role": "user", "content": f"question {i}"}])
+        stream = await c.chat.completions.create(
+            model=MODEL, max_tokens=16, stream=True, messages=[{"role": "user", "content": f"question {i}"}]
+        )
         ids, text = set(), ""
         async for ch in stream:
             ids.add(ch.id)

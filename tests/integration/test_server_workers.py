@@ -31,8 +31,7 @@ def admin(base: str, path: str) -> dict:
 def test_kill_9_of_a_worker_mid_stream(tmp_path):
     with running_server(tmp_path, workers=2, step_ms=5.0, ready_timeout_s=120) as base:
         c = openai.OpenAI(base_url=f"{base}/v1", api_key="sk-acme", max_retries=0)
-        stream = iter(c.chat.completions.create(model="kvgate-tiny", messages=MESSAGES, max_tokens=1000,
-                                                stream=True))
+        stream = iter(c.chat.completions.create(model="kvgate-tiny", messages=MESSAGES, max_tokens=1000, stream=True))
         first = next(stream)
         [reservation] = admin(base, "/admin/ledger")["reservations"]
         assert reservation["request_id"] == first.id
@@ -84,20 +83,22 @@ HANG = "worker_hang_timeout_s = 1.0\nworker_probe_interval_s = 0.25"
 async def stream_to_end(http: httpx.AsyncClient, base: str, opened: asyncio.Event) -> tuple[str, str, str]:
     """(request id, worker, how it ended: 'done' or the error code of its last event)."""
     body = {"model": "kvgate-tiny", "messages": MESSAGES, "max_tokens": 400, "stream": True}
-    async with http.stream("POST", f"{base}/v1/chat/completions", json=body,
-                           headers={"Authorization": "Bearer sk-acme"}) as r:
+    async with http.stream(
+        "POST", f"{base}/v1/chat/completions", json=body, headers={"Authorization": "Bearer sk-acme"}
+    ) as r:
         assert r.status_code == 200
         opened.set()
         ending = "done"
         async for line in r.aiter_lines():
             if line.startswith('data: {"error"'):
-                ending = json.loads(line[len("data: "):])["error"]["code"]
+                ending = json.loads(line[len("data: ") :])["error"]["code"]
         return r.headers["x-request-id"], r.headers["x-kvgate-worker"], ending
 
 
 @pytest.mark.slow
 def test_a_hung_worker_is_killed_its_streams_end_worker_lost_and_every_other_request_succeeds(tmp_path):
     with running_server(tmp_path, workers=2, step_ms=5.0, server_toml=HANG, ready_timeout_s=120) as base:
+
         async def scenario() -> tuple[list, list, int]:
             async with httpx.AsyncClient(timeout=60) as http:
                 opened = [asyncio.Event() for _ in range(6)]
@@ -108,9 +109,14 @@ def test_a_hung_worker_is_killed_its_streams_end_worker_lost_and_every_other_req
                 os.kill(workers[0]["pid"], signal.SIGSTOP)  # alive, holding its port, answering nothing
                 snapshot = await http.get(f"{base}/admin/snapshot", headers=ADMIN)  # the router still answers
                 short = {"model": "kvgate-tiny", "messages": MESSAGES, "max_tokens": 3}
-                others = await asyncio.gather(*(http.post(f"{base}/v1/chat/completions", json=short,
-                                                          headers={"Authorization": "Bearer sk-globex"})
-                                                for _ in range(10)))
+                others = await asyncio.gather(
+                    *(
+                        http.post(
+                            f"{base}/v1/chat/completions", json=short, headers={"Authorization": "Bearer sk-globex"}
+                        )
+                        for _ in range(10)
+                    )
+                )
                 return await asyncio.gather(*streams), others, snapshot.status_code
 
         streams, others, snapshot_status = asyncio.run(scenario())
@@ -125,7 +131,9 @@ def test_a_hung_worker_is_killed_its_streams_end_worker_lost_and_every_other_req
         assert {rid for rid, worker, _ in streams if worker == "0"} <= lost
         for answer in others:
             assert (answer.status_code, answer.json().get("error", {}).get("code")) in (
-                (200, None), (503, "worker_lost")), answer.text
+                (200, None),
+                (503, "worker_lost"),
+            ), answer.text
             assert (answer.status_code == 503) == (answer.headers["x-request-id"] in lost)
 
         deadline = time.monotonic() + 60

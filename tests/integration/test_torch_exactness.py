@@ -42,8 +42,10 @@ def solo_outputs() -> dict[int, list[int]]:
 def run_pair_under_pressure(mode: str):
     core = make_core(torch_config(48, preemption__mode=mode, prefix_cache__enabled=False))
     # two tenants: one tenant's reservations may not exceed the pool, two together may
-    reqs = {seed: core.add_request(tenant=tenant, prompt_token_ids=prompt(seed), max_new_tokens=NEW)
-            for seed, tenant in ((1, "acme"), (2, "globex"))}
+    reqs = {
+        seed: core.add_request(tenant=tenant, prompt_token_ids=prompt(seed), max_new_tokens=NEW)
+        for seed, tenant in ((1, "acme"), (2, "globex"))
+    }
     run_to_end(core)
     preempted = [e for e in core.events if e.kind is EventKind.PREEMPTED]
     return core, reqs, preempted

@@ -36,10 +36,19 @@ RUN_TIMEOUT_S = 600
 # Sizes for a 270M model on two CPU cores and a 160-block pool (about 2,900 tokens of context):
 # prompts that take seconds to prefill (so a cancel lands mid-prefill), answers short enough to
 # finish in the run, and long prompts of half the pool.
-LOAD = {"KVGATE_PROMPT_TOKENS": "48", "KVGATE_MAX_TOKENS": "16", "KVGATE_CANCEL_PROMPT_TOKENS": "700",
-        "KVGATE_CANCEL_MAX_TOKENS": "48", "KVGATE_CANCEL_PREFILL_MS": "300", "KVGATE_CANCEL_DECODE_WORDS": "4",
-        "KVGATE_LONG_PROMPT_TOKENS": "1400", "KVGATE_BURST_SIZE": "4", "KVGATE_REQUEST_TIMEOUT_S": "60",
-        "KVGATE_WAIT_MIN_S": "0.1", "KVGATE_WAIT_MAX_S": "0.5"}
+LOAD = {
+    "KVGATE_PROMPT_TOKENS": "48",
+    "KVGATE_MAX_TOKENS": "16",
+    "KVGATE_CANCEL_PROMPT_TOKENS": "700",
+    "KVGATE_CANCEL_MAX_TOKENS": "48",
+    "KVGATE_CANCEL_PREFILL_MS": "300",
+    "KVGATE_CANCEL_DECODE_WORDS": "4",
+    "KVGATE_LONG_PROMPT_TOKENS": "1400",
+    "KVGATE_BURST_SIZE": "4",
+    "KVGATE_REQUEST_TIMEOUT_S": "60",
+    "KVGATE_WAIT_MIN_S": "0.1",
+    "KVGATE_WAIT_MAX_S": "0.5",
+}
 MEASURED = ("memory_recovery", "capacity_after_drain", "eviction_thrash")
 
 
@@ -62,18 +71,43 @@ def values(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     print(f"\nreal-engine values ({path}):\n{json.dumps(found, indent=2)}")
 
 
-def kvgate_run(server: VllmServer, run_dir: Path, scenarios: str, users: int, duration_s: int
-               ) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "harness.cli", "run", "--target", server.url, "--model", MODEL,
-           "--tenants", f"acme={API_KEY}:interactive,globex={API_KEY}:interactive", "--kv-events", server.kv_events,
-           "--profile", "quick", "--scenarios", scenarios, "--users", str(users), "--spawn-rate", str(users),
-           "--duration", str(duration_s), "--out", str(run_dir)]
-    return subprocess.run(cmd, cwd=REPO, env={**clean_env(), **LOAD}, capture_output=True, text=True,
-                          timeout=RUN_TIMEOUT_S)
+def kvgate_run(
+    server: VllmServer, run_dir: Path, scenarios: str, users: int, duration_s: int
+) -> subprocess.CompletedProcess[str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "harness.cli",
+        "run",
+        "--target",
+        server.url,
+        "--model",
+        MODEL,
+        "--tenants",
+        f"acme={API_KEY}:interactive,globex={API_KEY}:interactive",
+        "--kv-events",
+        server.kv_events,
+        "--profile",
+        "quick",
+        "--scenarios",
+        scenarios,
+        "--users",
+        str(users),
+        "--spawn-rate",
+        str(users),
+        "--duration",
+        str(duration_s),
+        "--out",
+        str(run_dir),
+    ]
+    return subprocess.run(
+        cmd, cwd=REPO, env={**clean_env(), **LOAD}, capture_output=True, text=True, timeout=RUN_TIMEOUT_S
+    )
 
 
-def judged(server: VllmServer, tmp_path: Path, values: dict, scenarios: str, users: int, duration_s: int
-           ) -> tuple[RunRecord, dict]:
+def judged(
+    server: VllmServer, tmp_path: Path, values: dict, scenarios: str, users: int, duration_s: int
+) -> tuple[RunRecord, dict]:
     run_dir = tmp_path / scenarios
     result = kvgate_run(server, run_dir, scenarios, users, duration_s)
     assert result.returncode in (0, 1), f"kvgate run exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
@@ -81,8 +115,14 @@ def judged(server: VllmServer, tmp_path: Path, values: dict, scenarios: str, use
     verdict = read_verdict(run_dir)
     assert verdict is not None
     results = {r.gate: r for r in verdict.results}
-    values[scenarios] = {gate: {"outcome": r.outcome.value, "value": r.headline.value if r.headline else None,
-                                "explanation": r.explanation} for gate, r in results.items()}
+    values[scenarios] = {
+        gate: {
+            "outcome": r.outcome.value,
+            "value": r.headline.value if r.headline else None,
+            "explanation": r.explanation,
+        }
+        for gate, r in results.items()
+    }
     values[scenarios]["collectors"] = {k: v.available for k, v in record.meta.collectors.items()}
     values[scenarios]["cache_salt_probe"] = record.meta.probes.get("cache_salt")
     # The key went to the server with every request and scrape; it is written nowhere.
@@ -99,7 +139,8 @@ def assert_measured(results: dict, *gates: str) -> None:
 
 
 def test_a_cancel_storm_on_vllm_measures_release_recovery_capacity_and_prefix_reuse(
-        vllm: VllmServer, tmp_path: Path, values: dict) -> None:
+    vllm: VllmServer, tmp_path: Path, values: dict
+) -> None:
     record, results = judged(vllm, tmp_path, values, "cancel_storm", users=4, duration_s=25)
     assert_measured(results, "cancel_release", *MEASURED)
     assert results["cancel_release"].evidence["source"].startswith("polled request counts")
@@ -108,15 +149,15 @@ def test_a_cancel_storm_on_vllm_measures_release_recovery_capacity_and_prefix_re
     assert (record.requests["status"] == "cancelled").any()
 
 
-def test_a_tenant_burst_on_vllm_measures_recovery_and_capacity(vllm: VllmServer, tmp_path: Path,
-                                                              values: dict) -> None:
+def test_a_tenant_burst_on_vllm_measures_recovery_and_capacity(vllm: VllmServer, tmp_path: Path, values: dict) -> None:
     record, results = judged(vllm, tmp_path, values, "tenant_burst", users=2, duration_s=20)
     assert_measured(results, *MEASURED)
     assert set(record.requests["tenant"].dropna()) >= {"acme", "globex"}
 
 
-def test_long_prompts_on_vllm_fill_the_pool_and_it_is_measured_back(vllm: VllmServer, tmp_path: Path,
-                                                                   values: dict) -> None:
+def test_long_prompts_on_vllm_fill_the_pool_and_it_is_measured_back(
+    vllm: VllmServer, tmp_path: Path, values: dict
+) -> None:
     record, results = judged(vllm, tmp_path, values, "long_prompt", users=2, duration_s=25)
     assert_measured(results, *MEASURED)
     assert record.samples["usage"].max() > 0  # the long prompts held KV while they ran

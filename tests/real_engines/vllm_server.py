@@ -41,8 +41,9 @@ def missing(env_dir: Path, model_dir: Path) -> str:
 
 
 class VllmServer:
-    def __init__(self, env_dir: Path, model_dir: Path, log_path: Path, *, num_blocks: int = 160,
-                 max_model_len: int = 2560) -> None:
+    def __init__(
+        self, env_dir: Path, model_dir: Path, log_path: Path, *, num_blocks: int = 160, max_model_len: int = 2560
+    ) -> None:
         """`num_blocks` is shared by gemma-3's KV cache groups (sliding-window and full layers):
         vLLM refuses to start unless one request of `max_model_len` fits (48 blocks hold 896
         tokens; 160 hold about 2,900)."""
@@ -56,19 +57,49 @@ class VllmServer:
         self._log: BinaryIO | None = None
 
     def command(self) -> list[str]:
-        events = {"enable_kv_cache_events": True, "publisher": "zmq",
-                  "endpoint": f"tcp://127.0.0.1:{self._events_port}", "topic": "kv"}
-        return ["nice", "-n", "10", str(self.env_dir / "bin" / "vllm"), "serve", str(self.model_dir),
-                "--served-model-name", MODEL, "--host", "127.0.0.1", "--port", str(self._port),
-                "--enforce-eager", "--dtype", "float32", "--max-model-len", str(self.max_model_len),
-                "--num-gpu-blocks-override", str(self.num_blocks), "--kv-events-config", json.dumps(events)]
+        events = {
+            "enable_kv_cache_events": True,
+            "publisher": "zmq",
+            "endpoint": f"tcp://127.0.0.1:{self._events_port}",
+            "topic": "kv",
+        }
+        return [
+            "nice",
+            "-n",
+            "10",
+            str(self.env_dir / "bin" / "vllm"),
+            "serve",
+            str(self.model_dir),
+            "--served-model-name",
+            MODEL,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self._port),
+            "--enforce-eager",
+            "--dtype",
+            "float32",
+            "--max-model-len",
+            str(self.max_model_len),
+            "--num-gpu-blocks-override",
+            str(self.num_blocks),
+            "--kv-events-config",
+            json.dumps(events),
+        ]
 
     def __enter__(self) -> VllmServer:
-        env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "OMP_NUM_THREADS": "1", "VLLM_SERVER_DEV_MODE": "1",
-               "VLLM_TARGET_DEVICE": "cpu", "VLLM_API_KEY": API_KEY}  # the key in the environment, not on ps
+        env = {
+            **os.environ,
+            "VLLM_CPU_KVCACHE_SPACE": "1",
+            "OMP_NUM_THREADS": "1",
+            "VLLM_SERVER_DEV_MODE": "1",
+            "VLLM_TARGET_DEVICE": "cpu",
+            "VLLM_API_KEY": API_KEY,
+        }  # the key in the environment, not on ps
         self._log = open(self.log_path, "wb")
-        self.process = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT, env=env,
-                                        start_new_session=True)
+        self.process = subprocess.Popen(
+            self.command(), stdout=self._log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
         try:
             self._wait_ready()
         except BaseException:
@@ -107,6 +138,7 @@ class VllmServer:
             self._log.close()
             self._log = None
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()

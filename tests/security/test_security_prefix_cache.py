@@ -70,7 +70,7 @@ def crafted(victim_prompt: list[int], victim: str, attacker: str) -> list[int]:
     """The attacker's prompt whose first two blocks hash (under the old scheme) as the victim's."""
     parent, ids = OLD_ROOT, []
     for lo in (0, 16):
-        target = hash((parent, old_scope(victim), tuple(victim_prompt[lo:lo + 16])))
+        target = hash((parent, old_scope(victim), tuple(victim_prompt[lo : lo + 16])))
         ids += _block_colliding(parent, old_scope(attacker), target)
         parent = target
     return [*ids, victim_prompt[-1]]
@@ -105,12 +105,17 @@ async def test_ids_that_used_to_collide_within_a_tenant_are_refused() -> None:
 
 async def test_a_cache_salt_shares_only_with_the_same_tenant_and_salt() -> None:
     async with serving(server_config()) as (client, _):
+
         async def cached(headers: dict, **salt: str) -> int:
-            r = await client.post("/v1/completions", headers=headers,
-                                  json={"model": MODEL, "prompt": PROMPT, "max_tokens": 1, **salt})
+            r = await client.post(
+                "/v1/completions", headers=headers, json={"model": MODEL, "prompt": PROMPT, "max_tokens": 1, **salt}
+            )
             return r.json()["usage"]["prompt_tokens_details"]["cached_tokens"]
 
         assert await cached(ACME, cache_salt="alice") == 0
         assert await cached(ACME, cache_salt="alice") == 32
         assert [await cached(ACME, cache_salt="bob"), await cached(ACME), await cached(GLOBEX, cache_salt="alice")] == [
-            0, 0, 0]
+            0,
+            0,
+            0,
+        ]

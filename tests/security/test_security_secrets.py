@@ -31,9 +31,14 @@ async def test_admin_config_shows_no_key() -> None:
 
 def test_serve_refuses_to_start_without_an_admin_key_of_its_own() -> None:
     for extra_env in ({}, {ADMIN_KEY_VAR: "sk-kvgate-admin"}):  # none at all; the public dev key
-        result = subprocess.run([sys.executable, "-m", "harness.cli", "serve", "--config", str(DEFAULT_CONFIG),
-                                 "--port", "0"], cwd=REPO, env={**clean_env(), **extra_env}, capture_output=True,
-                                text=True, timeout=60)
+        result = subprocess.run(
+            [sys.executable, "-m", "harness.cli", "serve", "--config", str(DEFAULT_CONFIG), "--port", "0"],
+            cwd=REPO,
+            env={**clean_env(), **extra_env},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert result.returncode == 2 and result.stdout == "", result.stderr
         [line] = result.stderr.splitlines()
         assert line.startswith("kvgate: ") and "--dev" in line
@@ -48,10 +53,31 @@ def test_no_configured_key_appears_anywhere_under_a_run_directory(tmp_path: Path
     config.write_text(text.replace("[server]\n", f'[server]\nmetrics_key = "sk-metrics-{secrets.token_hex(8)}"\n'))
     admin_key = f"sk-admin-{secrets.token_hex(8)}"
     run_dir = tmp_path / "run"
-    result = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--policy", str(config), "--workers", "2",
-                             "--profile", "quick", "--scenarios", "short_qa", "--duration", "3", "--out", str(run_dir)],
-                            cwd=REPO, env={**clean_env(), ADMIN_KEY_VAR: admin_key}, capture_output=True, text=True,
-                            timeout=180)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            "--policy",
+            str(config),
+            "--workers",
+            "2",
+            "--profile",
+            "quick",
+            "--scenarios",
+            "short_qa",
+            "--duration",
+            "3",
+            "--out",
+            str(run_dir),
+        ],
+        cwd=REPO,
+        env={**clean_env(), ADMIN_KEY_VAR: admin_key},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     load_record(result, run_dir)
     keys = [admin_key, *secrets_of(load_config(config))]
     files = [p for p in run_dir.rglob("*") if p.is_file()]

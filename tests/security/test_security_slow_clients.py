@@ -36,8 +36,10 @@ def read_until_closed(sock: socket.socket) -> bytes:
 
 
 def head(path: str = "/v1/completions", *, version: str = "1.1", length: int = len(BODY)) -> bytes:
-    return (f"POST {path} HTTP/{version}\r\nHost: kvgate\r\nAuthorization: Bearer sk-acme\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n").encode()
+    return (
+        f"POST {path} HTTP/{version}\r\nHost: kvgate\r\nAuthorization: Bearer sk-acme\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n"
+    ).encode()
 
 
 def test_slow_headers_and_slow_bodies_are_answered_408_and_closed(tmp_path: Path) -> None:
@@ -71,8 +73,9 @@ def test_an_http_1_0_client_gets_a_whole_response_without_chunks(tmp_path: Path)
         answer = read_until_closed(sock)
     headers, _, body = answer.partition(b"\r\n\r\n")
     assert headers.startswith(b"HTTP/1.1 200 ") and b"transfer-encoding" not in headers.lower()
-    [length] = [int(line.split(b":")[1]) for line in headers.split(b"\r\n")
-                if line.lower().startswith(b"content-length")]
+    [length] = [
+        int(line.split(b":")[1]) for line in headers.split(b"\r\n") if line.lower().startswith(b"content-length")
+    ]
     assert len(body) == length and body.endswith(b"data: [DONE]\n\n")
 
 

@@ -17,7 +17,8 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 @pytest.mark.parametrize("script", sorted(p.name for p in BENCH.glob("bench_*.py")))
 def test_bench_script_imports_and_parses_its_options(script: str) -> None:
-    done = subprocess.run([sys.executable, str(BENCH / script), "--help"], capture_output=True, text=True,
-                          timeout=120, cwd=BENCH.parent)
+    done = subprocess.run(
+        [sys.executable, str(BENCH / script), "--help"], capture_output=True, text=True, timeout=120, cwd=BENCH.parent
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "usage" in done.stdout.lower()

@@ -35,8 +35,10 @@ def detect_format(path: Path) -> str:
         first = f.readline()
     matches = [loader.name for loader in _LOADERS if loader.sniff(first)]
     if len(matches) != 1:
-        raise TraceError(f"{path}: cannot tell the trace format from its first line {first.strip()[:80]!r}; "
-                         f"pass --format ({', '.join(LOADERS)})")
+        raise TraceError(
+            f"{path}: cannot tell the trace format from its first line {first.strip()[:80]!r}; "
+            f"pass --format ({', '.join(LOADERS)})"
+        )
     return matches[0]
 
 

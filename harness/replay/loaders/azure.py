@@ -33,12 +33,22 @@ class AzureLoader:
             try:
                 t = datetime.fromisoformat(row["TIMESTAMP"].strip())
             except ValueError:
-                raise TraceError(f"{path}: row {n}: TIMESTAMP {row['TIMESTAMP']!r} is not "
-                                 f"'YYYY-MM-DD HH:MM:SS.fffffff'") from None
+                raise TraceError(
+                    f"{path}: row {n}: TIMESTAMP {row['TIMESTAMP']!r} is not 'YYYY-MM-DD HH:MM:SS.fffffff'"
+                ) from None
             origin = origin or t
-            requests.append(TraceRequest(
-                row=n, arrival_s=(t - origin).total_seconds(),
-                num_prompt_tokens=int_field(path, n, "ContextTokens", row["ContextTokens"], minimum=1),
-                num_output_tokens=int_field(path, n, "GeneratedTokens", row["GeneratedTokens"], minimum=1)))
-        return Trace(format=self.name, source=path, requests=sort_by_arrival(requests), num_rows=num_rows,
-                     notes=["azure trace: no prefix information, so no request hits the prefix cache"])
+            requests.append(
+                TraceRequest(
+                    row=n,
+                    arrival_s=(t - origin).total_seconds(),
+                    num_prompt_tokens=int_field(path, n, "ContextTokens", row["ContextTokens"], minimum=1),
+                    num_output_tokens=int_field(path, n, "GeneratedTokens", row["GeneratedTokens"], minimum=1),
+                )
+            )
+        return Trace(
+            format=self.name,
+            source=path,
+            requests=sort_by_arrival(requests),
+            num_rows=num_rows,
+            notes=["azure trace: no prefix information, so no request hits the prefix cache"],
+        )

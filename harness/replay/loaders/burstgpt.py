@@ -39,14 +39,21 @@ class BurstGptLoader:
             if prompt == 0:
                 num_empty += 1
                 continue
-            requests.append(TraceRequest(row=n, arrival_s=float(int_field(path, n, "Timestamp", row["Timestamp"])),
-                                         num_prompt_tokens=prompt, num_output_tokens=output,
-                                         model=row["Model"] or None))
+            requests.append(
+                TraceRequest(
+                    row=n,
+                    arrival_s=float(int_field(path, n, "Timestamp", row["Timestamp"])),
+                    num_prompt_tokens=prompt,
+                    num_output_tokens=output,
+                    model=row["Model"] or None,
+                )
+            )
         notes = ["burstgpt trace: no prefix information, so no request hits the prefix cache"]
         if num_failed:
-            notes.append(f"burstgpt trace: skipped {num_failed} failed request(s) (0 response tokens, "
-                         f"as the dataset marks a failure)")
+            notes.append(
+                f"burstgpt trace: skipped {num_failed} failed request(s) (0 response tokens, "
+                f"as the dataset marks a failure)"
+            )
         if num_empty:
             notes.append(f"burstgpt trace: skipped {num_empty} request(s) with 0 request tokens (empty prompt)")
-        return Trace(format=self.name, source=path, requests=sort_by_arrival(requests), num_rows=num_rows,
-                     notes=notes)
+        return Trace(format=self.name, source=path, requests=sort_by_arrival(requests), num_rows=num_rows, notes=notes)

@@ -26,8 +26,9 @@ def csv_rows(path: Path, columns: tuple[str, ...]) -> Iterator[tuple[int, dict[s
         reader = csv.DictReader(f)
         missing = [c for c in columns if c not in (reader.fieldnames or [])]
         if missing:
-            raise TraceError(f"{path}: the header lacks column(s) {', '.join(missing)} "
-                             f"(found: {', '.join(reader.fieldnames or [])})")
+            raise TraceError(
+                f"{path}: the header lacks column(s) {', '.join(missing)} (found: {', '.join(reader.fieldnames or [])})"
+            )
         for n, row in enumerate(reader, start=1):
             yield n, row
 

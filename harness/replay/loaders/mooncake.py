@@ -34,8 +34,13 @@ class MooncakeLoader:
                     continue
                 num_rows += 1
                 requests.append(self._parse(path, n, line))
-        return Trace(format=self.name, source=path, requests=sort_by_arrival(requests),
-                     prefix_block_tokens=BLOCK_TOKENS, num_rows=num_rows)
+        return Trace(
+            format=self.name,
+            source=path,
+            requests=sort_by_arrival(requests),
+            prefix_block_tokens=BLOCK_TOKENS,
+            num_rows=num_rows,
+        )
 
     def _parse(self, path: Path, n: int, line: str) -> TraceRequest:
         try:
@@ -50,9 +55,14 @@ class MooncakeLoader:
         if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
             raise TraceError(f"{path}: line {n}: hash_ids must be a list of integers")
         if len(ids) != -(-prompt // BLOCK_TOKENS):
-            raise TraceError(f"{path}: line {n}: {len(ids)} hash_ids for input_length {prompt}; a Mooncake "
-                             f"trace has one id per {BLOCK_TOKENS}-token block ({-(-prompt // BLOCK_TOKENS)} here)")
-        return TraceRequest(row=n, arrival_s=int_field(path, n, "timestamp", obj["timestamp"]) / 1000,
-                            num_prompt_tokens=prompt,
-                            num_output_tokens=int_field(path, n, "output_length", obj["output_length"], minimum=1),
-                            prefix_ids=tuple(ids))
+            raise TraceError(
+                f"{path}: line {n}: {len(ids)} hash_ids for input_length {prompt}; a Mooncake "
+                f"trace has one id per {BLOCK_TOKENS}-token block ({-(-prompt // BLOCK_TOKENS)} here)"
+            )
+        return TraceRequest(
+            row=n,
+            arrival_s=int_field(path, n, "timestamp", obj["timestamp"]) / 1000,
+            num_prompt_tokens=prompt,
+            num_output_tokens=int_field(path, n, "output_length", obj["output_length"], minimum=1),
+            prefix_ids=tuple(ids),
+        )

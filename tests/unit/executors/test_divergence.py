@@ -50,8 +50,7 @@ def test_an_approximate_policy_produces_a_measured_nonzero_divergence(monkeypatc
         return Policy("streamingllm", lambda tier: LruIndex(), compressor=SinkAndWindow(window_blocks=2))
 
     monkeypatch.setitem(registry.POLICIES, "streamingllm", factory)
-    d = measure_policy_divergence(torch_config(64, kv_cache__policy="streamingllm"), prompts(2, 120),
-                                  max_new_tokens=24)
+    d = measure_policy_divergence(torch_config(64, kv_cache__policy="streamingllm"), prompts(2, 120), max_new_tokens=24)
     assert d.num_tokens == 48
     assert d.mean_kl > 1e-3 and d.max_kl >= d.mean_kl
     assert 0.0 <= d.token_agreement < 1.0
@@ -62,8 +61,11 @@ def test_an_approximate_policy_produces_a_measured_nonzero_divergence(monkeypatc
 def test_the_registered_approximate_policies_diverge_measurably(policy):
     if policy not in registry.POLICIES:
         pytest.skip(f"policy {policy!r} is not registered yet")
-    overrides = {"streamingllm": {"streamingllm__sink_tokens": 4, "streamingllm__sliding_window_tokens": 32},
-                 "h2o": {"h2o__recent_window_tokens": 32, "h2o__min_tokens_to_compress": 64}}[policy]
-    d = measure_policy_divergence(torch_config(64, kv_cache__policy=policy, **overrides), prompts(2, 160),
-                                  max_new_tokens=24)
+    overrides = {
+        "streamingllm": {"streamingllm__sink_tokens": 4, "streamingllm__sliding_window_tokens": 32},
+        "h2o": {"h2o__recent_window_tokens": 32, "h2o__min_tokens_to_compress": 64},
+    }[policy]
+    d = measure_policy_divergence(
+        torch_config(64, kv_cache__policy=policy, **overrides), prompts(2, 160), max_new_tokens=24
+    )
     assert d.num_tokens == 48 and d.mean_kl > 0

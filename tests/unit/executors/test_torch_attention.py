@@ -33,8 +33,15 @@ def model():
 
 def new_cache(model, num_blocks: int = 64) -> PagedKVCache:
     s = model.shape
-    return PagedKVCache(num_layers=s.num_layers, num_blocks=num_blocks, block_tokens=BT, num_kv_heads=s.num_kv_heads,
-                        head_dim=s.head_dim, dtype=torch.float32, device=torch.device(DEVICE))
+    return PagedKVCache(
+        num_layers=s.num_layers,
+        num_blocks=num_blocks,
+        block_tokens=BT,
+        num_kv_heads=s.num_kv_heads,
+        head_dim=s.head_dim,
+        dtype=torch.float32,
+        device=torch.device(DEVICE),
+    )
 
 
 def dense_hidden(model, ids: list[int]):
@@ -54,7 +61,7 @@ def paged_steps(model, cache, seqs: dict[str, list[int]], blocks: dict[str, list
         ids, pos, slices = [], [], []
         for name, n in step.items():
             start = done[name]
-            ids += seqs[name][start:start + n]
+            ids += seqs[name][start : start + n]
             pos += range(start, start + n)
             slices.append(SeqSlice(blocks[name], start, n))
         attend = PagedAttention(cache, slices, record_mass=record_mass)
@@ -62,7 +69,7 @@ def paged_steps(model, cache, seqs: dict[str, list[int]], blocks: dict[str, list
             h = model.hidden_states(torch.tensor(ids, device=dev), torch.tensor(pos, device=dev), attend)
         row = 0
         for name, n in step.items():
-            hidden[name].append(h[row:row + n])
+            hidden[name].append(h[row : row + n])
             row += n
             done[name] += n
         masses = attend.attention_mass() if record_mass else None
@@ -72,18 +79,28 @@ def paged_steps(model, cache, seqs: dict[str, list[int]], blocks: dict[str, list
 def scattered_blocks(rng: random.Random, names, num_blocks: int, per_seq: int) -> dict[str, list[int]]:
     ids = list(range(num_blocks))
     rng.shuffle(ids)
-    return {name: ids[i * per_seq:(i + 1) * per_seq] for i, name in enumerate(names)}
+    return {name: ids[i * per_seq : (i + 1) * per_seq] for i, name in enumerate(names)}
 
 
 @pytest.mark.parametrize("record_mass", [False, True], ids=["sdpa", "explicit"])
 def test_chunked_prefill_and_batched_decode_over_scattered_blocks_equal_dense(model, record_mass):
     rng = random.Random(0)
-    seqs = {"a": [rng.randrange(5, 4096) for _ in range(23)], "b": [rng.randrange(5, 4096) for _ in range(18)],
-            "c": [rng.randrange(5, 4096) for _ in range(10)]}
+    seqs = {
+        "a": [rng.randrange(5, 4096) for _ in range(23)],
+        "b": [rng.randrange(5, 4096) for _ in range(18)],
+        "c": [rng.randrange(5, 4096) for _ in range(10)],
+    }
     blocks = scattered_blocks(rng, seqs, 64, 8)
-    schedule = [{"a": 10}, {"a": 7, "b": 5}, {"b": 9, "c": 6},  # chunked prefills, mixed steps
-                {"a": 1, "b": 1, "c": 1}, {"a": 1, "c": 1}, {"a": 1, "b": 1, "c": 1},  # batched decodes
-                {"a": 1, "b": 1, "c": 1}, {"a": 2, "b": 1}]
+    schedule = [
+        {"a": 10},
+        {"a": 7, "b": 5},
+        {"b": 9, "c": 6},  # chunked prefills, mixed steps
+        {"a": 1, "b": 1, "c": 1},
+        {"a": 1, "c": 1},
+        {"a": 1, "b": 1, "c": 1},  # batched decodes
+        {"a": 1, "b": 1, "c": 1},
+        {"a": 2, "b": 1},
+    ]
     cache = new_cache(model)
     paged, _ = paged_steps(model, cache, seqs, blocks, schedule, record_mass)
     for name, ids in seqs.items():
@@ -95,8 +112,9 @@ def test_attention_mass_matches_dense_probabilities_and_sums_to_new_tokens(model
     rng = random.Random(1)
     seqs = {"a": [rng.randrange(5, 4096) for _ in range(14)], "b": [rng.randrange(5, 4096) for _ in range(11)]}
     blocks = scattered_blocks(rng, seqs, 32, 4)
-    _, masses = paged_steps(model, new_cache(model, 32), seqs, blocks,
-                            [{"a": 13, "b": 6}, {"a": 1, "b": 5}], record_mass=True)
+    _, masses = paged_steps(
+        model, new_cache(model, 32), seqs, blocks, [{"a": 13, "b": 6}, {"a": 1, "b": 5}], record_mass=True
+    )
     mass_a, mass_b = masses
     assert len(mass_a) == 14 and len(mass_b) == 11
     assert sum(mass_a) == pytest.approx(1.0, abs=1e-5)  # one decode query
@@ -128,8 +146,10 @@ def test_cache_slots_follow_the_block_table(model):
     cache = new_cache(model, 16)
     table = torch.tensor([[7, 2, 9], [1, 0, 0]])
     positions = torch.tensor([[3, 4, 5, 9], [0, 1, 2, 3]])
-    assert cache.slots(table, positions).tolist() == [[7 * BT + 3, 2 * BT, 2 * BT + 1, 9 * BT + 1],
-                                                      [BT, BT + 1, BT + 2, BT + 3]]
+    assert cache.slots(table, positions).tolist() == [
+        [7 * BT + 3, 2 * BT, 2 * BT + 1, 9 * BT + 1],
+        [BT, BT + 1, BT + 2, BT + 3],
+    ]
 
 
 def test_swap_copies_restore_blocks_exactly_in_new_places(model):

@@ -41,8 +41,15 @@ def decode_plan(num_seqs: int, context: int) -> StepPlan:
     """A step in which `num_seqs` requests holding `context` KV tokens each decode one token."""
     chunks = []
     for i in range(num_seqs):
-        r = Request(request_id=f"r{i}", tenant="t", traffic_class=TrafficClass.INTERACTIVE,
-                    num_prompt_tokens=context, max_new_tokens=10, arrival_s=0, output_token_ids=[7])
+        r = Request(
+            request_id=f"r{i}",
+            tenant="t",
+            traffic_class=TrafficClass.INTERACTIVE,
+            num_prompt_tokens=context,
+            max_new_tokens=10,
+            arrival_s=0,
+            output_token_ids=[7],
+        )
         r.num_computed_tokens = context
         chunks.append(ScheduledChunk(r, 1))
     return StepPlan(chunks)
@@ -68,8 +75,27 @@ def test_fit_recovers_the_constants_that_produced_the_measurements():
 
 def test_the_cli_measures_this_device_and_writes_a_profile_the_sim_loads(tmp_path):
     out = tmp_path / "profile.toml"
-    rc = main(["calibrate", "--executor", "torch", "--device", "cpu", "--out", str(out), "--prefill", "16,64",
-               "--batches", "1,2,4", "--context", "32", "--repeats", "1", "--threads", "1"])
+    rc = main(
+        [
+            "calibrate",
+            "--executor",
+            "torch",
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+            "--prefill",
+            "16,64",
+            "--batches",
+            "1,2,4",
+            "--context",
+            "32",
+            "--repeats",
+            "1",
+            "--threads",
+            "1",
+        ]
+    )
     assert rc == 0
     profile = tomllib.loads(out.read_text())
     assert 0 < profile["mfu"] <= 1 and 0 < profile["mbu"] <= 1 and profile["step_overhead_ms"] >= 0

@@ -15,9 +15,18 @@ from reference_engine.catalog import get_model  # noqa: E402
 from tests.torch_helpers import make_core, run_to_end, torch_config  # noqa: E402
 
 pytestmark = pytest.mark.torch
-TINY_CONFIG = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
-               "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 4096, "rope_theta": 10000.0,
-               "rms_norm_eps": 1e-5, "tie_word_embeddings": False}
+TINY_CONFIG = {
+    "model_type": "llama",
+    "num_hidden_layers": 2,
+    "hidden_size": 64,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 128,
+    "vocab_size": 4096,
+    "rope_theta": 10000.0,
+    "rms_norm_eps": 1e-5,
+    "tie_word_embeddings": False,
+}
 
 
 def save_checkpoint(directory, model, config=TINY_CONFIG) -> None:

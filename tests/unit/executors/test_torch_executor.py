@@ -18,8 +18,9 @@ pytestmark = pytest.mark.torch
 
 @pytest.mark.parametrize("num_blocks", [1, 7, 48])
 def test_a_pool_of_n_blocks_allocates_exactly_n_blocks_of_bytes(num_blocks):
-    core = make_core(torch_config(num_blocks, engine__max_num_seqs=1, engine__max_num_batched_tokens=16,
-                                  kv_cache__policy="none"))
+    core = make_core(
+        torch_config(num_blocks, engine__max_num_seqs=1, engine__max_num_batched_tokens=16, kv_cache__policy="none")
+    )
     assert core.memory.num_blocks == num_blocks
     assert core.memory.bytes_per_token == TINY_FP32_BYTES_PER_TOKEN
     assert core.executor.pool_bytes == num_blocks * BLOCK_TOKENS * TINY_FP32_BYTES_PER_TOKEN
@@ -28,25 +29,37 @@ def test_a_pool_of_n_blocks_allocates_exactly_n_blocks_of_bytes(num_blocks):
 
 
 def test_bf16_kv_halves_the_bytes_the_plan_and_the_tensor_count():
-    core = make_core(torch_config(8, model__kv_dtype="bf16", model__weight_dtype="bf16",
-                                  engine__max_num_seqs=1, engine__max_num_batched_tokens=16, kv_cache__policy="none"))
+    core = make_core(
+        torch_config(
+            8,
+            model__kv_dtype="bf16",
+            model__weight_dtype="bf16",
+            engine__max_num_seqs=1,
+            engine__max_num_batched_tokens=16,
+            kv_cache__policy="none",
+        )
+    )
     assert core.memory.bytes_per_token == TINY_FP32_BYTES_PER_TOKEN // 2
     assert core.executor.pool_bytes == core.memory.num_blocks * core.memory.bytes_per_block
 
 
 def test_catalog_parameter_counts_are_the_built_models():
-    core = make_core(torch_config(8, engine__max_num_seqs=1, engine__max_num_batched_tokens=16,
-                                  kv_cache__policy="none"))
+    core = make_core(
+        torch_config(8, engine__max_num_seqs=1, engine__max_num_batched_tokens=16, kv_cache__policy="none")
+    )
     assert sum(p.numel() for p in core.executor.model.parameters()) == get_model("kvgate-tiny").num_params
     small = get_model("kvgate-small")
     assert DecoderShape.from_spec(small, 10_000.0, 1e-5).num_params == small.num_params
 
 
-@pytest.mark.parametrize("override, message", [
-    ({"engine.kv_bytes_safety": 1.2}, "kv_bytes_safety"),
-    ({"model.name": "qwen2.5-7b", "hardware.kv_pool_gib": 0.01}, "intermediate_size"),
-    ({"model.kv_dtype": "fp8"}, "model.kv_dtype"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ({"engine.kv_bytes_safety": 1.2}, "kv_bytes_safety"),
+        ({"model.name": "qwen2.5-7b", "hardware.kv_pool_gib": 0.01}, "intermediate_size"),
+        ({"model.kv_dtype": "fp8"}, "model.kv_dtype"),
+    ],
+)
 def test_configs_it_cannot_run_honestly_are_refused_with_the_key_to_fix(override, message):
     config = torch_config(64, **{k.replace(".", "__"): v for k, v in override.items()})
     with pytest.raises(ConfigError, match=message):

@@ -27,8 +27,7 @@ def test_long_prompts_and_batch_are_judged_against_their_own_bounds(judge, healt
 
 
 def test_refusals_are_not_answers(judge, healthy):
-    healthy.request("refused", sent_s=30, status="error", http_status=429, error_code="kv_capacity",
-                    approximate=True)
+    healthy.request("refused", sent_s=30, status="error", http_status=429, error_code="kv_capacity", approximate=True)
     assert judge(healthy, "approximate_answers").outcome is Outcome.PASS
 
 

@@ -11,8 +11,15 @@ def test_passes_when_batch_waits_boundedly_and_completes(judge, healthy):
 
 def test_starved_batch_fails_it(judge, healthy):
     for i in range(6):
-        healthy.request(f"starved-{i}", sent_s=30 + i, ttft_s=None, e2e_s=None, status="timeout",
-                        tenant="batchco", traffic_class="batch")
+        healthy.request(
+            f"starved-{i}",
+            sent_s=30 + i,
+            ttft_s=None,
+            e2e_s=None,
+            status="timeout",
+            tenant="batchco",
+            traffic_class="batch",
+        )
     result = judge(healthy, "batch_progress")
     assert result.outcome is Outcome.FAIL and math.isinf(result.measurements[0].value)
     assert result.evidence["not_completed"][0] == "starved-0"
@@ -21,8 +28,18 @@ def test_starved_batch_fails_it(judge, healthy):
 def test_batch_that_waits_out_its_queue_deadline_did_not_progress(judge, healthy):
     # never started, refused after waiting: starvation behind the deadline, not an admission answer
     for i in range(6):
-        healthy.request(f"waited-{i}", sent_s=30 + i, ttft_s=None, e2e_s=8.0, status="error", http_status=429,
-                        error_code="queue_deadline", tenant="batchco", traffic_class="batch", finish_reason=None)
+        healthy.request(
+            f"waited-{i}",
+            sent_s=30 + i,
+            ttft_s=None,
+            e2e_s=8.0,
+            status="error",
+            http_status=429,
+            error_code="queue_deadline",
+            tenant="batchco",
+            traffic_class="batch",
+            finish_reason=None,
+        )
     result = judge(healthy, "batch_progress")
     assert result.outcome is Outcome.FAIL and result.headline.metric == "min_completed_fraction"
     assert result.evidence["num_waited_out"] == 6

@@ -41,8 +41,16 @@ def test_not_measurable_without_cancels_or_events(judge, healthy):
 
 def test_an_intended_cancel_the_engine_refused_is_no_cancel(judge, healthy):
     # A cancel-storm request answered 429 before its cancel timer fired: it never held a block.
-    healthy.request("refused", sent_s=60.0, e2e_s=0.01, status="error", http_status=429, error_code="tenant_quota",
-                    cancel_intended=True, finish_reason=None)
+    healthy.request(
+        "refused",
+        sent_s=60.0,
+        e2e_s=0.01,
+        status="error",
+        http_status=429,
+        error_code="tenant_quota",
+        cancel_intended=True,
+        finish_reason=None,
+    )
     healthy.event("rejected", 60.0, request_id="refused", reason="tenant_quota", num_blocks=300)
     result = judge(healthy, "cancel_release")
     assert result.outcome is Outcome.PASS and result.evidence["num_never_released"] == 0

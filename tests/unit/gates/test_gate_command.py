@@ -54,8 +54,9 @@ def test_harness_errors_exit_2(tmp_path, capsys):
 
 
 def test_record_with_no_measurable_signal_exits_2(tmp_path, capsys):
-    builder = RecordBuilder().signals(client_requests=False, engine_events=False, engine_samples=False,
-                                      tenant_samples=False, gpu_memory=False)
+    builder = RecordBuilder().signals(
+        client_requests=False, engine_events=False, engine_samples=False, tenant_samples=False, gpu_memory=False
+    )
     assert main(["gate", str(builder.write(tmp_path / "run"))]) == 2
     assert "no gate could be measured" in capsys.readouterr().err
 

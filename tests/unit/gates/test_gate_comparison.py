@@ -16,8 +16,16 @@ def judged(tmp_path):
         `num_refused` chat requests under load."""
         builder = RecordBuilder(run_id=f"{policy}-run", policy=policy).healthy()
         for i in range(num_refused):
-            builder.request(f"refused-{i}", sent_s=30 + i * 0.1, ttft_s=None, e2e_s=0.01, status="error",
-                            http_status=429, error_code="kv_capacity", finish_reason=None)
+            builder.request(
+                f"refused-{i}",
+                sent_s=30 + i * 0.1,
+                ttft_s=None,
+                e2e_s=0.01,
+                status="error",
+                http_status=429,
+                error_code="kv_capacity",
+                finish_reason=None,
+            )
         return evaluate(builder.build(tmp_path / f"run-{next(runs)}"), only=["goodput"])
 
     return _judged

@@ -44,8 +44,9 @@ def test_unknown_gate_name_is_an_error(tmp_path):
 
 
 def test_nothing_measurable_is_not_a_pass(tmp_path):
-    builder = RecordBuilder().signals(client_requests=False, engine_events=False, engine_samples=False,
-                                      tenant_samples=False, gpu_memory=False)
+    builder = RecordBuilder().signals(
+        client_requests=False, engine_events=False, engine_samples=False, tenant_samples=False, gpu_memory=False
+    )
     verdict = evaluate(builder.build(tmp_path))
     assert verdict.outcome is Outcome.NOT_MEASURABLE
 

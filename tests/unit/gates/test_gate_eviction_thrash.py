@@ -53,11 +53,13 @@ def test_not_measurable_without_engine_events(judge, healthy):
 def test_prefix_hit_rate_counts_the_prompts_of_queued_requests_too(judge, tmp_path):
     # A request emits `admitted` or `queued` on arrival, never both: counting only admitted prompts
     # would put q's 90 hit tokens over a's 100 prompt tokens (140 %).
-    builder = (RecordBuilder()
-               .event("admitted", 20.0, request_id="a", num_tokens=100)
-               .event("scheduled", 20.1, request_id="a", num_tokens=50)
-               .event("queued", 21.0, request_id="q", num_tokens=100)
-               .event("scheduled", 25.0, request_id="q", num_tokens=90))
+    builder = (
+        RecordBuilder()
+        .event("admitted", 20.0, request_id="a", num_tokens=100)
+        .event("scheduled", 20.1, request_id="a", num_tokens=50)
+        .event("queued", 21.0, request_id="q", num_tokens=100)
+        .event("scheduled", 25.0, request_id="q", num_tokens=90)
+    )
     result = judge(builder, "eviction_thrash", min_prefix_hit_rate=0.5)
     rate = next(m for m in result.measurements if m.metric == "min_prefix_hit_rate")
     assert rate.value == pytest.approx(140 / 200) and result.outcome is Outcome.PASS
@@ -70,8 +72,15 @@ def test_prefix_hit_rate_counts_the_prompts_of_queued_requests_too(judge, tmp_pa
 def test_a_target_with_kv_cache_events_is_judged_from_them_and_its_counters(judge) -> None:
     b = RecordBuilder().signals(engine_events=False, prometheus=True)
     b.initial(prefix_cache_queries_tokens=1000.0, prefix_cache_hits_tokens=100.0)
-    b.final(prefix_cache_queries_tokens=5000.0, prefix_cache_hits_tokens=1100.0, kv_blocks_stored=300,
-            kv_blocks_removed=40, kv_blocks_restored=6, kv_all_cleared=1, kv_batches_missed=0)
+    b.final(
+        prefix_cache_queries_tokens=5000.0,
+        prefix_cache_hits_tokens=1100.0,
+        kv_blocks_stored=300,
+        kv_blocks_removed=40,
+        kv_blocks_restored=6,
+        kv_all_cleared=1,
+        kv_batches_missed=0,
+    )
     result = judge(b, "eviction_thrash")
     assert result.outcome is Outcome.PASS and result.headline.metric == "min_prefix_hit_rate"
     assert result.headline.value == 0.25  # the run's own hits: (1100 - 100) / (5000 - 1000)

@@ -4,8 +4,16 @@ from tests.fixtures.records import RecordBuilder
 
 def refuse(builder: RecordBuilder, n: int, code: str = "kv_capacity", status: int = 429) -> RecordBuilder:
     for i in range(n):
-        builder.request(f"refused-{i}", sent_s=30 + i * 0.5, ttft_s=None, e2e_s=0.01, status="error", http_status=status,
-                        error_code=code, finish_reason=None)
+        builder.request(
+            f"refused-{i}",
+            sent_s=30 + i * 0.5,
+            ttft_s=None,
+            e2e_s=0.01,
+            status="error",
+            http_status=status,
+            error_code=code,
+            finish_reason=None,
+        )
     return builder
 
 
@@ -46,8 +54,16 @@ def test_the_shared_objective_sets_what_in_time_means(judge, healthy):
 def test_long_prompts_and_other_classes_are_not_offered_chat(judge, healthy):
     refuse(healthy, 3)
     for i in range(5):
-        healthy.request(f"long-{i}", sent_s=40 + i, ttft_s=None, e2e_s=0.01, status="error", http_status=429,
-                        error_code="kv_capacity", prompt_tokens=32_768)
+        healthy.request(
+            f"long-{i}",
+            sent_s=40 + i,
+            ttft_s=None,
+            e2e_s=0.01,
+            status="error",
+            http_status=429,
+            error_code="kv_capacity",
+            prompt_tokens=32_768,
+        )
     assert judge(healthy, "goodput").evidence["num_offered"] == 33
 
 

@@ -58,7 +58,6 @@ def test_level_off_not_measurable_without_an_evict_watermark(judge, healthy):
     assert judge(healthy.meta(watermarks={}), "memory_level_off").outcome is Outcome.NOT_MEASURABLE
 
 
-
 def test_recovery_reads_the_drained_sample_at_the_very_end_of_cooldown(judge, healthy):
     # Replay ends the cooldown (here 70-100 s) at the first sample at or after the drain: that
     # sample, exactly at the phase's end, shows memory fell back; a window open at the end missed it.

@@ -4,8 +4,10 @@ from gates import Outcome
 def test_passes_when_little_compute_redoes_discarded_work(judge, healthy):
     result = judge(healthy, "recompute_tax")
     assert result.outcome is Outcome.PASS and result.headline.value == 1_200 / 60_000
-    assert result.evidence["most_recomputed"] == [{"request_id": "batch-0", "tokens": 600},
-                                                  {"request_id": "batch-1", "tokens": 600}]
+    assert result.evidence["most_recomputed"] == [
+        {"request_id": "batch-0", "tokens": 600},
+        {"request_id": "batch-1", "tokens": 600},
+    ]
     assert result.evidence["num_preemptions_by_mode"] == {"recompute": 2}
 
 

@@ -21,16 +21,23 @@ def test_design_defaults():
     assert t.for_gate("goodput")["min_fraction"] == 0.4
     assert t.for_gate("approximate_answers")["max_critical_fraction"] == 0
     assert t.for_gate("recompute_tax")["max_fraction"] == 0.1
-    assert t.for_gate("capacity_after_drain") == {"max_lost_blocks": 0, "max_lost_slots": 0, slo.TTFT_MS: 900,
-                                                  slo.CRITICAL_MAX_PROMPT_TOKENS: 4096}
+    assert t.for_gate("capacity_after_drain") == {
+        "max_lost_blocks": 0,
+        "max_lost_slots": 0,
+        slo.TTFT_MS: 900,
+        slo.CRITICAL_MAX_PROMPT_TOKENS: 4096,
+    }
 
 
 def test_user_file_overrides_key_by_key(tmp_path):
     path = tmp_path / "t.toml"
     path.write_text("[interactive_ttft]\nmax_degradation = 5\n")
     t = load_thresholds(path)
-    assert t.for_gate("interactive_ttft") == {"max_degradation": 5.0, slo.TTFT_MS: 900.0,
-                                              slo.CRITICAL_MAX_PROMPT_TOKENS: 4096.0}
+    assert t.for_gate("interactive_ttft") == {
+        "max_degradation": 5.0,
+        slo.TTFT_MS: 900.0,
+        slo.CRITICAL_MAX_PROMPT_TOKENS: 4096.0,
+    }
     assert t.source == str(path)
 
 
@@ -64,8 +71,9 @@ def test_unknown_metric_is_an_error_listing_the_metrics(tmp_path):
         load_thresholds(path)
 
 
-@pytest.mark.parametrize("text", ['[no_oom]\nmax_oom = "zero"\n', "[no_oom]\nmax_oom = true\n", "no_oom = 1\n",
-                                  "[no_oom\n"])
+@pytest.mark.parametrize(
+    "text", ['[no_oom]\nmax_oom = "zero"\n', "[no_oom]\nmax_oom = true\n", "no_oom = 1\n", "[no_oom\n"]
+)
 def test_malformed_file_is_a_config_error(tmp_path, text):
     path = tmp_path / "t.toml"
     path.write_text(text)

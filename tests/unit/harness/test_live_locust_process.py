@@ -26,15 +26,25 @@ def test_the_tail_returns_only_complete_new_rows(tmp_path: Path) -> None:
 
 
 def test_the_mixed_default_runs_the_directory_and_named_scenarios_name_their_classes(tmp_path: Path) -> None:
-    common = {"host": "http://127.0.0.1:1", "users": 4, "spawn_rate": 2.0, "duration_s": 10.4, "stop_timeout_s": 5,
-              "processes": 0, "html_path": None}
+    common = {
+        "host": "http://127.0.0.1:1",
+        "users": 4,
+        "spawn_rate": 2.0,
+        "duration_s": 10.4,
+        "stop_timeout_s": 5,
+        "processes": 0,
+        "html_path": None,
+    }
     mixed = locust_command(scenarios=select(scenarios_dir(), []), mixed_dir=scenarios_dir(), **common)
     assert mixed[mixed.index("-f") + 1] == str(scenarios_dir()) and mixed[-1] == "--only-summary"
     assert mixed[mixed.index("-t") + 1] == "10s" and "--headless" in mixed
     assert mixed[mixed.index("--stop-timeout") + 1] == "5s"
     fractional = locust_command(scenarios=[], mixed_dir=scenarios_dir(), **{**common, "stop_timeout_s": 1.5})
     assert fractional[fractional.index("--stop-timeout") + 1] == "2s"  # locust refuses "1.5"
-    named = locust_command(scenarios=select(scenarios_dir(), ["step_load", "short_qa"]), mixed_dir=None,
-                           **{**common, "processes": 2, "html_path": tmp_path / "l.html"})
+    named = locust_command(
+        scenarios=select(scenarios_dir(), ["step_load", "short_qa"]),
+        mixed_dir=None,
+        **{**common, "processes": 2, "html_path": tmp_path / "l.html"},
+    )
     assert named[-2:] == ["StepLoad", "ShortQA"] and named[named.index("--processes") + 1] == "2"
     assert named[named.index("-f") + 1].endswith("step_load.py," + str(scenarios_dir() / "short_qa.py"))

@@ -9,11 +9,24 @@ CONFIG = load_config("configs/default.toml")
 
 
 def meta(**changes) -> RunMeta:
-    fields = {"run_id": "r", "started_unix": 1.0, "duration_s": 30.0, "config": CONFIG,
-              "digest": config_digest(CONFIG), "config_path": "configs/default.toml", "scenarios": ["short_qa"],
-              "target": {"url": "u", "kind": "reference"}, "num_blocks": None,
-              "phases": [Phase(name="load", start_s=1, end_s=2)], "signals": Signals(), "initial": {}, "final": {}, "notes": [],
-              "gpu_name": "", "live": {}}
+    fields = {
+        "run_id": "r",
+        "started_unix": 1.0,
+        "duration_s": 30.0,
+        "config": CONFIG,
+        "digest": config_digest(CONFIG),
+        "config_path": "configs/default.toml",
+        "scenarios": ["short_qa"],
+        "target": {"url": "u", "kind": "reference"},
+        "num_blocks": None,
+        "phases": [Phase(name="load", start_s=1, end_s=2)],
+        "signals": Signals(),
+        "initial": {},
+        "final": {},
+        "notes": [],
+        "gpu_name": "",
+        "live": {},
+    }
     return live_meta(**{**fields, **changes})
 
 
@@ -48,5 +61,6 @@ def test_the_engines_own_config_wins_over_the_local_file() -> None:
 
 def test_recorded_settings_carry_no_keys() -> None:
     from dataclasses import asdict
+
     out = public_settings(asdict(LoadSettings(tenants="acme=sk-secret:interactive")))
     assert out["tenants"] == ["acme"] and "admin_key" not in out and "sk-secret" not in str(out)

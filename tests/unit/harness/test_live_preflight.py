@@ -22,6 +22,7 @@ def server(chat: Callable[[httpx.Request], httpx.Response], models_status: int =
         if request.url.path == "/v1/chat/completions":
             return chat(request)
         return httpx.Response(404, json={"detail": "Not Found"})
+
     return httpx.MockTransport(handle)
 
 
@@ -49,15 +50,20 @@ def test_401_points_at_the_key_and_masks_it() -> None:
 
 def test_404_for_an_unknown_model_lists_the_served_models() -> None:
     chat = error(404, "model_not_found", "model 'gpt-4' is not served here")
-    with pytest.raises(PreflightError, match="model 'gpt-4' is not served here; the server lists these models: "
-                                             "llama-3.1-8b"):
+    with pytest.raises(
+        PreflightError, match="model 'gpt-4' is not served here; the server lists these models: llama-3.1-8b"
+    ):
         preflight(BASE, key="sk-acme", model="gpt-4", transport=server(chat))
 
 
 def test_404_under_a_wrong_base_url_points_at_the_base_url() -> None:
     with pytest.raises(PreflightError, match=r"it ends in /v1: give the server root") as err:
-        preflight(BASE + "/v1", key="sk-acme", model="m", transport=server(error(404, "not_found", "no route"),
-                                                                             models_status=404))
+        preflight(
+            BASE + "/v1",
+            key="sk-acme",
+            model="m",
+            transport=server(error(404, "not_found", "no route"), models_status=404),
+        )
     assert "check the base URL" in str(err.value)
 
 

@@ -59,15 +59,34 @@ def test_a_policy_run_takes_tenants_public_prefix_and_model_from_the_config(conf
     assert p.run_dir.parent == Path("runs") and p.run_dir.name.endswith("-lru")
 
 
-def test_command_line_wins_over_environment_over_config_over_profile(config: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_command_line_wins_over_environment_over_config_over_profile(
+    config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("KVGATE_PROMPT_TOKENS", "99")
     monkeypatch.setenv("KVGATE_MODEL", "from-env")
-    p = plan("--policy", str(config), "--profile", "quick", "--model", "from-cli", "--duration", "3", "--users", "2",
-             "--scenarios", "cancel_storm,short_qa", "--out", "/tmp/x")
+    p = plan(
+        "--policy",
+        str(config),
+        "--profile",
+        "quick",
+        "--model",
+        "from-cli",
+        "--duration",
+        "3",
+        "--users",
+        "2",
+        "--scenarios",
+        "cancel_storm,short_qa",
+        "--out",
+        "/tmp/x",
+    )
     assert (p.settings.prompt_tokens, p.settings.model) == (99, "from-cli")
     assert (p.duration_s, p.users, p.mixed_dir, [s.name for s in p.scenarios]) == (
-        3, 2, None, ["cancel_storm", "short_qa"])
+        3,
+        2,
+        None,
+        ["cancel_storm", "short_qa"],
+    )
     assert p.run_dir == Path("/tmp/x")
 
 
@@ -96,8 +115,12 @@ def test_on_a_target_the_policy_names_the_run_only_when_the_user_says_so(config:
 
 def test_an_external_target_needs_no_policy() -> None:
     p = plan("--target", "http://127.0.0.1:9000", "--tenants", "me=sk-1", "--profile", "ci")
-    assert (p.config, p.target_url, p.settings.tenants, p.settings.model) == (None, "http://127.0.0.1:9000",
-                                                                              "me=sk-1", "")
+    assert (p.config, p.target_url, p.settings.tenants, p.settings.model) == (
+        None,
+        "http://127.0.0.1:9000",
+        "me=sk-1",
+        "",
+    )
     assert p.run_dir.name.endswith("-external") and plan("--target", "u").settings.tenants == DEFAULT_SPEC
 
 
@@ -139,23 +162,28 @@ def refused(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
     return line
 
 
-@pytest.mark.parametrize("argv, says", [
-    (["--tenants", "garbage"], "tenant entry 1 is not name=key[:class]"),
-    (["--tenants", "me=sk-acme:vip"], "tenant 'me': what follows the last ':' is not a traffic class"),
-    (["--users", "0"], "--users: must be above 0"),
-    (["--duration", "-5"], "--duration: must be above 0"),
-    (["--spawn-rate", "nan"], "--spawn-rate: must be above 0"),
-    (["--sample-interval", "0"], "--sample-interval: must be above 0"),
-    (["--workers", "-1"], "--workers: must be a whole number, 0 or more"),
-    (["--processes", "two"], "--processes: must be a whole number, 0 or more"),
-])
-def test_bad_input_is_refused_in_one_line_with_exit_2(argv: list[str], says: str, capsys: pytest.CaptureFixture[str],
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["--tenants", "garbage"], "tenant entry 1 is not name=key[:class]"),
+        (["--tenants", "me=sk-acme:vip"], "tenant 'me': what follows the last ':' is not a traffic class"),
+        (["--users", "0"], "--users: must be above 0"),
+        (["--duration", "-5"], "--duration: must be above 0"),
+        (["--spawn-rate", "nan"], "--spawn-rate: must be above 0"),
+        (["--sample-interval", "0"], "--sample-interval: must be above 0"),
+        (["--workers", "-1"], "--workers: must be a whole number, 0 or more"),
+        (["--processes", "two"], "--processes: must be a whole number, 0 or more"),
+    ],
+)
+def test_bad_input_is_refused_in_one_line_with_exit_2(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert says in refused(capsys, monkeypatch, *argv)
 
 
 def test_bad_tenants_from_the_environment_and_a_thresholds_typo_are_refused_before_the_load(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("KVGATE_TENANTS", "garbage")
     assert "tenant entry 1" in refused(capsys, monkeypatch)
     monkeypatch.delenv("KVGATE_TENANTS")

@@ -7,10 +7,18 @@ import pytest
 from harness.scenario_catalog import discover, scenarios_dir, select
 from record.errors import UnknownNameError
 
-EXPECTED = {"batch_mix": ("BatchMix",), "cancel_storm": ("CancelStorm",), "long_output": ("LongOutput",),
-            "long_prompt": ("LongPrompt",), "multi_turn": ("MultiTurn",), "shared_prefix": ("SharedPrefix",),
-            "short_qa": ("ShortQA",), "step_load": ("StepLoad",), "tenant_burst": ("TenantBurst",),
-            "worker_kill": ("WorkerKill",)}
+EXPECTED = {
+    "batch_mix": ("BatchMix",),
+    "cancel_storm": ("CancelStorm",),
+    "long_output": ("LongOutput",),
+    "long_prompt": ("LongPrompt",),
+    "multi_turn": ("MultiTurn",),
+    "shared_prefix": ("SharedPrefix",),
+    "short_qa": ("ShortQA",),
+    "step_load": ("StepLoad",),
+    "tenant_burst": ("TenantBurst",),
+    "worker_kill": ("WorkerKill",),
+}
 
 
 def test_every_scenario_is_one_locustfile_with_one_user_class() -> None:
@@ -21,7 +29,9 @@ def test_every_scenario_is_one_locustfile_with_one_user_class() -> None:
 
 def test_names_select_files_and_an_unknown_name_lists_the_valid_ones() -> None:
     assert [s.name for s in select(scenarios_dir(), ["short_qa", "cancel_storm", "short_qa"])] == [
-        "short_qa", "cancel_storm"]
+        "short_qa",
+        "cancel_storm",
+    ]
     assert len(select(scenarios_dir(), [])) == len(EXPECTED)
     with pytest.raises(UnknownNameError, match="unknown scenario 'cancel_strom'; valid: batch_mix"):
         select(scenarios_dir(), ["cancel_strom"])

@@ -11,8 +11,13 @@ def test_an_external_target_scrapes_its_own_metrics_unless_told_otherwise() -> N
     t = external_target("http://127.0.0.1:8000/", None)
     assert (t.url, t.kind, t.metrics_url) == ("http://127.0.0.1:8000", "external", "http://127.0.0.1:8000/metrics")
     assert external_target("http://h:1", "").metrics_url == ""
-    assert t.describe("m") == {"url": "http://127.0.0.1:8000", "kind": "external",
-                               "metrics_url": "http://127.0.0.1:8000/metrics", "model": "m", "workers": 0}
+    assert t.describe("m") == {
+        "url": "http://127.0.0.1:8000",
+        "kind": "external",
+        "metrics_url": "http://127.0.0.1:8000/metrics",
+        "model": "m",
+        "workers": 0,
+    }
 
 
 def test_an_engine_that_cannot_start_says_why_with_its_log(tmp_path: Path) -> None:

@@ -28,10 +28,13 @@ class Quiet:
 def sse_server(answer_s: float = 0.0) -> httpx.MockTransport:
     def handle(request: httpx.Request) -> httpx.Response:
         time.sleep(answer_s)
-        chunks = [{"id": "c", "choices": [{"delta": {"content": "yes"}}]},
-                  {"id": "c", "choices": [{"delta": {}, "finish_reason": "stop"}]}]
+        chunks = [
+            {"id": "c", "choices": [{"delta": {"content": "yes"}}]},
+            {"id": "c", "choices": [{"delta": {}, "finish_reason": "stop"}]},
+        ]
         body = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
         return httpx.Response(200, text=body, headers={"content-type": "text/event-stream"})
+
     return httpx.MockTransport(handle)
 
 
@@ -39,16 +42,31 @@ def load_into(run_dir: Path, max_lag_ms: float, max_in_flight: int = 4, answer_s
     """Ten chat requests, constant arrivals at 50/s, each answered after `answer_s`, into a
     record written under `run_dir`."""
     started = time.time()
-    load = OpenLoad(workload=ChatWorkload(schedule=Arrivals(kind=ArrivalKind.CONSTANT, rate_per_s=50.0)),
-                    max_lag_ms=max_lag_ms, max_in_flight=max_in_flight)
+    load = OpenLoad(
+        workload=ChatWorkload(schedule=Arrivals(kind=ArrivalKind.CONSTANT, rate_per_s=50.0)),
+        max_lag_ms=max_lag_ms,
+        max_in_flight=max_in_flight,
+    )
     tenants = TenantSet([Tenant("acme", "sk-acme"), Tenant("bulk", "sk-bulk", "batch")])
     with RunRecordWriter(run_dir) as writer:
-        result = run_open_load(load, base_url="http://engine", settings=LoadSettings(prompt_tokens=40, model="m"),
-                               tenants=tenants, duration_s=0.2, writer=writer, progress=Quiet(),
-                               clock=lambda: time.time() - started, started_unix=started, usage=lambda: None,
-                               transport=sse_server(answer_s))
-        writer.write_meta(RunMeta(run_id="open", mode="live", started_unix=started, notes=result.notes,
-                                  live={"open_loop": result.summary}))
+        result = run_open_load(
+            load,
+            base_url="http://engine",
+            settings=LoadSettings(prompt_tokens=40, model="m"),
+            tenants=tenants,
+            duration_s=0.2,
+            writer=writer,
+            progress=Quiet(),
+            clock=lambda: time.time() - started,
+            started_unix=started,
+            usage=lambda: None,
+            transport=sse_server(answer_s),
+        )
+        writer.write_meta(
+            RunMeta(
+                run_id="open", mode="live", started_unix=started, notes=result.notes, live={"open_loop": result.summary}
+            )
+        )
     return result
 
 
@@ -106,12 +124,22 @@ def test_a_trickling_stream_ends_at_the_request_timeout_as_a_timeout(tmp_path: P
         return httpx.Response(200, stream=streams[-1], headers={"content-type": "text/event-stream"})
 
     started = time.time()
-    load = OpenLoad(workload=ChatWorkload(schedule=Arrivals(kind=ArrivalKind.CONSTANT, rate_per_s=10.0)),
-                    max_lag_ms=10_000.0)
+    load = OpenLoad(
+        workload=ChatWorkload(schedule=Arrivals(kind=ArrivalKind.CONSTANT, rate_per_s=10.0)), max_lag_ms=10_000.0
+    )
     with RunRecordWriter(tmp_path) as writer:
-        result = run_open_load(load, base_url="http://engine", tenants=TenantSet([Tenant("acme", "sk-acme")]),
-                               settings=LoadSettings(prompt_tokens=40, model="m", request_timeout_s=0.3),
-                               duration_s=0.2, writer=writer, progress=Quiet(), clock=lambda: time.time() - started,
-                               started_unix=started, usage=lambda: None, transport=httpx.MockTransport(handle))
+        result = run_open_load(
+            load,
+            base_url="http://engine",
+            tenants=TenantSet([Tenant("acme", "sk-acme")]),
+            settings=LoadSettings(prompt_tokens=40, model="m", request_timeout_s=0.3),
+            duration_s=0.2,
+            writer=writer,
+            progress=Quiet(),
+            clock=lambda: time.time() - started,
+            started_unix=started,
+            usage=lambda: None,
+            transport=httpx.MockTransport(handle),
+        )
     assert result.counts["timeout"] == 2 and result.notes == [] and result.summary["peak_in_flight"] == 2
     assert all(stream.closed for stream in streams)

@@ -21,14 +21,32 @@ def plan(*argv: str):
 
 
 def test_a_rate_replaces_locust_by_an_open_loop() -> None:
-    p = plan("--rate", "3", "--arrivals", "bursts", "--burst-size", "5", "--seed", "9", "--limit", "40",
-             "--max-lag-ms", "80", "--max-in-flight", "16")
+    p = plan(
+        "--rate",
+        "3",
+        "--arrivals",
+        "bursts",
+        "--burst-size",
+        "5",
+        "--seed",
+        "9",
+        "--limit",
+        "40",
+        "--max-lag-ms",
+        "80",
+        "--max-in-flight",
+        "16",
+    )
     assert p.scenarios == [] and p.mixed_dir is None and p.scenario_names() == ["open_loop_chat"]
     assert p.open_loop is not None and (p.open_loop.max_lag_ms, p.open_loop.max_in_flight) == (80.0, 16)
     workload = p.open_loop.workload
     assert isinstance(workload, ChatWorkload) and workload.max_requests == 40
-    assert (workload.schedule.kind, workload.schedule.rate_per_s, workload.schedule.seed,
-            workload.schedule.burst_size) == (ArrivalKind.BURSTS, 3.0, 9, 5)
+    assert (
+        workload.schedule.kind,
+        workload.schedule.rate_per_s,
+        workload.schedule.seed,
+        workload.schedule.burst_size,
+    ) == (ArrivalKind.BURSTS, 3.0, 9, 5)
 
 
 def test_a_trace_is_read_once_and_scaled() -> None:
@@ -47,8 +65,9 @@ def test_scenarios_and_an_open_loop_do_not_mix() -> None:
         plan("--rate", "2", "--scenarios", "short_qa")
 
 
-@pytest.mark.parametrize("argv", [["--rate", "2", "--trace", str(MOONCAKE)], ["--rate", "0"],
-                                  ["--rate", "2", "--arrivals", "gaussian"]])
+@pytest.mark.parametrize(
+    "argv", [["--rate", "2", "--trace", str(MOONCAKE)], ["--rate", "0"], ["--rate", "2", "--arrivals", "gaussian"]]
+)
 def test_bad_open_loop_options_are_usage_errors(argv: list[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         build_parser().parse_args(["run", "--target", "http://127.0.0.1:1", *argv])

@@ -9,9 +9,19 @@ from reports.sweep import StepOutcome, SweepStep, highest_passing, render_sweep,
 
 
 def step(rate: float, outcome: StepOutcome, out: Path = Path(".")) -> SweepStep:
-    return SweepStep(rate_per_s=rate, run_dir=out / f"step-{rate:g}", outcome=outcome, explanation="",
-                     num_sent=10, num_ok=10, achieved_per_s=rate, p95_ttft_ms=100.0 * rate,
-                     p95_ttft_from_intended_ms=110.0 * rate, goodput=1.0, lag_p99_ms=1.0)
+    return SweepStep(
+        rate_per_s=rate,
+        run_dir=out / f"step-{rate:g}",
+        outcome=outcome,
+        explanation="",
+        num_sent=10,
+        num_ok=10,
+        achieved_per_s=rate,
+        p95_ttft_ms=100.0 * rate,
+        p95_ttft_from_intended_ms=110.0 * rate,
+        goodput=1.0,
+        lag_p99_ms=1.0,
+    )
 
 
 def test_the_rate_before_the_first_failure_is_the_answer() -> None:

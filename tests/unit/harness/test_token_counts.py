@@ -36,6 +36,7 @@ def test_the_fitted_model_sizes_a_32k_prompt_within_a_percent_of_the_counter() -
 def bpe_file(tmp_path: Path) -> Path:
     """A small BPE tokenizer trained on the scenarios' words: splits them as a real one would."""
     from harness.loadgen.prompts import words
+
     tok = tokenizers.Tokenizer(tokenizers.models.BPE(unk_token="[UNK]"))
     tok.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
     trainer = tokenizers.trainers.BpeTrainer(vocab_size=120, special_tokens=["[UNK]"])
@@ -69,24 +70,41 @@ def vllm_like(request: httpx.Request) -> httpx.Response:
 def llama_cpp_like(request: httpx.Request) -> httpx.Response:
     body = json.loads(request.content)
     if request.url.path == "/apply-template":
-        return httpx.Response(200, json={"prompt": "".join(f"<{m['role']}> {m['content']} <end> "
-                                                           for m in body["messages"])})
+        return httpx.Response(
+            200, json={"prompt": "".join(f"<{m['role']}> {m['content']} <end> " for m in body["messages"])}
+        )
     if request.url.path == "/tokenize" and "content" in body:
         return httpx.Response(200, json={"tokens": list(range(len(body["content"].split())))})
     return httpx.Response(400, json={"error": "content is required"})
 
 
-@pytest.mark.parametrize(("handler", "source"), [(vllm_like, "/tokenize of the target"),
-                                                 (llama_cpp_like, "/tokenize of the target after /apply-template")])
+@pytest.mark.parametrize(
+    ("handler", "source"),
+    [(vllm_like, "/tokenize of the target"), (llama_cpp_like, "/tokenize of the target after /apply-template")],
+)
 def test_the_targets_own_tokenize_counts_first(handler, source: str, tmp_path: Path) -> None:
-    measured = measure_tokens("http://t", key="k", model="m", system_prompt=DEFAULT_SYSTEM_PROMPT,
-                              tokenizer=tmp_path / "never-read.json", transport=httpx.MockTransport(handler))
+    measured = measure_tokens(
+        "http://t",
+        key="k",
+        model="m",
+        system_prompt=DEFAULT_SYSTEM_PROMPT,
+        tokenizer=tmp_path / "never-read.json",
+        transport=httpx.MockTransport(handler),
+    )
     assert measured is not None and measured.source == source
 
 
 def test_without_tokenize_the_file_counts_and_without_either_nothing_does(tmp_path: Path) -> None:
     nothing = httpx.MockTransport(lambda request: httpx.Response(404))
-    assert measure_tokens("http://t", key="k", model="m", system_prompt=DEFAULT_SYSTEM_PROMPT, transport=nothing) is None
-    measured = measure_tokens("http://t", key="k", model="m", system_prompt=DEFAULT_SYSTEM_PROMPT,
-                              tokenizer=bpe_file(tmp_path), transport=nothing)
+    assert (
+        measure_tokens("http://t", key="k", model="m", system_prompt=DEFAULT_SYSTEM_PROMPT, transport=nothing) is None
+    )
+    measured = measure_tokens(
+        "http://t",
+        key="k",
+        model="m",
+        system_prompt=DEFAULT_SYSTEM_PROMPT,
+        tokenizer=bpe_file(tmp_path),
+        transport=nothing,
+    )
     assert measured is not None and measured.source == "tokenizer file tokenizer.json"

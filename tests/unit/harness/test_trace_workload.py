@@ -13,9 +13,11 @@ from harness.replay.loaders import load_trace
 from harness.trace_workload import TraceWorkload
 
 TRACES = Path(__file__).resolve().parents[3] / "tests" / "data" / "traces"
-FILES = {"mooncake": TRACES / "mooncake" / "conversation_trace_head200.jsonl",
-         "azure": TRACES / "azure" / "AzureLLMInferenceTrace_conv_head200.csv",
-         "burstgpt": TRACES / "burstgpt" / "BurstGPT_1_head100.csv"}
+FILES = {
+    "mooncake": TRACES / "mooncake" / "conversation_trace_head200.jsonl",
+    "azure": TRACES / "azure" / "AzureLLMInferenceTrace_conv_head200.csv",
+    "burstgpt": TRACES / "burstgpt" / "BurstGPT_1_head100.csv",
+}
 TENANTS = TenantSet([Tenant("acme", "sk-acme"), Tenant("globex", "sk-globex"), Tenant("bulk", "sk-bulk", "batch")])
 SETTINGS = LoadSettings(model="m")
 

@@ -6,8 +6,13 @@ import pytest
 from reference_engine import EventKind
 from reference_engine.config import TrafficClass
 from reference_engine.request import Request
-from reference_engine.executors.sim_attention import (SINK_MASS, SINK_TOKENS, SyntheticAttention, SyntheticScores,
-                                                      synthetic_attention)
+from reference_engine.executors.sim_attention import (
+    SINK_MASS,
+    SINK_TOKENS,
+    SyntheticAttention,
+    SyntheticScores,
+    synthetic_attention,
+)
 from reference_engine.policies.h2o import DenseScores, H2oCompressor, HeavyHitterRule
 from tests.helpers import Driver, small_config
 
@@ -100,8 +105,16 @@ def test_the_sim_hands_h2o_its_attention_in_closed_form():
 
 
 def test_the_sim_engine_compresses_long_sequences_and_keeps_sinks_and_the_recent_window():
-    d = Driver(small_config(overrides={"kv_cache.policy": "h2o", "h2o.recent_window_tokens": 32,
-                                       "h2o.min_tokens_to_compress": 64, "h2o.heavy_hitter_ratio": 0.25}))
+    d = Driver(
+        small_config(
+            overrides={
+                "kv_cache.policy": "h2o",
+                "h2o.recent_window_tokens": 32,
+                "h2o.min_tokens_to_compress": 64,
+                "h2o.heavy_hitter_ratio": 0.25,
+            }
+        )
+    )
     r = d.add(prompt_len=200, max_new=40)
     d.step()  # the prefill: 200 tokens, then compaction to 32 recent + ⌈0.25 × 200⌉ heavy
     assert r.approximate and r.num_kv_tokens == 32 + 50
@@ -118,8 +131,15 @@ def test_the_sim_engine_compresses_long_sequences_and_keeps_sinks_and_the_recent
 
 def _state(scores: SyntheticScores) -> tuple:
     held = len(scores)
-    return (scores._weights[:held].tobytes(), scores._born[:held].tobytes(), scores._total, scores._h,
-            scores._h_sink, scores._scale, scores._num_sinks)
+    return (
+        scores._weights[:held].tobytes(),
+        scores._born[:held].tobytes(),
+        scores._total,
+        scores._h,
+        scores._h_sink,
+        scores._scale,
+        scores._num_sinks,
+    )
 
 
 @pytest.mark.parametrize("chunk", [1, 40])
@@ -165,8 +185,9 @@ def test_the_heavy_hitter_rule_names_the_step_plan_keep_compacts_at(ratio):
     time: the same step, and the same number of tokens kept."""
     rng = np.random.default_rng(8)
     for _ in range(200):
-        c = compressor(heavy_hitter_ratio=ratio, recent_tokens=int(rng.integers(16, 64)),
-                       min_tokens=int(rng.integers(16, 400)))
+        c = compressor(
+            heavy_hitter_ratio=ratio, recent_tokens=int(rng.integers(16, 64)), min_tokens=int(rng.integers(16, 400))
+        )
         chunk, protected = int(rng.choice([1, 1, 5, 16, 64])), int(rng.integers(0, 48))
         r = running(int(rng.integers(1, 300)))
         r.num_dropped_tokens = int(rng.integers(0, r.num_computed_tokens))
@@ -187,4 +208,4 @@ def test_the_negated_scores_h2o_ranks_are_the_scores_negated_bit_for_bit():
         r.num_computed_tokens += n
         scores.add_step(r, SyntheticAttention(21, n))
     for start, stop in [(0, 344), (0, 3), (1, 2), (2, 100), (4, 344), (100, 101)]:
-        assert (scores.negated(start, stop).tobytes() == (-scores.values()[start:stop]).tobytes()), (start, stop)
+        assert scores.negated(start, stop).tobytes() == (-scores.values()[start:stop]).tobytes(), (start, stop)

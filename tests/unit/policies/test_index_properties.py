@@ -21,19 +21,32 @@ from reference_engine.policies.value_density import MIB, ValueDensityIndex
 
 KEYS = st.integers(0, 11)
 DT = st.floats(0.0, 4.0)
-OPS = st.lists(st.one_of(
-    st.tuples(st.just("insert"), st.lists(KEYS, min_size=1, max_size=3, unique=True), st.integers(1, 4),
-              st.integers(0, 3), DT),
-    st.tuples(st.just("remove"), KEYS, DT),
-    st.tuples(st.just("pop"), st.integers(0, 9), st.booleans(), DT),
-    st.tuples(st.just("overflow"), DT),
-), max_size=80)
+OPS = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("insert"),
+            st.lists(KEYS, min_size=1, max_size=3, unique=True),
+            st.integers(1, 4),
+            st.integers(0, 3),
+            DT,
+        ),
+        st.tuples(st.just("remove"), KEYS, DT),
+        st.tuples(st.just("pop"), st.integers(0, 9), st.booleans(), DT),
+        st.tuples(st.just("overflow"), DT),
+    ),
+    max_size=80,
+)
 
 
 def _meta(size: int, kind: int, now: float) -> EntryMeta:
     """kind 0: plain; 1: long and active (FIFO 2); 2: scheduled earlier (recency); 3: costly."""
-    return EntryMeta(size_blocks=size, tokens=5000 if kind == 1 else 10, is_active=kind == 1,
-                     last_access_s=now - 3.0 if kind == 2 else None, saved_prefill_s=0.001 * (1 + 9 * (kind == 3)))
+    return EntryMeta(
+        size_blocks=size,
+        tokens=5000 if kind == 1 else 10,
+        is_active=kind == 1,
+        last_access_s=now - 3.0 if kind == 2 else None,
+        saved_prefill_s=0.001 * (1 + 9 * (kind == 3)),
+    )
 
 
 class ListLru:
@@ -213,8 +226,15 @@ def _multi_queue_invariants(q: MultiQueueIndex, kind: str) -> None:
 @SETTINGS
 @given(OPS, st.booleans())
 def test_multi_queue_index_keeps_its_structure(ops, proportional):
-    q = MultiQueueIndex(capacities={Queue.FIFO1: 3, Queue.LRU: 3, Queue.FIFO2: 2}, proportional=proportional,
-                        promotion_window_s=3.0, water_level=0.6, long_tokens=4096, active_s=6.0, history_capacity=5)
+    q = MultiQueueIndex(
+        capacities={Queue.FIFO1: 3, Queue.LRU: 3, Queue.FIFO2: 2},
+        proportional=proportional,
+        promotion_window_s=3.0,
+        water_level=0.6,
+        long_tokens=4096,
+        active_s=6.0,
+        history_capacity=5,
+    )
     run(q, ops, check=_multi_queue_invariants)
 
 
@@ -236,12 +256,20 @@ class MultiQueueModel:
 
 # Fewer keys and shorter gaps than OPS: hits inside the promotion window, promotions, LRU
 # overflow (demotions to FIFO 1) and hits soon after them all happen often.
-BLOCK_OPS = st.lists(st.one_of(
-    st.tuples(st.just("insert"), st.lists(st.integers(0, 7), min_size=1, max_size=3, unique=True), st.just(1),
-              st.integers(0, 1), st.floats(0.0, 1.5)),
-    st.tuples(st.just("remove"), st.integers(0, 7), st.floats(0.0, 1.5)),
-    st.tuples(st.just("pop"), st.integers(0, 4), st.booleans(), st.floats(0.0, 1.5)),
-), max_size=120)
+BLOCK_OPS = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("insert"),
+            st.lists(st.integers(0, 7), min_size=1, max_size=3, unique=True),
+            st.just(1),
+            st.integers(0, 1),
+            st.floats(0.0, 1.5),
+        ),
+        st.tuples(st.just("remove"), st.integers(0, 7), st.floats(0.0, 1.5)),
+        st.tuples(st.just("pop"), st.integers(0, 4), st.booleans(), st.floats(0.0, 1.5)),
+    ),
+    max_size=120,
+)
 
 
 @settings(max_examples=400, deadline=None)
@@ -249,8 +277,14 @@ BLOCK_OPS = st.lists(st.one_of(
 def test_multi_queue_block_index_matches_the_ordered_dict_index(ops):
     """Same victims after every pop, and every key in the same queue after every operation:
     FIFO 1 and FIFO 2 as queues with lazy deletion change the cost, not the policy."""
-    rules = dict(capacities={Queue.FIFO1: 3, Queue.LRU: 3, Queue.FIFO2: 2}, promotion_window_s=3.0,
-                 water_level=0.6, long_tokens=4096, active_s=6.0, history_capacity=5)
+    rules = dict(
+        capacities={Queue.FIFO1: 3, Queue.LRU: 3, Queue.FIFO2: 2},
+        promotion_window_s=3.0,
+        water_level=0.6,
+        long_tokens=4096,
+        active_s=6.0,
+        history_capacity=5,
+    )
     index, model = MultiQueueBlockIndex(**rules), MultiQueueModel(**rules)
 
     def same_queues(q: MultiQueueBlockIndex, kind: str) -> None:
@@ -272,8 +306,15 @@ def test_heap_indexes_keep_their_order_across_rebuilds(monkeypatch):
         for _ in range(60):
             kind = rng.choice(["insert", "insert", "remove", "pop"])
             if kind == "insert":
-                ops.append(("insert", rng.sample(range(12), rng.randint(1, 3)), rng.randint(1, 4), rng.randint(0, 3),
-                            rng.uniform(0, 4)))
+                ops.append(
+                    (
+                        "insert",
+                        rng.sample(range(12), rng.randint(1, 3)),
+                        rng.randint(1, 4),
+                        rng.randint(0, 3),
+                        rng.uniform(0, 4),
+                    )
+                )
             elif kind == "remove":
                 ops.append(("remove", rng.randrange(12), rng.uniform(0, 4)))
             else:

@@ -11,24 +11,38 @@ NEW = EntryMeta()
 LONG_ACTIVE = EntryMeta(tokens=5000, is_active=True)
 
 
-def index(fifo1: int = 8, lru: int = 8, fifo2: int = 8, *, proportional: bool = False,
-          water_level: float = 0.85) -> MultiQueueIndex:
-    return MultiQueueIndex(capacities={Queue.FIFO1: fifo1, Queue.LRU: lru, Queue.FIFO2: fifo2},
-                           proportional=proportional, promotion_window_s=5.0, water_level=water_level,
-                           long_tokens=4096, active_s=30.0, history_capacity=100)
+def index(
+    fifo1: int = 8, lru: int = 8, fifo2: int = 8, *, proportional: bool = False, water_level: float = 0.85
+) -> MultiQueueIndex:
+    return MultiQueueIndex(
+        capacities={Queue.FIFO1: fifo1, Queue.LRU: lru, Queue.FIFO2: fifo2},
+        proportional=proportional,
+        promotion_window_s=5.0,
+        water_level=water_level,
+        long_tokens=4096,
+        active_s=30.0,
+        history_capacity=100,
+    )
 
 
 def block_index(fifo1: int = 8, lru: int = 8, fifo2: int = 8, *, water_level: float = 0.85) -> MultiQueueBlockIndex:
-    return MultiQueueBlockIndex(capacities={Queue.FIFO1: fifo1, Queue.LRU: lru, Queue.FIFO2: fifo2},
-                                promotion_window_s=5.0, water_level=water_level, long_tokens=4096, active_s=30.0,
-                                history_capacity=100)
+    return MultiQueueBlockIndex(
+        capacities={Queue.FIFO1: fifo1, Queue.LRU: lru, Queue.FIFO2: fifo2},
+        promotion_window_s=5.0,
+        water_level=water_level,
+        long_tokens=4096,
+        active_s=30.0,
+        history_capacity=100,
+    )
 
 
 # The blocks tier's two implementations: the general index with proportional capacities, and
 # the one the engine uses there (queues with lazy deletion; tests/unit/policies/test_index_properties.py
 # drives both side by side).
-BLOCK_TIER = [pytest.param(lambda **kw: index(proportional=True, **kw), id="ordered-dicts"),
-              pytest.param(block_index, id="lazy-queues")]
+BLOCK_TIER = [
+    pytest.param(lambda **kw: index(proportional=True, **kw), id="ordered-dicts"),
+    pytest.param(block_index, id="lazy-queues"),
+]
 
 
 def test_new_entries_enter_fifo1_and_a_second_access_within_the_window_promotes_them():
@@ -160,8 +174,9 @@ def test_blocks_tier_an_entry_demoted_to_fifo1_gets_a_fresh_promotion_window(mak
 
 
 def test_the_policy_ticks_and_caps_each_tick():
-    config = small_config(1000, overrides={"multi_queue.tick_interval_ms": 250,
-                                           "multi_queue.max_evict_per_tick_percent": 2.0})
+    config = small_config(
+        1000, overrides={"multi_queue.tick_interval_ms": 250, "multi_queue.max_evict_per_tick_percent": 2.0}
+    )
     policy = make_multi_queue(config, MemoryPlan.from_config(config))
     assert policy.session_tick_s == 0.25 and policy.max_session_evict_blocks_per_tick == 20
     assert isinstance(policy.make_index(Tier.BLOCKS), MultiQueueBlockIndex)

@@ -59,5 +59,6 @@ def test_config_files_differ_from_the_default_only_in_their_policy():
             assert config["engine"]["long_prefill_token_threshold"] == 0
             config["engine"]["long_prefill_token_threshold"] = default["engine"]["long_prefill_token_threshold"]
         own = {"kv_cache", name}
-        assert {k: v for k, v in config.items() if k not in own} == \
-               {k: v for k, v in default.items() if k not in own}, name
+        assert {k: v for k, v in config.items() if k not in own} == {
+            k: v for k, v in default.items() if k not in own
+        }, name

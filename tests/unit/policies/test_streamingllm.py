@@ -12,8 +12,16 @@ SINKS, WINDOW, BT = 4, 64, 16
 
 
 def streaming(**overrides) -> Driver:
-    return Driver(small_config(overrides={"kv_cache.policy": "streamingllm", "streamingllm.sink_tokens": SINKS,
-                                          "streamingllm.sliding_window_tokens": WINDOW, **overrides}))
+    return Driver(
+        small_config(
+            overrides={
+                "kv_cache.policy": "streamingllm",
+                "streamingllm.sink_tokens": SINKS,
+                "streamingllm.sliding_window_tokens": WINDOW,
+                **overrides,
+            }
+        )
+    )
 
 
 def test_a_long_sequence_keeps_exactly_its_sinks_and_window():
@@ -66,8 +74,9 @@ def test_a_prefix_a_session_still_holds_is_kept_in_place():
 
 def test_a_window_that_does_not_match_the_models_own_is_a_config_error():
     mistral = {"model.name": "mistral-7b-v0.1", "kv_cache.policy": "streamingllm"}
-    with pytest.raises(ConfigError, match="does not match the attention window of mistral-7b-v0.1 .4096 tokens.; "
-                                          "set it to 4096"):
+    with pytest.raises(
+        ConfigError, match="does not match the attention window of mistral-7b-v0.1 .4096 tokens.; set it to 4096"
+    ):
         EngineCore(small_config(overrides={**mistral, "streamingllm.sliding_window_tokens": 2048}))
     aligned = EngineCore(small_config(overrides={**mistral, "streamingllm.sliding_window_tokens": 4096}))
     assert aligned.policy.approximate

@@ -8,8 +8,7 @@ from tests.helpers import access
 
 
 def index(prior: float = 1.0, half_life_s: float = 10.0) -> ValueDensityIndex:
-    return ValueDensityIndex(bytes_per_block=2 * MIB, half_life_s=half_life_s, prior_reuse=prior,
-                             history_capacity=100)
+    return ValueDensityIndex(bytes_per_block=2 * MIB, half_life_s=half_life_s, prior_reuse=prior, history_capacity=100)
 
 
 def meta(saved_ms: float, blocks: int = 1) -> EntryMeta:

@@ -15,11 +15,16 @@ def ladder_run() -> RecordBuilder:
     """Usage climbs to preempt at 20 s, falls back to evict at 22 s, to normal at 40 s; back at
     preempt from 90 s to the end of the 100 s run."""
     b = RecordBuilder()
-    for t, level, usage in ((10, "warn", 0.75), (12, "evict", 0.86), (20, "preempt", 0.93),
-                            (22, "evict", 0.86), (40, "normal", 0.5), (90, "preempt", 0.921)):
+    for t, level, usage in (
+        (10, "warn", 0.75),
+        (12, "evict", 0.86),
+        (20, "preempt", 0.93),
+        (22, "evict", 0.86),
+        (40, "normal", 0.5),
+        (90, "preempt", 0.921),
+    ):
         b.event("watermark", float(t), reason=level, usage=usage)
-    b.event("preempted", 21.0, mode="swap", request_id="r1").event("preempted", 21.0, mode="recompute",
-                                                                     request_id="r2")
+    b.event("preempted", 21.0, mode="swap", request_id="r1").event("preempted", 21.0, mode="recompute", request_id="r2")
     b.event("evicted", 13.0, num_blocks=8, reason="watermark").event("expired", 50.0, request_id="s1")
     b.event("rejected", 21.0, reason="kv_capacity", request_id="r3")
     return b.final(num_evicted_cached_blocks=120)
@@ -45,7 +50,12 @@ def test_decisions_are_counted_from_events_and_final_state(tmp_path: Path) -> No
     assert d["rejected_kv_capacity"] == 1 and d["reclaimed_cached_blocks"] == 120
     assert decisions_never_run([p]) == ()
     assert decisions_never_run([p.model_copy(update={"decisions": {}}), None]) == (
-        "eviction", "preemption", "swap", "recompute", "session_expiry")
+        "eviction",
+        "preemption",
+        "swap",
+        "recompute",
+        "session_expiry",
+    )
 
 
 def test_a_run_that_stayed_low_is_missing_the_rungs_that_matter(tmp_path: Path) -> None:

@@ -13,14 +13,25 @@ PROMPT_32K = 32_768
 
 
 def default_core(model: str = "llama-3.1-8b") -> EngineCore:
-    cfg = with_overrides(EngineConfig(), {"model.name": model,
-                                          "tenants": {"acme": {"api_keys": ["k1"]}, "bulk": {"api_keys": ["k2"], "traffic_class": "batch"}}})
+    cfg = with_overrides(
+        EngineConfig(),
+        {
+            "model.name": model,
+            "tenants": {"acme": {"api_keys": ["k1"]}, "bulk": {"api_keys": ["k2"], "traffic_class": "batch"}},
+        },
+    )
     return EngineCore(cfg, clock=VirtualClock())
 
 
 def request(core: EngineCore, prompt: int, max_new: int, cls=TrafficClass.INTERACTIVE) -> Request:
-    return Request(request_id="r", tenant="acme", traffic_class=cls, num_prompt_tokens=prompt,
-                   max_new_tokens=max_new, arrival_s=0.0)
+    return Request(
+        request_id="r",
+        tenant="acme",
+        traffic_class=cls,
+        num_prompt_tokens=prompt,
+        max_new_tokens=max_new,
+        arrival_s=0.0,
+    )
 
 
 def test_pool_arithmetic_of_the_default_profile():
@@ -55,8 +66,14 @@ def test_32k_prompt_is_queued_or_rejected_exactly_at_the_watermarks():
     assert need == 2_324
     # long interactive request (≥ 4,096 tokens): limit = admission watermark floor(0.82 × 26,995) = 22,135
     assert adm.class_limit(r) == math.floor(0.82 * n) == 22_135
-    assert adm.decide(r, need, projected_live_blocks=22_135 - 2_324, live_blocks=0, queue_len=0).action is AdmissionAction.ADMIT
-    assert adm.decide(r, need, projected_live_blocks=22_135 - 2_323, live_blocks=0, queue_len=0).action is AdmissionAction.QUEUE
+    assert (
+        adm.decide(r, need, projected_live_blocks=22_135 - 2_324, live_blocks=0, queue_len=0).action
+        is AdmissionAction.ADMIT
+    )
+    assert (
+        adm.decide(r, need, projected_live_blocks=22_135 - 2_323, live_blocks=0, queue_len=0).action
+        is AdmissionAction.QUEUE
+    )
     # above the reject watermark floor(0.95 × 26,995) = 25,645 live blocks: 429 kv_capacity
     d = adm.decide(r, need, projected_live_blocks=25_645, live_blocks=25_645, queue_len=0)
     assert (d.action, d.reason) == (AdmissionAction.REJECT, "kv_capacity")
@@ -73,8 +90,9 @@ def test_batch_never_takes_the_interactive_reserve():
 
 
 def test_request_larger_than_its_class_may_ever_hold_is_rejected():
-    cfg = with_overrides(EngineConfig(), {"hardware.kv_pool_gib": 2.0, "engine.max_num_seqs": 8,
-                                          "engine.max_num_batched_tokens": 256})
+    cfg = with_overrides(
+        EngineConfig(), {"hardware.kv_pool_gib": 2.0, "engine.max_num_seqs": 8, "engine.max_num_batched_tokens": 256}
+    )
     core = EngineCore(cfg, clock=VirtualClock())
     # 1,024 blocks; a long request may use the admission watermark: floor(0.82 × 1,024) = 839 blocks
     r = request(core, 12_000, 1000)  # ceil(13,000 × 1.1 / 16) = 894 blocks > 839
@@ -93,13 +111,22 @@ def test_a_request_larger_than_the_whole_pool_is_refused_under_every_policy_that
     # 64 blocks of 16 tokens = 1,024 tokens of KV: 1,000 + 100 can never fit, admission or not
     # (a policy without admission would start it, preempt it when the pool fills, and it would
     # wait forever). `none` lets it fail as an OOM (tests/unit/server/test_errors.py).
-    cfg = with_overrides(EngineConfig(), {"hardware.kv_pool_gib": 64 * 16 * 131_072 / 2**30, "kv_cache.policy": policy,
-                                          "engine.max_num_seqs": 1, "engine.max_num_batched_tokens": 16,
-                                          "kv_cache.guard.warn_at_percent": 40, "kv_cache.guard.admission_at_percent": 50,
-                                          "kv_cache.guard.evict_at_percent": 60,
-                                          "kv_cache.guard.pause_batch_prefill_at_percent": 70,
-                                          "kv_cache.guard.preempt_at_percent": 80, "kv_cache.guard.reject_at_percent": 90,
-                                          "tenants": {"acme": {"api_keys": ["k1"], "max_kv_share": 1.0}}})
+    cfg = with_overrides(
+        EngineConfig(),
+        {
+            "hardware.kv_pool_gib": 64 * 16 * 131_072 / 2**30,
+            "kv_cache.policy": policy,
+            "engine.max_num_seqs": 1,
+            "engine.max_num_batched_tokens": 16,
+            "kv_cache.guard.warn_at_percent": 40,
+            "kv_cache.guard.admission_at_percent": 50,
+            "kv_cache.guard.evict_at_percent": 60,
+            "kv_cache.guard.pause_batch_prefill_at_percent": 70,
+            "kv_cache.guard.preempt_at_percent": 80,
+            "kv_cache.guard.reject_at_percent": 90,
+            "tenants": {"acme": {"api_keys": ["k1"], "max_kv_share": 1.0}},
+        },
+    )
     core = EngineCore(cfg, clock=VirtualClock())
     with pytest.raises(ContextLengthError) as err:
         core.add_request(tenant="acme", num_prompt_tokens=1_000, max_new_tokens=100)

@@ -77,6 +77,7 @@ def test_overrides_revalidate():
 
 def test_watermarks_closer_than_one_step_are_refused():
     from reference_engine import EngineCore, VirtualClock
+
     cfg = with_overrides(EngineConfig(), {"hardware.kv_pool_gib": 0.25})  # 128 blocks, default budgets
     with pytest.raises(ConfigError, match="closer than one scheduler step"):
         EngineCore(cfg, clock=VirtualClock())
@@ -85,13 +86,16 @@ def test_watermarks_closer_than_one_step_are_refused():
 def test_binding_refuses_a_config_tuned_for_another_gpu_or_model():
     from reference_engine import EngineCore, VirtualClock
     from reference_engine.memory import MemoryPlan
+
     with pytest.raises(ConfigError, match="binding.gpu_sku = 'h200' but this engine has 'h100-sxm'"):
         EngineCore(with_overrides(EngineConfig(), {"binding.gpu_sku": "h200"}), clock=VirtualClock())
     with pytest.raises(ConfigError, match="binding.model_digest"):
         EngineCore(with_overrides(EngineConfig(), {"binding.model_digest": "0123456789ab"}), clock=VirtualClock())
     digest = MemoryPlan.from_config(EngineConfig()).model_digest
-    EngineCore(with_overrides(EngineConfig(), {"binding.model_digest": digest, "binding.gpu_sku": "h100-sxm"}),
-               clock=VirtualClock())
+    EngineCore(
+        with_overrides(EngineConfig(), {"binding.model_digest": digest, "binding.gpu_sku": "h100-sxm"}),
+        clock=VirtualClock(),
+    )
     fp8 = MemoryPlan.from_config(with_overrides(EngineConfig(), {"model.kv_dtype": "fp8"})).model_digest
     assert fp8 != digest
 
@@ -100,19 +104,23 @@ def test_config_reference_page_is_up_to_date():
     from pathlib import Path
 
     from reference_engine.config.doc import render
-    assert Path("docs/config.md").read_text() == render(), \
+
+    assert Path("docs/config.md").read_text() == render(), (
         "docs/config.md is stale: python -m reference_engine.config.doc > docs/config.md"
+    )
 
 
 def test_a_config_extends_another_and_changes_only_what_it_names(tmp_path):
     (tmp_path / "base.toml").write_text(
         '[kv_cache]\npolicy = "lru"\nmax_session_idle_seconds = 60\n'
         '[tenants.a]\napi_keys = ["ka"]\nmax_kv_share = 0.15\n'
-        '[[prefix_cache.public_prefixes]]\nname = "p"\ntext = "hello there"\n')
+        '[[prefix_cache.public_prefixes]]\nname = "p"\ntext = "hello there"\n'
+    )
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "child.toml").write_text(
         'extends = "../base.toml"\n[kv_cache]\npolicy = "multi_queue"\n[tenants.a]\nmax_kv_share = 0.02\n'
-        '[tenants.b]\napi_keys = ["kb"]\n')
+        '[tenants.b]\napi_keys = ["kb"]\n'
+    )
     cfg = load_config(tmp_path / "sub" / "child.toml")
     assert cfg.kv_cache.policy.value == "multi_queue" and cfg.kv_cache.max_session_idle_seconds == 60
     assert cfg.tenants["a"].api_keys == ["ka"] and cfg.tenants["a"].max_kv_share == 0.02
@@ -125,11 +133,14 @@ def test_a_config_extends_another_and_changes_only_what_it_names(tmp_path):
     assert config_digest(cfg) == config_digest(parse_config(spelled_out))  # the digest is of the meaning
 
 
-@pytest.mark.parametrize(("files", "match"), [
-    ({"a.toml": 'extends = "b.toml"', "b.toml": 'extends = "a.toml"'}, "cycle"),
-    ({"a.toml": 'extends = "missing.toml"'}, "no such config file.*extended by"),
-    ({"a.toml": "extends = 3"}, "path of another config file"),
-])
+@pytest.mark.parametrize(
+    ("files", "match"),
+    [
+        ({"a.toml": 'extends = "b.toml"', "b.toml": 'extends = "a.toml"'}, "cycle"),
+        ({"a.toml": 'extends = "missing.toml"'}, "no such config file.*extended by"),
+        ({"a.toml": "extends = 3"}, "path of another config file"),
+    ],
+)
 def test_extends_refuses_a_cycle_a_missing_parent_and_a_non_path(tmp_path, files, match):
     for name, text in files.items():
         (tmp_path / name).write_text(text + "\n")
@@ -139,9 +150,13 @@ def test_extends_refuses_a_cycle_a_missing_parent_and_a_non_path(tmp_path, files
 
 def test_batch_jobs_wait_out_a_peak_longer_than_a_chat_user_waits():
     from reference_engine.config import TrafficClass
+
     admission = EngineConfig().admission
     assert admission.queue_deadline_for(TrafficClass.BATCH) == 30_000
-    assert admission.queue_deadline_for(TrafficClass.INTERACTIVE) == 8_000 == admission.queue_deadline_for(
-        TrafficClass.SYSTEM)
+    assert (
+        admission.queue_deadline_for(TrafficClass.INTERACTIVE)
+        == 8_000
+        == admission.queue_deadline_for(TrafficClass.SYSTEM)
+    )
     same = parse_config({"admission": {"batch_queue_deadline_ms": None}}).admission
     assert same.queue_deadline_for(TrafficClass.BATCH) == 8_000

@@ -76,11 +76,28 @@ def test_public_prefix_is_shared_across_tenants():
 def tight_pool(mode: str, aging_s: float = 10) -> Driver:
     """128 blocks, admission off: six requests that each grow to 20 blocks must preempt.
     (Each tenant's worst-case reservations must stay under its cap, so the six are split.)"""
-    return Driver(small_config(128, overrides={"preemption.aging_s": aging_s,
-        "engine.max_num_batched_tokens": 64, "engine.max_num_seqs": 6, "admission.enabled": False,
-        "preemption.mode": mode, "tenants.acme.max_kv_share": 1.0, "tenants.globex.max_kv_share": 1.0,
-        "kv_cache.guard": {"warn_at_percent": 30, "admission_at_percent": 40, "evict_at_percent": 50,
-                           "pause_batch_prefill_at_percent": 60, "preempt_at_percent": 90, "reject_at_percent": 99}}))
+    return Driver(
+        small_config(
+            128,
+            overrides={
+                "preemption.aging_s": aging_s,
+                "engine.max_num_batched_tokens": 64,
+                "engine.max_num_seqs": 6,
+                "admission.enabled": False,
+                "preemption.mode": mode,
+                "tenants.acme.max_kv_share": 1.0,
+                "tenants.globex.max_kv_share": 1.0,
+                "kv_cache.guard": {
+                    "warn_at_percent": 30,
+                    "admission_at_percent": 40,
+                    "evict_at_percent": 50,
+                    "pause_batch_prefill_at_percent": 60,
+                    "preempt_at_percent": 90,
+                    "reject_at_percent": 99,
+                },
+            },
+        )
+    )
 
 
 def test_preempted_request_resumes_and_completes_all_its_tokens():
@@ -126,13 +143,13 @@ def test_a_request_just_preempted_does_not_hold_back_the_chats_behind_it():
 
 def test_recompute_gives_the_same_tokens_as_an_uninterrupted_run():
     d = tight_pool("recompute")
-    reqs = [d.add(tenant=("acme", "globex")[i % 2], prompt_len=100, max_new=220, request_id=f"r{i}")
-            for i in range(6)]
+    reqs = [d.add(tenant=("acme", "globex")[i % 2], prompt_len=100, max_new=220, request_id=f"r{i}") for i in range(6)]
     d.run()
     victim = next(r for r in reqs if r.num_preemptions)  # the scenario forces at least one
     alone = Driver(small_config())
-    ref = alone.add(prompt_len=100, max_new=220, request_id=victim.request_id,
-                    prompt_token_ids=list(victim.prompt_token_ids))
+    ref = alone.add(
+        prompt_len=100, max_new=220, request_id=victim.request_id, prompt_token_ids=list(victim.prompt_token_ids)
+    )
     alone.run()
     assert victim.output_token_ids == ref.output_token_ids
 
@@ -174,8 +191,11 @@ def test_a_tenant_quota_names_the_limit_behind_it():
 
 
 def test_overload_without_admission_produces_oom_events():
-    d = Driver(small_config(64, overrides={"kv_cache.policy": "none", "engine.max_num_seqs": 8,
-                                           "engine.max_num_batched_tokens": 512}))
+    d = Driver(
+        small_config(
+            64, overrides={"kv_cache.policy": "none", "engine.max_num_seqs": 8, "engine.max_num_batched_tokens": 512}
+        )
+    )
     for _ in range(6):
         d.add(prompt_len=200, max_new=200)
     d.run()
@@ -186,9 +206,18 @@ def test_overload_without_admission_produces_oom_events():
 
 
 def test_queued_request_past_its_deadline_is_rejected_with_queue_deadline():
-    d = Driver(small_config(256, overrides={"admission.queue_deadline_ms": 50, "tenants.acme.max_kv_share": 1.0,
-                                            "tenants.globex.max_kv_share": 1.0,
-                                            "engine.max_num_batched_tokens": 64, "engine.max_num_seqs": 1}))
+    d = Driver(
+        small_config(
+            256,
+            overrides={
+                "admission.queue_deadline_ms": 50,
+                "tenants.acme.max_kv_share": 1.0,
+                "tenants.globex.max_kv_share": 1.0,
+                "engine.max_num_batched_tokens": 64,
+                "engine.max_num_seqs": 1,
+            },
+        )
+    )
     # one running sequence at a time: the second request cannot start within 50 ms
     first = d.add(tenant="acme", prompt_len=1200, max_new=64)
     late = d.add(tenant="globex", prompt_len=100, max_new=8)
@@ -228,8 +257,16 @@ def test_a_batch_job_held_out_of_the_interactive_reserve_never_blocks_chats_behi
 def test_a_batch_job_that_cannot_start_keeps_no_blocks_promised():
     # Admitted while the pool was empty, the batch job finds it above its class limit at its
     # first chance to start: its promise lapses, and a chat that fits only without it starts.
-    d = Driver(small_config(1024, overrides={"tenants.acme.max_kv_share": 1.0, "tenants.globex.max_kv_share": 1.0,
-                                             "tenants.batchco.max_kv_share": 1.0}))
+    d = Driver(
+        small_config(
+            1024,
+            overrides={
+                "tenants.acme.max_kv_share": 1.0,
+                "tenants.globex.max_kv_share": 1.0,
+                "tenants.batchco.max_kv_share": 1.0,
+            },
+        )
+    )
     batch = d.add(tenant="batchco", prompt_len=1500, max_new=100)
     assert d.core.scheduler.pending_blocks == batch.estimated_blocks > 100
     d.core.pool.allocate(800, "acme", 0.0)  # 78 %: above what batch may use, before its first step
@@ -241,8 +278,16 @@ def test_a_batch_job_that_cannot_start_keeps_no_blocks_promised():
 
 
 def test_a_chat_request_expires_on_its_own_deadline_behind_a_batch_job_with_a_longer_one():
-    d = Driver(small_config(1024, overrides={"tenants.acme.max_kv_share": 1.0, "tenants.globex.max_kv_share": 1.0,
-                                             "tenants.batchco.max_kv_share": 1.0}))
+    d = Driver(
+        small_config(
+            1024,
+            overrides={
+                "tenants.acme.max_kv_share": 1.0,
+                "tenants.globex.max_kv_share": 1.0,
+                "tenants.batchco.max_kv_share": 1.0,
+            },
+        )
+    )
     held = d.core.pool.allocate(900, "acme", 0.0)  # neither request below fits
     batch = d.add(tenant="batchco", prompt_len=800, max_new=4)
     chat = d.add(tenant="globex", prompt_len=800, max_new=4)
@@ -258,8 +303,16 @@ def test_a_short_prompt_started_behind_long_ones_is_not_served_after_them():
     # A burst: two 20K-token prompts and a 700-token one arrive together. The short one starts
     # on the step's last scraps, behind the long ones; once nothing waits, served strictly in
     # the order they started, it would get no budget until both long prompts were done.
-    d = Driver(small_config(8192, overrides={"tenants.acme.max_kv_share": 1.0, "tenants.globex.max_kv_share": 1.0,
-                                             "engine.max_num_batched_tokens": 1024}))
+    d = Driver(
+        small_config(
+            8192,
+            overrides={
+                "tenants.acme.max_kv_share": 1.0,
+                "tenants.globex.max_kv_share": 1.0,
+                "engine.max_num_batched_tokens": 1024,
+            },
+        )
+    )
     longs = [d.add(prompt_len=20_000, max_new=4), d.add(tenant="globex", prompt_len=20_000, max_new=4)]
     chat = d.add(tenant="globex", prompt_len=700, max_new=4)
     for _ in range(6):
@@ -286,8 +339,15 @@ def test_kill_mode_aborts_the_victim_with_an_explicit_reason():
 
 
 def test_a_long_prefill_yields_budget_to_a_waiting_short_request():
-    d = Driver(small_config(overrides={"engine.max_num_batched_tokens": 256, "engine.long_prefill_token_threshold": 64,
-                                       "tenants.acme.max_kv_share": 1.0}))
+    d = Driver(
+        small_config(
+            overrides={
+                "engine.max_num_batched_tokens": 256,
+                "engine.long_prefill_token_threshold": 64,
+                "tenants.acme.max_kv_share": 1.0,
+            }
+        )
+    )
     long = d.add(prompt_len=4000, max_new=4)
     d.step()  # the long prompt alone: the whole budget
     assert long.num_computed_tokens == 256
@@ -299,9 +359,16 @@ def test_a_long_prefill_yields_budget_to_a_waiting_short_request():
 def test_long_prefills_together_leave_a_chunk_for_a_waiting_short_request():
     # Four long prompts in flight, each capped at 64 tokens while someone waits, would take the
     # whole 256-token budget; together they leave one chunk's worth, so the short one starts.
-    d = Driver(small_config(4096, overrides={"engine.max_num_batched_tokens": 256,
-                                             "engine.long_prefill_token_threshold": 64,
-                                             "tenants.acme.max_kv_share": 1.0}))
+    d = Driver(
+        small_config(
+            4096,
+            overrides={
+                "engine.max_num_batched_tokens": 256,
+                "engine.long_prefill_token_threshold": 64,
+                "tenants.acme.max_kv_share": 1.0,
+            },
+        )
+    )
     longs = [d.add(prompt_len=4000, max_new=4) for _ in range(4)]
     while not all(r.num_computed_tokens for r in longs):
         d.step()
@@ -312,12 +379,19 @@ def test_long_prefills_together_leave_a_chunk_for_a_waiting_short_request():
     assert sum(r.num_computed_tokens for r in longs) - before <= 256 - 64
 
 
-
 def test_the_batch_share_reaches_batch_behind_a_long_interactive_queue():
     # More interactive requests wait than one step tries (16); the batch share (20 % of 256 tokens)
     # must still go to the batch request behind them all, or a steady queue starves batch.
-    d = Driver(small_config(4096, overrides={"engine.max_num_batched_tokens": 256, "engine.max_num_seqs": 64,
-                                             "preemption.min_batch_token_share": 0.2}))
+    d = Driver(
+        small_config(
+            4096,
+            overrides={
+                "engine.max_num_batched_tokens": 256,
+                "engine.max_num_seqs": 64,
+                "preemption.min_batch_token_share": 0.2,
+            },
+        )
+    )
     for i in range(30):
         d.add(tenant=("acme", "globex")[i % 2], prompt_len=200, max_new=4)
     batch = d.add(tenant="batchco", prompt_len=100, max_new=4)
@@ -325,15 +399,21 @@ def test_the_batch_share_reaches_batch_behind_a_long_interactive_queue():
     assert batch.num_computed_tokens == int(256 * 0.2)
 
 
-
 def test_a_chat_sized_prompt_starts_whole_not_on_the_last_scraps_of_a_step():
     # Long prefills leave 128 tokens of a 256-token step to the waiting; the first 100-token
     # question takes 100, and the second would start on the 28 left and then queue its rest
     # behind the long prefills (which take the whole budget once nobody waits). It waits a step
     # instead and starts whole.
-    d = Driver(small_config(4096, overrides={"engine.max_num_batched_tokens": 256,
-                                             "engine.long_prefill_token_threshold": 128,
-                                             "tenants.acme.max_kv_share": 1.0}))
+    d = Driver(
+        small_config(
+            4096,
+            overrides={
+                "engine.max_num_batched_tokens": 256,
+                "engine.long_prefill_token_threshold": 128,
+                "tenants.acme.max_kv_share": 1.0,
+            },
+        )
+    )
     longs = [d.add(prompt_len=4000, max_new=4) for _ in range(4)]
     while not all(r.num_computed_tokens for r in longs):
         d.step()

@@ -28,24 +28,45 @@ class EngineMachine(RuleBasedStateMachine):
     @rule(policy=st.sampled_from([p.value for p in PolicyName]), mode=st.sampled_from(["auto", "recompute", "swap"]))
     def start(self, policy: str, mode: str) -> None:
         self.policy = policy
-        self.d = Driver(small_config(256, overrides={
-            "kv_cache.policy": policy, "preemption.mode": mode, "engine.max_num_batched_tokens": 64,
-            # token-level policies compress sequences of these lengths; multi_queue ticks often
-            "streamingllm.sliding_window_tokens": 96, "h2o.min_tokens_to_compress": 128,
-            "h2o.recent_window_tokens": 32, "multi_queue.tick_interval_ms": 20,
-            "multi_queue.promotion_window_ms": 500, "multi_queue.long_session_tokens": 200,
-            "engine.max_num_seqs": 6, "kv_cache.max_session_idle_seconds": 3.0,
-            "prefix_cache.public_prefixes": [{"name": "p", "text": PUBLIC}],
-            "kv_cache.guard": {"warn_at_percent": 50, "admission_at_percent": 60, "evict_at_percent": 70,
-                               "pause_batch_prefill_at_percent": 80, "preempt_at_percent": 88,
-                               "reject_at_percent": 96}}))
+        self.d = Driver(
+            small_config(
+                256,
+                overrides={
+                    "kv_cache.policy": policy,
+                    "preemption.mode": mode,
+                    "engine.max_num_batched_tokens": 64,
+                    # token-level policies compress sequences of these lengths; multi_queue ticks often
+                    "streamingllm.sliding_window_tokens": 96,
+                    "h2o.min_tokens_to_compress": 128,
+                    "h2o.recent_window_tokens": 32,
+                    "multi_queue.tick_interval_ms": 20,
+                    "multi_queue.promotion_window_ms": 500,
+                    "multi_queue.long_session_tokens": 200,
+                    "engine.max_num_seqs": 6,
+                    "kv_cache.max_session_idle_seconds": 3.0,
+                    "prefix_cache.public_prefixes": [{"name": "p", "text": PUBLIC}],
+                    "kv_cache.guard": {
+                        "warn_at_percent": 50,
+                        "admission_at_percent": 60,
+                        "evict_at_percent": 70,
+                        "pause_batch_prefill_at_percent": 80,
+                        "preempt_at_percent": 88,
+                        "reject_at_percent": 96,
+                    },
+                },
+            )
+        )
         self.public = self.d.core.tokenizer.encode(PUBLIC)
         self.ids = 0
 
     @precondition(lambda self: self.d is not None)
-    @rule(tenant=st.sampled_from(["acme", "globex", "batchco", "ops"]), prompt=st.integers(1, 700),
-          max_new=st.integers(1, 120), prefix=st.sampled_from([None, 0, 1, "public"]),
-          session=st.sampled_from([None, "s1", "s2"]))
+    @rule(
+        tenant=st.sampled_from(["acme", "globex", "batchco", "ops"]),
+        prompt=st.integers(1, 700),
+        max_new=st.integers(1, 120),
+        prefix=st.sampled_from([None, 0, 1, "public"]),
+        session=st.sampled_from([None, "s1", "s2"]),
+    )
     def add(self, tenant, prompt, max_new, prefix, session) -> None:
         self.ids += 1
         head = self.public if prefix == "public" else (PREFIXES[prefix] if prefix is not None else [])
@@ -102,5 +123,6 @@ class EngineMachine(RuleBasedStateMachine):
 
 
 TestEngineStateful = EngineMachine.TestCase
-TestEngineStateful.settings = settings(max_examples=60, stateful_step_count=30, deadline=None,
-                                       suppress_health_check=[HealthCheck.too_slow])
+TestEngineStateful.settings = settings(
+    max_examples=60, stateful_step_count=30, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)

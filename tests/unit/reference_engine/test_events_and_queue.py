@@ -20,9 +20,23 @@ def test_event_cursor_pages_and_reports_missed_events():
 def test_event_rows_are_the_dataclass_fields_in_column_order_with_the_kind_as_text():
     log = EventLog()
     bare = log.emit(1.5, EventKind.WATERMARK, reason="warn", usage=0.9)
-    full = log.emit(2.0, EventKind.PREEMPTED, request_id="r", tenant="t", traffic_class="batch", num_blocks=3,
-                    num_tokens=4, latency_s=0.5, deadline_s=9.0, tenant_live_blocks=7, num_bytes=4096,
-                    usage=1.0, reason="capacity", mode="swap", client_request_id="c")
+    full = log.emit(
+        2.0,
+        EventKind.PREEMPTED,
+        request_id="r",
+        tenant="t",
+        traffic_class="batch",
+        num_blocks=3,
+        num_tokens=4,
+        latency_s=0.5,
+        deadline_s=9.0,
+        tenant_live_blocks=7,
+        num_bytes=4096,
+        usage=1.0,
+        reason="capacity",
+        mode="swap",
+        client_request_id="c",
+    )
     for e in (bare, full):
         row = e.to_row()
         assert tuple(row) == EVENT_COLUMNS and row == {**asdict(e), "kind": e.kind.value}
@@ -30,8 +44,15 @@ def test_event_rows_are_the_dataclass_fields_in_column_order_with_the_kind_as_te
 
 
 def req(i, cls, arrival=0.0):
-    return Request(request_id=str(i), tenant="t", traffic_class=cls, num_prompt_tokens=1, max_new_tokens=1,
-                   arrival_s=arrival, seq_no=i)
+    return Request(
+        request_id=str(i),
+        tenant="t",
+        traffic_class=cls,
+        num_prompt_tokens=1,
+        max_new_tokens=1,
+        arrival_s=arrival,
+        seq_no=i,
+    )
 
 
 def test_higher_class_first_then_aging_lets_batch_through():

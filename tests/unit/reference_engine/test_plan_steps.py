@@ -25,15 +25,31 @@ def workload(seed: int):
     t, out = 0.0, []
     for i in range(40):
         t += rng.expovariate(4.0)
-        out.append((t, rng.choice(["acme", "globex", "batchco"]), rng.randint(20, 600), rng.randint(1, 300),
-                    rng.choice([None, [123_000 + j for j in range(48)]])))
+        out.append(
+            (
+                t,
+                rng.choice(["acme", "globex", "batchco"]),
+                rng.randint(20, 600),
+                rng.randint(1, 300),
+                rng.choice([None, [123_000 + j for j in range(48)]]),
+            )
+        )
     return out
 
 
 def replay(seed: int, fast: bool, **overrides):
-    d = Driver(small_config(512, overrides={"engine.max_num_seqs": 6, "engine.max_num_batched_tokens": 128,
-                                            "tenants.acme.max_kv_share": 0.5, "tenants.globex.max_kv_share": 0.5,
-                                            **overrides}))
+    d = Driver(
+        small_config(
+            512,
+            overrides={
+                "engine.max_num_seqs": 6,
+                "engine.max_num_batched_tokens": 128,
+                "tenants.acme.max_kv_share": 0.5,
+                "tenants.globex.max_kv_share": 0.5,
+                **overrides,
+            },
+        )
+    )
     arrivals = workload(seed)
     results, i, steps = {}, 0, 0
     while i < len(arrivals) or d.core.has_work():
@@ -41,8 +57,7 @@ def replay(seed: int, fast: bool, **overrides):
             _, tenant, prompt, max_new, head = arrivals[i]
             ids = (head or []) + [10_000 * (i + 1) + j for j in range(prompt)]
             try:
-                r = d.core.add_request(tenant=tenant, prompt_token_ids=ids, max_new_tokens=max_new,
-                                       request_id=f"r{i}")
+                r = d.core.add_request(tenant=tenant, prompt_token_ids=ids, max_new_tokens=max_new, request_id=f"r{i}")
                 results[r.request_id] = r
             except Exception as err:  # noqa: BLE001 - the rejection itself is the result
                 results[f"r{i}"] = type(err).__name__
@@ -51,9 +66,19 @@ def replay(seed: int, fast: bool, **overrides):
         out = d.core.step(until_s=nxt if fast else None)
         steps += 1
         d.clock.advance_to(out.t_end_s if not out.idle else min(nxt, d.core.next_timer_s() or nxt))
-    summary = {rid: r if isinstance(r, str) else
-               (r.finish_reason, r.first_token_s, r.finish_s, tuple(r.output_token_ids), r.num_prefix_hit_tokens,
-                r.num_preemptions) for rid, r in results.items()}
+    summary = {
+        rid: r
+        if isinstance(r, str)
+        else (
+            r.finish_reason,
+            r.first_token_s,
+            r.finish_s,
+            tuple(r.output_token_ids),
+            r.num_prefix_hit_tokens,
+            r.num_preemptions,
+        )
+        for rid, r in results.items()
+    }
     pool = d.core.pool  # the final split of cached and free blocks shows where each release went
     summary["pool"] = (pool.num_cached, pool.num_free, pool.num_evicted_cached, pool.num_prefix_hits)
     kinds = sorted((e.kind.value, e.request_id, round(e.t_s, 9)) for e in d.core.events)
@@ -113,13 +138,20 @@ def test_streamingllm_plans_hold_up_to_a_compaction(monkeypatch):
 
     def note(sched, plan, outcome):
         held["plans"] += 1
-        held["compacting"] += any(sched.policy.compressor.compaction_rule(c.request, 0)
-                                  .next_compaction(c.request.num_kv_tokens, c.request.num_computed_tokens,
-                                                   c.num_new_tokens, outcome.num_steps) is not None
-                                  for c in plan.chunks)
+        held["compacting"] += any(
+            sched.policy.compressor.compaction_rule(c.request, 0).next_compaction(
+                c.request.num_kv_tokens, c.request.num_computed_tokens, c.num_new_tokens, outcome.num_steps
+            )
+            is not None
+            for c in plan.chunks
+        )
 
     spy_plans(monkeypatch, note)
-    overrides = {"kv_cache.policy": "streamingllm", "streamingllm.sink_tokens": 16, "streamingllm.sliding_window_tokens": 48}
+    overrides = {
+        "kv_cache.policy": "streamingllm",
+        "streamingllm.sink_tokens": 16,
+        "streamingllm.sliding_window_tokens": 48,
+    }
     for seed in range(3):
         slow, slow_events, slow_steps, slow_calls, slow_gpu_s = replay(seed, fast=False, **overrides)
         fast, fast_events, fast_steps, fast_calls, fast_gpu_s = replay(seed, fast=True, **overrides)
@@ -172,8 +204,16 @@ def test_a_prompt_one_token_short_gets_its_token_even_behind_a_prefill_that_take
     fused run once planned the remainder a chunk of 0 behind a 26K-token prompt.)"""
     results = []
     for fast in (False, True):
-        d = Driver(small_config(2048, overrides={"engine.max_num_batched_tokens": 128, "engine.long_prefill_token_threshold": 32,
-                                                 "tenants.acme.max_kv_share": 1.0}))
+        d = Driver(
+            small_config(
+                2048,
+                overrides={
+                    "engine.max_num_batched_tokens": 128,
+                    "engine.long_prefill_token_threshold": 32,
+                    "tenants.acme.max_kv_share": 1.0,
+                },
+            )
+        )
         # both prefill 32 tokens a step while the third waits; once it starts, nothing waits and
         # the first prefill may take the whole budget, with the second one token short
         requests = [d.add(prompt_len=1000, max_new=20), d.add(prompt_len=129, max_new=20)]

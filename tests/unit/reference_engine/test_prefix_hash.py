@@ -13,9 +13,17 @@ KEY = b"k" * 32
 
 
 def hashes(hasher: BlockHasher, tokens: list[int], scope: int, public_tokens: int = 0) -> list[int]:
-    r = Request(request_id="r", tenant="t", traffic_class=TrafficClass.INTERACTIVE, num_prompt_tokens=len(tokens),
-                max_new_tokens=1, arrival_s=0.0, prompt_token_ids=tokens, hash_scope=scope,
-                public_prefix_tokens=public_tokens)
+    r = Request(
+        request_id="r",
+        tenant="t",
+        traffic_class=TrafficClass.INTERACTIVE,
+        num_prompt_tokens=len(tokens),
+        max_new_tokens=1,
+        arrival_s=0.0,
+        prompt_token_ids=tokens,
+        hash_scope=scope,
+        public_prefix_tokens=public_tokens,
+    )
     hasher.extend(r)
     return r.block_hashes
 
@@ -57,6 +65,6 @@ def test_a_block_hash_is_the_documented_blake2b_chain_so_it_is_stable_for_a_key(
     parent = hashlib.blake2b(b"model:m", key=KEY, digest_size=16).digest()
     expected = []
     for lo in (0, 16):
-        parent = hashlib.blake2b(parent + scope + array("q", tokens[lo:lo + 16]).tobytes(), digest_size=16).digest()
+        parent = hashlib.blake2b(parent + scope + array("q", tokens[lo : lo + 16]).tobytes(), digest_size=16).digest()
         expected.append(int.from_bytes(parent, "little"))
     assert hashes(hasher, tokens, hasher.tenant_scope("acme")) == expected

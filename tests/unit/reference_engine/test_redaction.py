@@ -4,8 +4,11 @@ not depend on keys."""
 from reference_engine import config_digest, load_config, parse_config, with_overrides
 from reference_engine.config import redacted, secrets_of
 
-SECRETS = {"server.admin_key": "sk-admin-secret-1", "server.metrics_key": "sk-metrics-secret-2",
-           "tenants.acme.api_keys": ["sk-acme-secret-3", "sk-acme-secret-4"]}
+SECRETS = {
+    "server.admin_key": "sk-admin-secret-1",
+    "server.metrics_key": "sk-metrics-secret-2",
+    "tenants.acme.api_keys": ["sk-acme-secret-3", "sk-acme-secret-4"],
+}
 
 
 def test_the_redacted_config_holds_no_secret_and_validates_again() -> None:
@@ -13,8 +16,10 @@ def test_the_redacted_config_holds_no_secret_and_validates_again() -> None:
     data = redacted(config)
     assert not any(secret in str(data) for secret in secrets_of(config))
     assert set(secrets_of(config)) >= {"sk-admin-secret-1", "sk-metrics-secret-2", "sk-acme-secret-3", "sk-batch"}
-    assert data["tenants"]["acme"]["api_keys"] == ["<redacted:tenants.acme.api_keys.0>",
-                                                   "<redacted:tenants.acme.api_keys.1>"]
+    assert data["tenants"]["acme"]["api_keys"] == [
+        "<redacted:tenants.acme.api_keys.0>",
+        "<redacted:tenants.acme.api_keys.1>",
+    ]
     assert redacted(parse_config(data)) == data
 
 

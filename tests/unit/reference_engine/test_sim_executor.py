@@ -16,8 +16,15 @@ def sim(model="llama-3-8b", gpu="h200"):
 def decode_plan(num_seqs: int, context: int) -> StepPlan:
     chunks = []
     for i in range(num_seqs):
-        r = Request(request_id=f"r{i}", tenant="t", traffic_class=TrafficClass.INTERACTIVE,
-                    num_prompt_tokens=context, max_new_tokens=10, arrival_s=0, output_token_ids=[7])
+        r = Request(
+            request_id=f"r{i}",
+            tenant="t",
+            traffic_class=TrafficClass.INTERACTIVE,
+            num_prompt_tokens=context,
+            max_new_tokens=10,
+            arrival_s=0,
+            output_token_ids=[7],
+        )
         r.num_computed_tokens = context
         chunks.append(ScheduledChunk(r, 1))
     return StepPlan(chunks)

@@ -10,8 +10,10 @@ from record.errors import ConfigError
 from reference_engine.tokenizer import WordTokenizer, apply_chat_template, chat_prompt_tokens, vocab_word
 
 
-@pytest.mark.parametrize("model,kib", [("llama-3-8b", 128), ("qwen2.5-7b", 56), ("llama-3-70b", 320),
-                                       ("llama-2-7b", 512), ("llama-3.1-70b", 320)])
+@pytest.mark.parametrize(
+    "model,kib",
+    [("llama-3-8b", 128), ("qwen2.5-7b", 56), ("llama-3-70b", 320), ("llama-2-7b", 512), ("llama-3.1-70b", 320)],
+)
 def test_kv_bytes_per_token_are_derived_from_the_architecture(model, kib):
     assert get_model(model).kv_bytes_per_token(DType.BF16) == kib * 1024
 
@@ -64,6 +66,17 @@ def test_the_model_digest_covers_every_shape_field_but_the_source():
 
 def test_min_tokens_counts_exactly_what_encode_gives_without_building_the_ids():
     tok = WordTokenizer()
-    texts = ["", " ", "a", " a ", "a  b\tc\nd", "\x1c x\x1f y", "é x", "\xa0", "a\xa0b c", "  x  y  ",
-             " ".join(f"w{i}" for i in range(3000))]
+    texts = [
+        "",
+        " ",
+        "a",
+        " a ",
+        "a  b\tc\nd",
+        "\x1c x\x1f y",
+        "é x",
+        "\xa0",
+        "a\xa0b c",
+        "  x  y  ",
+        " ".join(f"w{i}" for i in range(3000)),
+    ]
     assert [tok.min_tokens(t) for t in texts] == [len(tok.encode(t)) for t in texts]

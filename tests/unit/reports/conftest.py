@@ -21,4 +21,3 @@ def failing_run(tmp_path):
     builder.request("hung", sent_s=50, ttft_s=None, e2e_s=None, status="timeout")
     record = builder.build(tmp_path / "failing")
     return record, evaluate(record)
-

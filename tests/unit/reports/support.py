@@ -17,5 +17,6 @@ def with_pressure(builder: RecordBuilder, run_dir: Path) -> RunRecord:
 
 def pressed(builder: RecordBuilder) -> RecordBuilder:
     """The healthy run, with usage reaching the preempt rung at 42 s for 3 s."""
-    return builder.event("watermark", 42.0, reason="preempt", usage=0.93).event("watermark", 45.0, reason="evict",
-                                                                                usage=0.86)
+    return builder.event("watermark", 42.0, reason="preempt", usage=0.93).event(
+        "watermark", 45.0, reason="evict", usage=0.86
+    )

@@ -17,9 +17,18 @@ pytestmark = pytest.mark.skipif(BROWSER is None, reason="headless Chromium is no
 
 
 def _chromium(tmp_path, *args: str) -> subprocess.CompletedProcess:
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={tmp_path / 'chromium-profile'}", "--virtual-time-budget=10000"]
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}",
+        "--virtual-time-budget=10000",
+    ]
     return subprocess.run([BROWSER, *flags, *args], capture_output=True, text=True, timeout=120)
 
 

@@ -44,9 +44,18 @@ def test_comparison_puts_configs_side_by_side(tmp_path, healthy_run, failing_run
     assert re.findall(r'<section id="(\w+)">', html) == ["decision", "gates", "numbers", "charts"]
     assert "<th>lru</th><th>none</th>" in html
     assert "1 of 2 runs failed a gate: none" in html  # the subtitle names the failed policy
-    for row in ("peak live usage", "P95 TTFT interactive (load)", "prefix hit ratio (load)", "no answer: kv_capacity",
-                "no answer: timeout", "sessions evicted: watermark", "re-prefill: rebuilt sessions",
-                "goodput interactive (ok requests/s, load)", "no answer, tenant batchco", "preemptions: swap"):
+    for row in (
+        "peak live usage",
+        "P95 TTFT interactive (load)",
+        "prefix hit ratio (load)",
+        "no answer: kv_capacity",
+        "no answer: timeout",
+        "sessions evicted: watermark",
+        "re-prefill: rebuilt sessions",
+        "goodput interactive (ok requests/s, load)",
+        "no answer, tenant batchco",
+        "preemptions: swap",
+    ):
         assert _row(html, row)
     for div in ("fig-cmp-ttft", "fig-cmp-memory", "fig-cmp-goodput", "fig-cmp-rejections"):
         assert f'id="{div}"' in html
@@ -62,15 +71,19 @@ def test_repeats_of_a_config_share_one_column_with_median_and_range(tmp_path):
 
 
 def test_the_decision_names_the_best_candidate_overall_and_per_metric(tmp_path):
-    records = (_config(tmp_path, "lru", repeats=2, ttft_s=0.6) + _config(tmp_path, "multi_queue", repeats=2)
-               + _config(tmp_path, "h2o", ttft_s=0.45, oom=True) + _config(tmp_path, "none", ttft_s=0.41))
+    records = (
+        _config(tmp_path, "lru", repeats=2, ttft_s=0.6)
+        + _config(tmp_path, "multi_queue", repeats=2)
+        + _config(tmp_path, "h2o", ttft_s=0.45, oom=True)
+        + _config(tmp_path, "none", ttft_s=0.41)
+    )
     html = _render(tmp_path, records, baselines=[tmp_path / "none" / "r1"])
     decision = re.findall(r"<li>(.*?)</li>", html)
     assert decision[0].startswith("<b>overall: multi_queue (passed every gate in 2 of 2 runs; mean rank ")
     assert "not eligible: h2o (failed no_oom in 1 of 1 runs)" in decision
     assert "baselines (compared, never chosen): none" in decision
     assert "best P95 TTFT interactive (load): h2o 450 ms" in decision  # best per metric: any candidate
-    assert "<th>none (baseline)</th>" in html and "overall: multi_queue" in html[:html.index("</header>")]
+    assert "<th>none (baseline)</th>" in html and "overall: multi_queue" in html[: html.index("</header>")]
     best = _row(html, "P95 TTFT interactive (load)")
     assert best[-2] == "h2o 450 ms" and "interactive_ttft judges critical requests only" in best[-1]
 
@@ -79,26 +92,33 @@ def test_a_lead_inside_the_spread_of_repeats_is_marked(tmp_path):
     records = _config(tmp_path, "lru", repeats=2, ttft_s=0.505) + _config(tmp_path, "multi_queue", repeats=2)
     html = _render(tmp_path, records)
     # medians by nearest rank: of two runs, the lower (multi_queue 500 ms against lru 505 ms)
-    assert _row(html, "P95 TTFT interactive (load)")[-2] == ("multi_queue 500 ms (500 ms–510 ms), ≈ lru "
-                                                              "(ranges overlap)")
+    assert _row(html, "P95 TTFT interactive (load)")[-2] == (
+        "multi_queue 500 ms (500 ms–510 ms), ≈ lru (ranges overlap)"
+    )
 
 
 def test_each_config_links_its_runs_reports_relative_to_the_page(tmp_path):
     html = _render(tmp_path, _config(tmp_path, "lru", repeats=2) + _config(tmp_path, "none"), with_reports=True)
     links = re.findall(r'<a href="([^"]+)" title="run ([^"]+)">(\w+)</a>', html)
-    assert links == [("lru/r1/report.html", "lru-r1", "1"), ("lru/r2/report.html", "lru-r2", "2"),
-                     ("none/r1/report.html", "none-r1", "report")]
+    assert links == [
+        ("lru/r1/report.html", "lru-r1", "1"),
+        ("lru/r2/report.html", "lru-r2", "2"),
+        ("none/r1/report.html", "none-r1", "report"),
+    ]
 
 
 def test_runs_below_the_rungs_and_decisions_no_candidate_took_are_called_out(tmp_path):
     calm = RecordBuilder(policy="calm").meta(config_digest="cfg-calm").healthy()
     html = _render(tmp_path, [with_pressure(calm.drop("events", kind="watermark"), tmp_path / "calm")])
-    header = html[:html.index("</header>")]
-    assert ('<div class="alert">1 of 1 runs never reached the evict and preempt rungs (or cannot show it): calm.'
-            in header)
-    assert ('<div class="alert">NOT A COMPARISON OF POLICIES ON SWAP, SESSION EXPIRY: no candidate run took these '
-            'decisions even once</div>') in header
-    decision = html[html.index('<section id="decision">'):html.index('<section id="gates">')]
+    header = html[: html.index("</header>")]
+    assert (
+        '<div class="alert">1 of 1 runs never reached the evict and preempt rungs (or cannot show it): calm.' in header
+    )
+    assert (
+        '<div class="alert">NOT A COMPARISON OF POLICIES ON SWAP, SESSION EXPIRY: no candidate run took these '
+        "decisions even once</div>"
+    ) in header
+    decision = html[html.index('<section id="decision">') : html.index('<section id="gates">')]
     assert decision.count('<div class="banner fail">') == 2  # the same two, on top of the decision
 
 
@@ -108,11 +128,17 @@ def test_the_recompute_tax_is_the_gates_own_measurement_or_na(tmp_path, healthy_
     record, verdict = healthy_run
     tax = GateResult.judged("recompute_tax", [Measurement("max_fraction", 0.125, 0.25, Unit.FRACTION)], "12.5%")
     others = tuple(r for r in verdict.results if r.gate != "recompute_tax")
-    taxed, untaxed = (type(verdict)(**{**verdict.__dict__, "results": results})
-                      for results in (others + (tax,), others))
+    taxed, untaxed = (
+        type(verdict)(**{**verdict.__dict__, "results": results}) for results in (others + (tax,), others)
+    )
     html = render_comparison(group_runs([record, record], [taxed, untaxed]), tmp_path / "c.html").read_text()
     assert _row(html, "recompute tax")[0] == "12.5%"  # one config (same digest), the run without it adds nothing
-    other = (RecordBuilder(policy="none").meta(config_digest="cfg-none").healthy()
-             .meta(final={"live_blocks": 40}).build(tmp_path / "none"))  # no run totals: recompute_tax unmeasurable
+    other = (
+        RecordBuilder(policy="none")
+        .meta(config_digest="cfg-none")
+        .healthy()
+        .meta(final={"live_blocks": 40})
+        .build(tmp_path / "none")
+    )  # no run totals: recompute_tax unmeasurable
     html = render_comparison(group_runs([other], [evaluate(other)]), tmp_path / "d.html").read_text()
     assert _row(html, "recompute tax")[0] == "n/a"

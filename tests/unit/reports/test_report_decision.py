@@ -25,8 +25,9 @@ def _run(base: ComparedRun, run_id: str, outcome: Outcome = Outcome.PASS) -> Com
 
 
 def _config(base: ComparedRun, name: str, *outcomes: Outcome, baseline: bool = False) -> ComparedConfig:
-    return ComparedConfig(name, tuple(_run(base, f"{name}-{i}", o) for i, o in enumerate(outcomes or (Outcome.PASS,))),
-                          baseline=baseline)
+    return ComparedConfig(
+        name, tuple(_run(base, f"{name}-{i}", o) for i, o in enumerate(outcomes or (Outcome.PASS,))), baseline=baseline
+    )
 
 
 def _metric(key: str, values: dict[str, float | None], better: Better | None = Better.HIGHER) -> Metric:
@@ -43,13 +44,19 @@ def test_a_config_is_the_median_and_range_of_its_runs(base_run):
 
 
 def test_only_candidates_that_passed_every_gate_in_every_run_are_ranked(base_run):
-    configs = [_config(base_run, "a"), _config(base_run, "b", Outcome.PASS, Outcome.FAIL),
-               _config(base_run, "c", Outcome.NOT_MEASURABLE), _config(base_run, "base", baseline=True)]
+    configs = [
+        _config(base_run, "a"),
+        _config(base_run, "b", Outcome.PASS, Outcome.FAIL),
+        _config(base_run, "c", Outcome.NOT_MEASURABLE),
+        _config(base_run, "base", baseline=True),
+    ]
     goodput = _metric(TIE_BREAK, {"a-0": 1, "b-0": 9, "b-1": 9, "c-0": 8, "base-0": 20})
     d = decide(configs, [goodput])
     assert d.choice.name == "a" and [c.name for c, _ in d.ranking] == ["a"]
-    assert [(c.name, why) for c, why in d.not_eligible] == [("b", "failed no_oom in 1 of 2 runs"),
-                                                             ("c", "no gate measurable in 1 of 1 runs")]
+    assert [(c.name, why) for c, why in d.not_eligible] == [
+        ("b", "failed no_oom in 1 of 2 runs"),
+        ("c", "no gate measurable in 1 of 1 runs"),
+    ]
     assert [c.name for c in d.baselines] == ["base"]
     assert [(b.metric.key, [c.name for c in b.leaders]) for b in d.best] == [(TIE_BREAK, ["b"])]  # a baseline never
 
@@ -71,16 +78,19 @@ def test_a_deciding_metric_an_eligible_candidate_lacks_is_left_out(base_run):
     d = decide(configs, [_metric(TIE_BREAK, {"a-0": 2, "b-0": 1}), _metric("tax", {"a-0": 0.5}, Better.LOWER)])
     assert [m.key for m in d.deciding] == [TIE_BREAK] and d.choice.name == "a"
     lines = decision_lines(d)
-    assert lines[0] == ("overall: a (passed every gate in 1 of 1 runs; mean rank 1.0 among 2 eligible candidates "
-                        f"over {TIE_BREAK})")
+    assert lines[0] == (
+        f"overall: a (passed every gate in 1 of 1 runs; mean rank 1.0 among 2 eligible candidates over {TIE_BREAK})"
+    )
     assert lines[1] == "ranking (mean rank): a 1.0 · b 2.0"
 
 
 def test_no_eligible_candidate_means_no_choice(base_run):
     d = decide([_config(base_run, "a", Outcome.FAIL)], [_metric(TIE_BREAK, {"a-0": 1})])
     assert d.choice is None
-    assert decision_lines(d)[:2] == ["overall: no choice: no candidate passed every gate in every run",
-                                     "not eligible: a (failed no_oom in 1 of 1 runs)"]
+    assert decision_lines(d)[:2] == [
+        "overall: no choice: no candidate passed every gate in every run",
+        "not eligible: a (failed no_oom in 1 of 1 runs)",
+    ]
 
 
 def test_why_a_candidate_is_not_eligible_groups_its_failed_gates_by_runs(base_run):
@@ -88,16 +98,30 @@ def test_why_a_candidate_is_not_eligible_groups_its_failed_gates_by_runs(base_ru
         verdict = Verdict(run_id, "p", "d", "defaults", tuple(GateResult(g, Outcome.FAIL, "x") for g in gates))
         return dataclasses.replace(base_run, verdict=verdict)
 
-    config = ComparedConfig("a", (failing("a-0", "tenant_share", "no_oom"), failing("a-1", "no_oom"),
-                                  failing("a-2", "no_oom", "tenant_share", "batch_progress")))
-    (_, why), = decide([config], []).not_eligible
-    assert why == "failed no_oom in 3 of 3 runs; failed tenant_share in 2 of 3 runs; failed batch_progress in 1 of 3 runs"
+    config = ComparedConfig(
+        "a",
+        (
+            failing("a-0", "tenant_share", "no_oom"),
+            failing("a-1", "no_oom"),
+            failing("a-2", "no_oom", "tenant_share", "batch_progress"),
+        ),
+    )
+    ((_, why),) = decide([config], []).not_eligible
+    assert (
+        why == "failed no_oom in 3 of 3 runs; failed tenant_share in 2 of 3 runs; failed batch_progress in 1 of 3 runs"
+    )
 
 
 def test_values_that_print_the_same_are_a_tie(base_run):
     configs = [_config(base_run, "a"), _config(base_run, "b")]
-    hits = Metric("hits", "hits", lambda run: {"a-0": 0.2500001, "b-0": 0.25}[run.summary.run_id], share,
-                  Better.HIGHER, deciding=True)
+    hits = Metric(
+        "hits",
+        "hits",
+        lambda run: {"a-0": 0.2500001, "b-0": 0.25}[run.summary.run_id],
+        share,
+        Better.HIGHER,
+        deciding=True,
+    )
     d = decide(configs, [hits])
     assert [(c.name, r) for c, r in d.ranking] == [("a", 1.5), ("b", 1.5)]  # then by name: no goodput here
     assert d.best[0].text() == "a = b 25.0%"

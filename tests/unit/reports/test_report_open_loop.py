@@ -10,14 +10,32 @@ from reports.sections.open_loop import OpenLoopSection
 
 
 def record(tmp_path: Path, open_loop: bool) -> RunRecord:
-    rows = [{"request_id": f"r{n}", "scenario": "open_loop_chat", "phase": "load", "tenant": "acme",
-             "traffic_class": "interactive", "status": "ok", "sent_s": n + 0.01 * n, "ttft_s": 0.1,
-             "first_token_s": n + 0.01 * n + 0.1, "intended_s": float(n) if open_loop else None} for n in range(20)]
+    rows = [
+        {
+            "request_id": f"r{n}",
+            "scenario": "open_loop_chat",
+            "phase": "load",
+            "tenant": "acme",
+            "traffic_class": "interactive",
+            "status": "ok",
+            "sent_s": n + 0.01 * n,
+            "ttft_s": 0.1,
+            "first_token_s": n + 0.01 * n + 0.1,
+            "intended_s": float(n) if open_loop else None,
+        }
+        for n in range(20)
+    ]
     with RunRecordWriter(tmp_path) as writer:
         writer.append("requests", rows)
-        writer.write_meta(RunMeta(run_id="r", mode="live", started_unix=0.0,
-                                  phases=[Phase(name="load", start_s=0.0, end_s=20.0)],
-                                  live={"open_loop": {"client_lag": {"bound_ms": 50.0}}} if open_loop else {}))
+        writer.write_meta(
+            RunMeta(
+                run_id="r",
+                mode="live",
+                started_unix=0.0,
+                phases=[Phase(name="load", start_s=0.0, end_s=20.0)],
+                live={"open_loop": {"client_lag": {"bound_ms": 50.0}}} if open_loop else {},
+            )
+        )
     return RunRecord.load(tmp_path)
 
 

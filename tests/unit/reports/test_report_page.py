@@ -34,9 +34,13 @@ def _long_run(tmp_path: Path):
 
 def test_pages_stay_under_1_mb_and_reference_no_network_url(tmp_path, healthy_run):
     long_run = _long_run(tmp_path)
-    pages = [render_run_report(*long_run), render_run_report(*healthy_run),
-             render_comparison(group_runs([long_run[0], healthy_run[0]], [long_run[1], healthy_run[1]]),
-                               tmp_path / "cmp.html")]
+    pages = [
+        render_run_report(*long_run),
+        render_run_report(*healthy_run),
+        render_comparison(
+            group_runs([long_run[0], healthy_run[0]], [long_run[1], healthy_run[1]]), tmp_path / "cmp.html"
+        ),
+    ]
     for page in pages:
         html = page.read_text()
         assert page.stat().st_size < MAX_PAGE_BYTES, page

@@ -15,11 +15,11 @@ from tests.unit.reports.support import pressed, with_pressure
 
 def _section(html: str, name: str) -> str:
     start = html.index(f'<section id="{name}">')
-    return html[start:html.index("</section>", start)]
+    return html[start : html.index("</section>", start)]
 
 
 def _header(html: str) -> str:
-    return html[html.index("<header>"):html.index("</header>")]
+    return html[html.index("<header>") : html.index("</header>")]
 
 
 def test_a_run_that_reached_every_rung_that_matters_shows_when_how_often_and_how_long(tmp_path):
@@ -27,23 +27,35 @@ def test_a_run_that_reached_every_rung_that_matters_shows_when_how_often_and_how
     html = render_run_report(record, evaluate(record)).read_text()
     assert re.findall(r'<section id="(\w+)">', html)[:2] == ["gates", "pressure"]
     header = _header(html)
-    assert "pressure: reached warn → preempt (peak live usage 93% of the pool); 5 sessions evicted, 2 preemptions, " \
-           "0 sessions expired" in header and 'class="alert"' not in header
+    assert (
+        "pressure: reached warn → preempt (peak live usage 93% of the pool); 5 sessions evicted, 2 preemptions, "
+        "0 sessions expired"
+        in header
+        and 'class="alert"' not in header
+    )
     rows = re.findall(r"<tr><td><code>(\w+)</code></td><td[^>]*>\d+%</td><td>(\w+|<b>no</b>)</td>", html)
-    assert rows == [("warn", "yes"), ("admission", "yes"), ("evict", "yes"), ("pause_batch", "yes"),
-                    ("preempt", "yes"), ("reject", "<b>no</b>")]
+    assert rows == [
+        ("warn", "yes"),
+        ("admission", "yes"),
+        ("evict", "yes"),
+        ("pause_batch", "yes"),
+        ("preempt", "yes"),
+        ("reject", "<b>no</b>"),
+    ]
     section = _section(html, "pressure")
     assert "42.0 s (load)" in section and "NEVER REACHED" not in section
-    assert "<td>preemptions: recompute</td><td class=\"num\">2</td>" in section
+    assert '<td>preemptions: recompute</td><td class="num">2</td>' in section
 
 
 def test_a_run_below_the_evict_and_preempt_rungs_says_so_loudly(tmp_path):
-    builder = RecordBuilder().healthy().drop("events", kind="watermark").event("watermark", 30.0, reason="warn",
-                                                                               usage=0.76)
+    builder = (
+        RecordBuilder().healthy().drop("events", kind="watermark").event("watermark", 30.0, reason="warn", usage=0.76)
+    )
     record = with_pressure(builder, tmp_path / "run")
     warning = missing_rungs_warning(record.meta.pressure)
-    assert warning.startswith("NEVER REACHED the evict and preempt rungs (evict at 85%, preempt at 92%; peak live "
-                              "usage 80%)")
+    assert warning.startswith(
+        "NEVER REACHED the evict and preempt rungs (evict at 85%, preempt at 92%; peak live usage 80%)"
+    )
     html = render_run_report(record, evaluate(record)).read_text()
     assert f'<div class="alert">{warning}</div>' in _header(html)
     assert f'<div class="banner fail">{warning}</div>' in _section(html, "pressure")
@@ -63,6 +75,7 @@ def test_a_record_with_no_level_signal_is_unknown_not_low(tmp_path):
 
 def test_a_comparison_whose_runs_never_took_a_core_decision_says_which(tmp_path):
     calm = measure_pressure(RecordBuilder().healthy().build(tmp_path / "calm"))  # evictions and recomputes only
-    assert decisions_warning([calm, None]) == ("NOT A COMPARISON OF POLICIES ON SWAP, SESSION EXPIRY: no candidate "
-                                               "run took these decisions even once")
+    assert decisions_warning([calm, None]) == (
+        "NOT A COMPARISON OF POLICIES ON SWAP, SESSION EXPIRY: no candidate run took these decisions even once"
+    )
     assert decisions_warning([None]) is None  # not recorded: unknown, not absent

@@ -18,8 +18,15 @@ def test_report_has_the_gate_table_first_then_every_chart(healthy_run):
     assert path == record.dir / "report.html"
     html = path.read_text()
     assert _sections(html) == list(DEFAULT_SECTIONS) and DEFAULT_SECTIONS[0] == "gates"
-    for div in ("fig-kv-usage", "fig-tenant-share", "fig-queues", "fig-ttft", "fig-cancel-release", "fig-churn",
-                "fig-rejections"):
+    for div in (
+        "fig-kv-usage",
+        "fig-tenant-share",
+        "fig-queues",
+        "fig-ttft",
+        "fig-cancel-release",
+        "fig-churn",
+        "fig-rejections",
+    ):
         assert f'id="{div}"' in html
     assert "cfg-0123456789ab" in html and "<code>no_oom</code>" in html
 
@@ -33,7 +40,7 @@ def test_report_loads_the_chart_library_from_beside_it(healthy_run):
 
 def test_failed_gates_lead_the_table_and_the_worst_tenant_sample_is_marked(failing_run):
     html = render_run_report(*failing_run).read_text()
-    table = html[html.index('<section id="gates">'):html.index('<section id="kv_usage">')]
+    table = html[html.index('<section id="gates">') : html.index('<section id="kv_usage">')]
     rows = re.findall(r"<code>([a-z_]+)</code></td><td><span class=\"badge (\w+)\"", table)
     outcomes = [outcome for _, outcome in rows]
     assert outcomes == sorted(outcomes, key=lambda o: o != "fail") and outcomes[0] == "fail"
@@ -49,8 +56,12 @@ def test_rendering_is_deterministic(healthy_run, tmp_path):
 def test_missing_signals_render_as_notes_not_charts(tmp_path):
     from gates import evaluate
 
-    record = RecordBuilder().request().signals(engine_events=False, engine_samples=False, tenant_samples=False,
-                                               gpu_memory=False).build(tmp_path)
+    record = (
+        RecordBuilder()
+        .request()
+        .signals(engine_events=False, engine_samples=False, tenant_samples=False, gpu_memory=False)
+        .build(tmp_path)
+    )
     html = render_run_report(record, evaluate(record)).read_text()
     assert "no usage samples in this record" in html and "no per-tenant samples" in html
     assert 'id="fig-kv-usage"' not in html

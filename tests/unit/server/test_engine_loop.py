@@ -33,8 +33,9 @@ async def started_loop(**overrides) -> EngineLoop:
 
 
 def submit(loop: EngineLoop, max_new_tokens: int = 50, streaming: bool = True):
-    return loop.submit(tenant="acme", prompt_token_ids=list(range(40)), max_new_tokens=max_new_tokens,
-                       streaming=streaming)
+    return loop.submit(
+        tenant="acme", prompt_token_ids=list(range(40)), max_new_tokens=max_new_tokens, streaming=streaming
+    )
 
 
 async def test_tokens_arrive_step_by_step_and_the_stream_closes_at_the_end():
@@ -124,11 +125,24 @@ async def test_an_idle_loop_sleeps_instead_of_spinning(monkeypatch):
 async def call_and_disconnect(app, path: str, body: dict, after_s: float) -> list[dict]:
     """Call the ASGI app as a client that hangs up `after_s` seconds after sending its request."""
     raw = json.dumps(body).encode()
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
-             "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
-             "headers": [(b"content-type", b"application/json"), (b"authorization", b"Bearer sk-ops"),
-                         (b"content-length", str(len(raw)).encode())],
-             "client": ("127.0.0.1", 50000), "server": ("kvgate", 80)}
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [
+            (b"content-type", b"application/json"),
+            (b"authorization", b"Bearer sk-ops"),
+            (b"content-length", str(len(raw)).encode()),
+        ],
+        "client": ("127.0.0.1", 50000),
+        "server": ("kvgate", 80),
+    }
     pending = [{"type": "http.request", "body": raw, "more_body": False}]
     sent: list[dict] = []
 

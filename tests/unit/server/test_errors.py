@@ -17,15 +17,18 @@ def error_of(r) -> dict:
     return body["error"]
 
 
-@pytest.mark.parametrize("raw, hint", [
-    (b"{not json", "not valid JSON"),
-    (b"[1, 2]", "should be an object"),
-    (b'{"model": 3, "messages": [{"role": "user", "content": "x"}]}', "model"),
-    (b'{"model": "llama-3.1-8b", "messages": []}', "messages"),
-    (b'{"model": "llama-3.1-8b", "messages": [{"role": "user", "content": "x"}], "max_tokens": -5}', "max_tokens"),
-    (b'{"model": "llama-3.1-8b", "messages": [{"role": "user", "content": "x"}], "max_tokens": "9"}', "max_tokens"),
-    (b'{"model": "llama-3.1-8b", "messages": [{"role": "user"}], "n": 3}', "n"),
-])
+@pytest.mark.parametrize(
+    "raw, hint",
+    [
+        (b"{not json", "not valid JSON"),
+        (b"[1, 2]", "should be an object"),
+        (b'{"model": 3, "messages": [{"role": "user", "content": "x"}]}', "model"),
+        (b'{"model": "llama-3.1-8b", "messages": []}', "messages"),
+        (b'{"model": "llama-3.1-8b", "messages": [{"role": "user", "content": "x"}], "max_tokens": -5}', "max_tokens"),
+        (b'{"model": "llama-3.1-8b", "messages": [{"role": "user", "content": "x"}], "max_tokens": "9"}', "max_tokens"),
+        (b'{"model": "llama-3.1-8b", "messages": [{"role": "user"}], "n": 3}', "n"),
+    ],
+)
 async def test_malformed_input_is_a_400_that_names_the_problem(raw, hint):
     async with serving(server_config()) as (client, _):
         r = await client.post("/v1/chat/completions", content=raw, headers=JSON)
@@ -115,6 +118,7 @@ async def test_an_oom_before_the_first_token_is_503_out_of_memory(stream):
 
 async def test_an_unexpected_exception_is_a_500_in_openai_shape_without_a_traceback():
     async with serving(server_config()) as (client, app):
+
         async def broken() -> None:
             raise RuntimeError("secret internals")
 

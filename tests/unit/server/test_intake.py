@@ -30,8 +30,9 @@ async def test_a_refused_long_prompt_gets_its_429_before_any_tokenizing(monkeypa
     config = server_config(tenants__acme__max_active_seqs=1)
     async with serving(config) as (client, app):
         state = app.state.kvgate
-        busy = state.loop.submit(tenant="acme", prompt_token_ids=list(range(40)), max_new_tokens=500,
-                                 streaming=False)  # holds acme's one slot
+        busy = state.loop.submit(
+            tenant="acme", prompt_token_ids=list(range(40)), max_new_tokens=500, streaming=False
+        )  # holds acme's one slot
         seam = CountingEncode(state.core.tokenizer.encode)
         monkeypatch.setattr(state.core.tokenizer, "encode", seam)
         r = await client.post("/v1/chat/completions", json=chat(LONG, max_tokens=8), headers=ACME)
@@ -68,7 +69,6 @@ async def test_a_burst_of_one_tenants_long_prompts_is_refused_on_counts_after_th
     async with serving(server_config()) as (client, app):
         state = app.state.kvgate
         big = chat(LONG, max_tokens=200)  # ≈ 290 blocks each: acme's 15 % share holds one
-        answers = await asyncio.gather(*(client.post("/v1/chat/completions", json=big, headers=ACME)
-                                         for _ in range(6)))
+        answers = await asyncio.gather(*(client.post("/v1/chat/completions", json=big, headers=ACME) for _ in range(6)))
         assert sorted(r.status_code for r in answers) == [200] + [429] * 5
         assert state.tokenize_pool.num_encoded == 1

@@ -13,8 +13,11 @@ pytestmark = pytest.mark.anyio
 
 
 def samples(text: str) -> dict[tuple[str, frozenset], float]:
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def value(metrics: dict, name: str, **labels: str) -> float:
@@ -26,8 +29,11 @@ async def test_metrics_match_the_engine_state_and_events():
         core = app.state.kvgate.core
         headers = {**ACME, "X-Session-Id": "kept"}
         for _ in range(3):
-            assert (await client.post("/v1/chat/completions", json=chat(" ".join(["q"] * 40), max_tokens=5),
-                                      headers=headers)).status_code == 200
+            assert (
+                await client.post(
+                    "/v1/chat/completions", json=chat(" ".join(["q"] * 40), max_tokens=5), headers=headers
+                )
+            ).status_code == 200
         refused = await client.post("/v1/chat/completions", json=chat(max_tokens=10**9), headers=ACME)
         assert refused.status_code == 400
         m = samples((await client.get("/metrics", headers=ADMIN)).text)
@@ -44,13 +50,13 @@ async def test_metrics_match_the_engine_state_and_events():
         assert value(m, "kvgate_tenant_kv_share", tenant="acme") == pytest.approx(snap.tenant_share("acme"))
         assert value(m, "kvgate_queue_depth", traffic_class="batch") == 0
         assert value(m, "vllm:num_requests_running", model_name="llama-3.1-8b") == 0
-        assert value(m, "kvgate_admissions_total", tenant="acme", traffic_class="interactive",
-                     outcome="admitted") == 3
+        assert value(m, "kvgate_admissions_total", tenant="acme", traffic_class="interactive", outcome="admitted") == 3
         assert value(m, "kvgate_rejections_total", tenant="acme", reason="context_length_exceeded") == 1
         first_tokens = [e for e in events if e.kind is EventKind.FIRST_TOKEN]
         assert value(m, "vllm:time_to_first_token_seconds_count", model_name="llama-3.1-8b") == len(first_tokens)
         assert value(m, "kvgate_time_to_first_token_seconds_sum", traffic_class="interactive") == pytest.approx(
-            sum(e.latency_s for e in first_tokens))
+            sum(e.latency_s for e in first_tokens)
+        )
         bt, model = core.pool.block_tokens, "llama-3.1-8b"
         assert value(m, "vllm:prefix_cache_queries_total", model_name=model) == core.pool.num_prefix_queries * bt
         assert value(m, "vllm:prefix_cache_hits_total", model_name=model) == core.pool.num_prefix_hits * bt > 0
@@ -75,7 +81,26 @@ async def test_cancellations_land_in_the_release_latency_histogram():
 def test_every_event_kind_updates_the_metrics_without_error():
     """One event of each kind, each column filled as the catalogue says (record/events.py)."""
     metrics = EngineMetrics(EngineCore(small_config()), "m")
-    metrics.on_events([Event(i, 1.0, kind, request_id="r", tenant="acme", traffic_class="interactive", num_blocks=2,
-                             num_tokens=3, latency_s=0.5, deadline_s=9.0, tenant_live_blocks=4, num_bytes=4096,
-                             usage=0.9, reason="stop", mode="swap") for i, kind in enumerate(EventKind)])
+    metrics.on_events(
+        [
+            Event(
+                i,
+                1.0,
+                kind,
+                request_id="r",
+                tenant="acme",
+                traffic_class="interactive",
+                num_blocks=2,
+                num_tokens=3,
+                latency_s=0.5,
+                deadline_s=9.0,
+                tenant_live_blocks=4,
+                num_bytes=4096,
+                usage=0.9,
+                reason="stop",
+                mode="swap",
+            )
+            for i, kind in enumerate(EventKind)
+        ]
+    )
     assert metrics.registry.get_sample_value("kvgate_swap_out_bytes_total") == 4096

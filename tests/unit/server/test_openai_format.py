@@ -13,8 +13,14 @@ from reference_engine.tokenizer import WordTokenizer
 
 
 def finished_request(output: list[int]) -> Request:
-    r = Request(request_id="chatcmpl-x-1", tenant="acme", traffic_class=TrafficClass.INTERACTIVE,
-                num_prompt_tokens=7, max_new_tokens=len(output), arrival_s=0.0)
+    r = Request(
+        request_id="chatcmpl-x-1",
+        tenant="acme",
+        traffic_class=TrafficClass.INTERACTIVE,
+        num_prompt_tokens=7,
+        max_new_tokens=len(output),
+        arrival_s=0.0,
+    )
     r.output_token_ids = output
     r.num_prefix_hit_tokens = 4
     r.finish_reason = FinishReason.LENGTH
@@ -24,14 +30,20 @@ def finished_request(output: list[int]) -> Request:
 def events(raw: bytes) -> list[str]:
     out = [part for part in raw.decode().split("\n\n") if part]
     assert all(p.startswith("data: ") for p in out)
-    return [p[len("data: "):] for p in out]
+    return [p[len("data: ") :] for p in out]
 
 
 def test_chat_stream_chunks_are_openai_chunks_with_the_request_id():
     fmt = ResponseFormat("chat", "chatcmpl-x-1", "m", 1700000000, include_usage=True)
     r = finished_request([5, 6])
-    raw = (fmt.role_chunk() + fmt.content_chunk('say "hi"\n') + fmt.content_chunk(" more")
-           + fmt.final_chunk("length", extension(r, None)) + fmt.usage_chunk(r) + DONE)
+    raw = (
+        fmt.role_chunk()
+        + fmt.content_chunk('say "hi"\n')
+        + fmt.content_chunk(" more")
+        + fmt.final_chunk("length", extension(r, None))
+        + fmt.usage_chunk(r)
+        + DONE
+    )
     *chunks, done = events(raw)
     assert done == "[DONE]"
     parsed = [ChatCompletionChunk.model_validate_json(c) for c in chunks]
@@ -49,9 +61,14 @@ def test_text_stream_chunks_have_no_role_chunk_and_no_usage_unless_asked():
     fmt = ResponseFormat("text", "cmpl-x-2", "m", 1, include_usage=False)
     assert fmt.role_chunk() == b"" and fmt.usage_chunk(finished_request([1])) == b""
     [chunk] = events(fmt.content_chunk("abc"))
-    assert json.loads(chunk) == {"id": "cmpl-x-2", "object": "text_completion", "created": 1, "model": "m",
-                                 "system_fingerprint": None,
-                                 "choices": [{"index": 0, "text": "abc", "logprobs": None, "finish_reason": None}]}
+    assert json.loads(chunk) == {
+        "id": "cmpl-x-2",
+        "object": "text_completion",
+        "created": 1,
+        "model": "m",
+        "system_fingerprint": None,
+        "choices": [{"index": 0, "text": "abc", "logprobs": None, "finish_reason": None}],
+    }
 
 
 def test_whole_bodies_parse_as_openai_responses():
@@ -66,8 +83,9 @@ def test_whole_bodies_parse_as_openai_responses():
 
 def test_error_event_is_the_shape_the_openai_client_raises():
     [payload] = events(error_event(CapacityError("full", code="kv_capacity")))
-    assert json.loads(payload) == {"error": {"message": "full", "type": "rate_limit_error", "param": None,
-                                             "code": "kv_capacity"}}
+    assert json.loads(payload) == {
+        "error": {"message": "full", "type": "rate_limit_error", "param": None, "code": "kv_capacity"}
+    }
 
 
 def test_token_pieces_stream_the_very_text_that_decode_gives():

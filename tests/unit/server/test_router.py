@@ -51,12 +51,28 @@ def test_block_estimate_matches_admission_and_is_zero_for_bad_bodies():
 
 
 def snapshot(live: int, level: str, waiting: int, frag: float) -> dict:
-    return {"num_blocks": 100, "live_blocks": live, "retained_blocks": 1, "pinned_blocks": 1, "cached_blocks": 2,
-            "free_blocks": 100 - live - 2, "pending_blocks": 0, "num_running": 1, "num_waiting": waiting,
-            "num_swapped": 0, "num_prefilling": 0, "public_live_blocks": 1, "host_used_bytes": 0.0,
-            "active_blocks": live - 1, "num_open_streams": 1, "waiting_by_class": {"batch": waiting},
-            "tenant_live_blocks": {"acme": live - 1}, "oldest_wait_s_by_class": {"batch": float(waiting)},
-            "fragmentation": frag, "level": level}
+    return {
+        "num_blocks": 100,
+        "live_blocks": live,
+        "retained_blocks": 1,
+        "pinned_blocks": 1,
+        "cached_blocks": 2,
+        "free_blocks": 100 - live - 2,
+        "pending_blocks": 0,
+        "num_running": 1,
+        "num_waiting": waiting,
+        "num_swapped": 0,
+        "num_prefilling": 0,
+        "public_live_blocks": 1,
+        "host_used_bytes": 0.0,
+        "active_blocks": live - 1,
+        "num_open_streams": 1,
+        "waiting_by_class": {"batch": waiting},
+        "tenant_live_blocks": {"acme": live - 1},
+        "oldest_wait_s_by_class": {"batch": float(waiting)},
+        "fragmentation": frag,
+        "level": level,
+    }
 
 
 def test_snapshots_aggregate_as_one_larger_pool():
@@ -68,8 +84,10 @@ def test_snapshots_aggregate_as_one_larger_pool():
 
 
 def test_worker_metrics_merge_into_one_family_per_name_with_a_worker_label():
-    text = ('# HELP vllm:num_requests_running Running.\n# TYPE vllm:num_requests_running gauge\n'
-            'vllm:num_requests_running{model_name="m"} 3.0\n')
+    text = (
+        "# HELP vllm:num_requests_running Running.\n# TYPE vllm:num_requests_running gauge\n"
+        'vllm:num_requests_running{model_name="m"} 3.0\n'
+    )
     [family] = merge_worker_metrics({0: text, 1: text.replace("3.0", "5.0")})
     assert [(s.labels["worker"], s.value) for s in family.samples] == [("0", 3.0), ("1", 5.0)]
 
@@ -78,8 +96,9 @@ def test_exit_causes_name_the_signal():
     assert exit_cause(-9) == "killed by SIGKILL" and exit_cause(3) == "exit code 3"
 
 
-@pytest.mark.parametrize("header, key", [("Bearer k", "k"), ("bearer  k ", "k"), ("Basic k", None), (None, None),
-                                         ("Bearer", None)])
+@pytest.mark.parametrize(
+    "header, key", [("Bearer k", "k"), ("bearer  k ", "k"), ("Basic k", None), (None, None), ("Bearer", None)]
+)
 def test_bearer_keys(header, key):
     assert bearer_key(header) == key
 
@@ -98,7 +117,9 @@ async def test_worker_events_are_pulled_by_cursor_retimed_and_tagged():
         assert len(rows) == len(engine) and {r[-1] for r in rows} == {1}
         assert rows[0][1] == pytest.approx(engine[0].t_s + 10.0)
         assert [r[2] for r in rows] == [e.kind.value for e in engine]
-        await puller.pull(client, 1, incarnation=2, timeout=httpx.Timeout(5))  # a restarted worker: its log starts again
+        await puller.pull(
+            client, 1, incarnation=2, timeout=httpx.Timeout(5)
+        )  # a restarted worker: its log starts again
         assert len(merged.page(0, 1000)[0]) == 2 * len(engine)
         assert EventKind(rows[-1][2]) is EventKind.FINISHED
 
@@ -114,9 +135,18 @@ async def relay(router: Router, body: dict, streaming: bool = False) -> list[dic
     async def send(message: dict) -> None:
         sent.append(message)
 
-    response = ProxyResponse(router, path="/v1/completions", body=json.dumps(body).encode(), headers={},
-                             request_id="r-1", tenant="acme", num_blocks=7, streaming=streaming, session_key=None,
-                             rebuildable=True)
+    response = ProxyResponse(
+        router,
+        path="/v1/completions",
+        body=json.dumps(body).encode(),
+        headers={},
+        request_id="r-1",
+        tenant="acme",
+        num_blocks=7,
+        streaming=streaming,
+        session_key=None,
+        rebuildable=True,
+    )
     await response({"type": "http"}, receive, send)
     return sent
 
@@ -144,8 +174,10 @@ async def test_an_unreachable_worker_is_retried_elsewhere_without_two_reservatio
     assert sent[0]["status"] == 200 and held == [2, 2]  # "other" + this request, never a third
     rows, _, _ = router.events.page(0, 10)
     events = [dict(zip(MERGED_COLUMNS, row)) for row in rows]
-    assert [(e["request_id"], e["reason"], e["worker"]) for e in events] == [("r-1", "worker_lost", 0),
-                                                                            ("r-1", "finished", 1)]
+    assert [(e["request_id"], e["reason"], e["worker"]) for e in events] == [
+        ("r-1", "worker_lost", 0),
+        ("r-1", "finished", 1),
+    ]
     assert router.num_retries == 1 and router.ledger.get("r-1") is None
 
 
@@ -167,8 +199,13 @@ async def test_a_stream_cut_by_a_lost_worker_ends_with_a_worker_lost_event():
 async def proxied(router: Router, headers: dict[str, str], body: dict) -> list[dict]:
     """Take one request in through `Router.proxy` (as the router app does) and relay it."""
     raw = json.dumps(body).encode()
-    scope = {"type": "http", "method": "POST", "path": "/v1/completions", "query_string": b"",
-             "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()]}
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/v1/completions",
+        "query_string": b"",
+        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+    }
 
     async def receive_body() -> dict:
         return {"type": "http.request", "body": raw, "more_body": False}
@@ -188,13 +225,17 @@ async def proxied(router: Router, headers: dict[str, str], body: dict) -> list[d
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("tenant_rebuildable, header, status", [
-    (False, {}, 410),  # the tenant's rebuildable_sessions = false, as a worker applies it
-    (True, {"X-Session-Rebuildable": "false"}, 410),
-    (True, {}, 200),
-])
-async def test_a_session_whose_worker_died_is_rebuilt_only_where_worker_would_rebuild_it(tenant_rebuildable, header,
-                                                                                          status):
+@pytest.mark.parametrize(
+    "tenant_rebuildable, header, status",
+    [
+        (False, {}, 410),  # the tenant's rebuildable_sessions = false, as a worker applies it
+        (True, {"X-Session-Rebuildable": "false"}, 410),
+        (True, {}, 200),
+    ],
+)
+async def test_a_session_whose_worker_died_is_rebuilt_only_where_worker_would_rebuild_it(
+    tenant_rebuildable, header, status
+):
     router = Router(server_config(tenants__acme__rebuildable_sessions=tenant_rebuildable), 2)
     for slot in router.slots:
         slot.state, slot.incarnation = WorkerState.READY, 1
@@ -221,9 +262,17 @@ async def test_router_checks_keys_and_the_rebuildable_header_as_a_worker_does():
     assert open_router.authenticate(None) == (None, TenantConfig(api_keys=["*"]))
 
 
-@pytest.mark.parametrize("header, tenant_ok, expected", [
-    (None, True, True), ("TRUE", True, True), ("yes", False, False), (None, False, False), ("0", True, False),
-    ("no", True, False)])
+@pytest.mark.parametrize(
+    "header, tenant_ok, expected",
+    [
+        (None, True, True),
+        ("TRUE", True, True),
+        ("yes", False, False),
+        (None, False, False),
+        ("0", True, False),
+        ("no", True, False),
+    ],
+)
 def test_session_rebuildable_needs_the_client_and_the_tenant(header, tenant_ok, expected):
     assert session_rebuildable(header, TenantConfig(api_keys=["k"], rebuildable_sessions=tenant_ok)) is expected
 

@@ -22,9 +22,15 @@ class FakeAdmin:
 
     def events(self, since: int, limit: int) -> dict[str, Any]:
         self.calls.append((since, limit))
-        page = self.rows[since:since + limit]
-        return {"columns": COLUMNS, "rows": page, "next_cursor": since + len(page), "missed": 0,
-                "t_s": 99.0, "engine_clock_offset_unix": 1000.0}
+        page = self.rows[since : since + limit]
+        return {
+            "columns": COLUMNS,
+            "rows": page,
+            "next_cursor": since + len(page),
+            "missed": 0,
+            "t_s": 99.0,
+            "engine_clock_offset_unix": 1000.0,
+        }
 
 
 def test_events_are_re_timed_to_the_run_and_read_by_cursor(monkeypatch) -> None:

@@ -12,8 +12,15 @@ from harness.target import free_port
 
 
 def stored(*hashes: object) -> dict:
-    return {"type": "BlockStored", "block_hashes": list(hashes), "parent_block_hash": None, "token_ids": [1, 2],
-            "block_size": 16, "lora_id": None, "medium": "GPU"}
+    return {
+        "type": "BlockStored",
+        "block_hashes": list(hashes),
+        "parent_block_hash": None,
+        "token_ids": [1, 2],
+        "block_size": 16,
+        "lora_id": None,
+        "medium": "GPU",
+    }
 
 
 def removed(*hashes: object) -> dict:
@@ -25,8 +32,13 @@ def test_a_block_stored_again_after_its_removal_is_thrash() -> None:
     stats.add_batch(0, [1.0, [stored(b"a", b"b", b"c")]])
     stats.add_batch(1, [2.0, [removed(b"a", b"b")]])
     stats.add_batch(2, [3.0, [stored(b"a"), stored(b"d")]])
-    assert stats.final() == {"kv_blocks_stored": 5, "kv_blocks_removed": 2, "kv_all_cleared": 0,
-                             "kv_blocks_restored": 1, "kv_batches_missed": 0}
+    assert stats.final() == {
+        "kv_blocks_stored": 5,
+        "kv_blocks_removed": 2,
+        "kv_all_cleared": 0,
+        "kv_blocks_restored": 1,
+        "kv_batches_missed": 0,
+    }
 
 
 def test_a_clear_forgets_removals_and_a_sequence_gap_is_counted_as_lost() -> None:

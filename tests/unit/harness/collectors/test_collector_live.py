@@ -27,8 +27,9 @@ def vllm_url() -> Iterator[str]:
 
 def test_a_vllm_target_gives_prometheus_samples_and_nothing_engine_only(vllm_url: str, tmp_path: Path) -> None:
     with RunRecordWriter(tmp_path) as writer:
-        collectors = LiveCollectors(CollectorSettings(base_url=vllm_url, metrics_url=f"{vllm_url}/metrics"), writer,
-                                    started_unix=0.0)
+        collectors = LiveCollectors(
+            CollectorSettings(base_url=vllm_url, metrics_url=f"{vllm_url}/metrics"), writer, started_unix=0.0
+        )
         collectors.sample()
         collectors.sample()
         signals, final, busy = collectors.signals(), collectors.final_state(), collectors.in_flight()

@@ -22,8 +22,11 @@ def salted_engine(*, cached: Callable[[int], int | None]) -> tuple[Answer, list[
             return 404, b"{}"
         calls.append(len(calls))
         hit = cached(len(calls) - 1)
-        usage = {"prompt_tokens": 612, "completion_tokens": 1,
-                 "prompt_tokens_details": None if hit is None else {"cached_tokens": hit}}
+        usage = {
+            "prompt_tokens": 612,
+            "completion_tokens": 1,
+            "prompt_tokens_details": None if hit is None else {"cached_tokens": hit},
+        }
         return 200, json.dumps({"choices": [{"message": {"content": "x"}}], "usage": usage}).encode()
 
     return answer, calls

@@ -48,8 +48,14 @@ def test_the_reference_engines_own_metrics_are_read_with_block_counts() -> None:
     assert scrape.gauges["num_blocks"] == snap.num_blocks == 1024
     assert (scrape.gauges["live_blocks"], scrape.gauges["free_blocks"]) == (snap.live_blocks, snap.free_blocks)
     assert scrape.gauges["usage"] == pytest.approx(snap.usage) and scrape.gauges["num_running"] == 0
-    assert {"num_preemptions", "num_oom", "num_evicted_cached_blocks", "prefix_cache_queries_tokens",
-            "recompute_tokens", "computed_tokens"} <= set(scrape.counters)
+    assert {
+        "num_preemptions",
+        "num_oom",
+        "num_evicted_cached_blocks",
+        "prefix_cache_queries_tokens",
+        "recompute_tokens",
+        "computed_tokens",
+    } <= set(scrape.counters)
     row = scrape.sample_row(3.0)
     assert row is not None and set(row) <= set(SAMPLE_COLUMNS) and row["source"] == "prometheus"
 
@@ -58,10 +64,18 @@ def test_vllm_names_give_usage_queues_and_counters_without_blocks() -> None:
     scrape = parse_metrics(VLLM)
     assert scrape.dialect == "vllm"
     assert scrape.gauges == {"usage": 0.5, "num_running": 7.0, "num_waiting": 2.0}  # ratio averaged, counts summed
-    assert scrape.counters == {"num_preemptions": 5.0, "prefix_cache_queries_tokens": 1000.0,
-                               "prefix_cache_hits_tokens": 250.0}
-    assert scrape.sample_row(1.0) == {"t_s": 1.0, "usage": 0.5, "num_running": 7.0, "num_waiting": 2.0,
-                                      "source": "prometheus"}
+    assert scrape.counters == {
+        "num_preemptions": 5.0,
+        "prefix_cache_queries_tokens": 1000.0,
+        "prefix_cache_hits_tokens": 250.0,
+    }
+    assert scrape.sample_row(1.0) == {
+        "t_s": 1.0,
+        "usage": 0.5,
+        "num_running": 7.0,
+        "num_waiting": 2.0,
+        "source": "prometheus",
+    }
 
 
 def test_sglang_names() -> None:
@@ -72,8 +86,10 @@ def test_sglang_names() -> None:
 
 
 def test_a_multi_worker_router_is_summed_over_its_workers() -> None:
-    text = "\n".join(f'kvgate_kv_blocks{{state="live",worker="{w}"}} {10 * (w + 1)}\n'
-                     f'kvgate_kv_pool_blocks{{worker="{w}"}} 100' for w in range(2))
+    text = "\n".join(
+        f'kvgate_kv_blocks{{state="live",worker="{w}"}} {10 * (w + 1)}\nkvgate_kv_pool_blocks{{worker="{w}"}} 100'
+        for w in range(2)
+    )
     scrape = parse_metrics("# TYPE kvgate_kv_blocks gauge\n" + text + "\n")
     assert (scrape.gauges["live_blocks"], scrape.gauges["num_blocks"]) == (30.0, 200.0)
     assert scrape.sample_row(0.0)["usage"] == pytest.approx(0.15)

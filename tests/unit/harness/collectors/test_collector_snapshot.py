@@ -12,8 +12,14 @@ from tests.helpers import small_config
 def admin_snapshot(core: EngineCore) -> dict:
     """What GET /admin/snapshot answers (reference_engine/server/admin.py)."""
     snap = core.snapshot()
-    return {**asdict(snap), "usage": snap.usage, "active_blocks": snap.active_blocks, "num_open_streams": 0,
-            "engine_clock_offset_unix": 1000.0, "worker": None}
+    return {
+        **asdict(snap),
+        "usage": snap.usage,
+        "active_blocks": snap.active_blocks,
+        "num_open_streams": 0,
+        "engine_clock_offset_unix": 1000.0,
+        "worker": None,
+    }
 
 
 def test_a_snapshot_becomes_a_sample_row_on_the_run_clock() -> None:
@@ -29,8 +35,10 @@ def test_a_snapshot_becomes_a_sample_row_on_the_run_clock() -> None:
 def test_every_configured_tenant_gets_a_row_with_its_cap() -> None:
     snap = {"num_blocks": 200, "tenant_live_blocks": {"acme": 30}}
     rows = tenant_rows(snap, 1.5, {"acme": 0.15, "globex": 0.2})
-    assert rows == [{"t_s": 1.5, "tenant": "acme", "live_blocks": 30, "share": 0.15, "cap": 0.15},
-                    {"t_s": 1.5, "tenant": "globex", "live_blocks": 0, "share": 0.0, "cap": 0.2}]
+    assert rows == [
+        {"t_s": 1.5, "tenant": "acme", "live_blocks": 30, "share": 0.15, "cap": 0.15},
+        {"t_s": 1.5, "tenant": "globex", "live_blocks": 0, "share": 0.0, "cap": 0.2},
+    ]
     assert all(tuple(r) == TENANT_SAMPLE_COLUMNS for r in rows)
 
 

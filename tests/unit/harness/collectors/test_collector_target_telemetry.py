@@ -32,8 +32,17 @@ def test_vllms_pool_size_and_aborts_are_read_from_its_labels_and_counters() -> N
     scrape = parse_metrics(vllm_metrics(0.25, 2))
     assert scrape.info == {"num_blocks": 256, "block_tokens": 128} and scrape.counters["num_aborted"] == 3
     assert scrape_pool_state(scrape) == {
-        "num_blocks": 256, "live_blocks": 64, "free_blocks": 192, "cached_blocks": 0, "retained_blocks": 0,
-        "pinned_blocks": 0, "pending_blocks": 0, "requests_in_engine": 2, "usage": 0.25, "pool_source": "prometheus"}
+        "num_blocks": 256,
+        "live_blocks": 64,
+        "free_blocks": 192,
+        "cached_blocks": 0,
+        "retained_blocks": 0,
+        "pinned_blocks": 0,
+        "pending_blocks": 0,
+        "requests_in_engine": 2,
+        "usage": 0.25,
+        "pool_source": "prometheus",
+    }
 
 
 class FakeVllm:
@@ -54,8 +63,9 @@ class FakeVllm:
             with self.lock:
                 self.num_chats += 1
                 hit = 256 if self.num_chats == 2 else 0
-            return 200, json.dumps({"choices": [{"message": {"content": "x"}}],
-                                    "usage": {"prompt_tokens_details": {"cached_tokens": hit}}}).encode()
+            return 200, json.dumps(
+                {"choices": [{"message": {"content": "x"}}], "usage": {"prompt_tokens_details": {"cached_tokens": hit}}}
+            ).encode()
         return 404, b"{}"
 
 

@@ -43,8 +43,11 @@ def test_poisson_gaps_are_memoryless() -> None:
 
 
 def test_bursts_arrive_together_in_groups_of_burst_size() -> None:
-    times = list(Arrivals(kind=ArrivalKind.BURSTS, rate_per_s=8.0, seed=0, burst_size=4)
-                 .times(duration_s=1000.0, max_requests=400))
+    times = list(
+        Arrivals(kind=ArrivalKind.BURSTS, rate_per_s=8.0, seed=0, burst_size=4).times(
+            duration_s=1000.0, max_requests=400
+        )
+    )
     groups = [len(list(g)) for _, g in itertools.groupby(times)]
     assert len(times) == 400 and groups == [4] * 100
 

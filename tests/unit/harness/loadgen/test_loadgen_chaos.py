@@ -8,9 +8,16 @@ import pytest
 from harness.loadgen.chaos import KillRefused, WorkerInfo, choose_victim, is_engine_worker, is_loopback, parse_workers
 
 
-@pytest.mark.parametrize(("url", "expected"), [("http://127.0.0.1:8000", True), ("http://localhost:1", True),
-                                               ("http://[::1]:8000", True), ("http://10.0.0.5:8000", False),
-                                               ("https://api.example.com", False)])
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("http://127.0.0.1:8000", True),
+        ("http://localhost:1", True),
+        ("http://[::1]:8000", True),
+        ("http://10.0.0.5:8000", False),
+        ("https://api.example.com", False),
+    ],
+)
 def test_only_loopback_targets_are_ours(url: str, expected: bool) -> None:
     assert is_loopback(url) is expected
 

@@ -24,8 +24,11 @@ def sse(delta: dict | None = None, finish: str | None = None, **extra) -> bytes:
 def ok_stream(*words: str) -> list[bytes]:
     lines = [sse({"role": "assistant", "content": ""})]
     lines += [sse({"content": (" " if i else "") + w}) for i, w in enumerate(words)]
-    lines += [sse({}, "stop", kvgate={"max_tokens_clamped": False, "worker": None}),
-              sse(usage={"prompt_tokens": 64, "completion_tokens": len(words)}), b"data: [DONE]\n"]
+    lines += [
+        sse({}, "stop", kvgate={"max_tokens_clamped": False, "worker": None}),
+        sse(usage={"prompt_tokens": 64, "completion_tokens": len(words)}),
+        b"data: [DONE]\n",
+    ]
     return lines
 
 
@@ -40,8 +43,9 @@ class FakeClock:
 class ScriptedResponse:
     """Lines arrive one per `step_s` of the fake clock; deadlines are checked as time passes."""
 
-    def __init__(self, transport: "ScriptedTransport", status: int, headers: Mapping[str, str],
-                 lines: list[bytes], body: bytes) -> None:
+    def __init__(
+        self, transport: "ScriptedTransport", status: int, headers: Mapping[str, str], lines: list[bytes], body: bytes
+    ) -> None:
         self.transport, self.status, self.headers = transport, status, headers
         self._lines, self._body = list(lines), body
         self.closed = False
@@ -58,10 +62,18 @@ class ScriptedResponse:
 
 
 class ScriptedTransport:
-    def __init__(self, *, status: int = 200, headers: Mapping[str, str] | None = None,
-                 lines: list[bytes] | None = None, body: bytes = b"", headers_after_s: float = 0.010,
-                 step_s: float = 0.005, raise_on_open: BaseException | None = None,
-                 raise_on_line: tuple[int, BaseException] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        status: int = 200,
+        headers: Mapping[str, str] | None = None,
+        lines: list[bytes] | None = None,
+        body: bytes = b"",
+        headers_after_s: float = 0.010,
+        step_s: float = 0.005,
+        raise_on_open: BaseException | None = None,
+        raise_on_line: tuple[int, BaseException] | None = None,
+    ) -> None:
         self.clock = FakeClock()
         self.status, self.headers = status, {"x-request-id": "chatcmpl-1", **(headers or {})}
         self.lines, self.body = lines if lines is not None else ok_stream("kaloan", "mipe"), body
@@ -101,11 +113,20 @@ class ScriptedTransport:
 
 
 def exchange(transport: ScriptedTransport, **call_fields) -> tuple[RequestOutcome, str, list[RequestOutcome]]:
-    fields = {"request_id": "r-1", "scenario": "short_qa", "phase": "load", "tenant": TENANT, "model": "m",
-              "prompt": chat_prompt(64, seed=1), "max_tokens": 32, **call_fields}
+    fields = {
+        "request_id": "r-1",
+        "scenario": "short_qa",
+        "phase": "load",
+        "tenant": TENANT,
+        "model": "m",
+        "prompt": chat_prompt(64, seed=1),
+        "max_tokens": 32,
+        **call_fields,
+    }
     done: list[RequestOutcome] = []
-    result = run_exchange(transport, Call(**fields), timeout_s=60, on_done=done.append, clock=transport.clock,
-                          wall=lambda: 1000.0)
+    result = run_exchange(
+        transport, Call(**fields), timeout_s=60, on_done=done.append, clock=transport.clock, wall=lambda: 1000.0
+    )
     assert done == [result.outcome]
     return result.outcome, result.text, done
 
@@ -132,8 +153,10 @@ def test_the_request_is_a_streaming_chat_completion_with_the_tenants_key_and_ses
     assert (headers["X-Session-Id"], headers["X-Session-Rebuildable"]) == ("s-1", "false")
 
 
-@pytest.mark.parametrize(("status", "code"), [(429, "tenant_quota"), (429, "kv_capacity"), (410, "context_expired"),
-                                              (400, "context_length_exceeded")])
+@pytest.mark.parametrize(
+    ("status", "code"),
+    [(429, "tenant_quota"), (429, "kv_capacity"), (410, "context_expired"), (400, "context_length_exceeded")],
+)
 def test_an_http_error_is_recorded_with_its_openai_error_code(status: int, code: str) -> None:
     body = json.dumps({"error": {"message": "no", "type": "x", "param": None, "code": code}}).encode()
     o, _, _ = exchange(ScriptedTransport(status=status, body=body, lines=[]))
@@ -147,8 +170,12 @@ def test_an_error_without_an_openai_body_gets_an_http_code() -> None:
 
 
 def test_kvgate_headers_are_recorded() -> None:
-    headers = {"x-kvgate-session-rebuilt": "true", "x-kvgate-max-tokens-clamped": "16", "x-kvgate-worker": "1",
-               "x-kvgate-approximate": "true"}
+    headers = {
+        "x-kvgate-session-rebuilt": "true",
+        "x-kvgate-max-tokens-clamped": "16",
+        "x-kvgate-worker": "1",
+        "x-kvgate-approximate": "true",
+    }
     o, _, _ = exchange(ScriptedTransport(headers=headers))
     assert (o.session_rebuilt, o.max_tokens_clamped, o.approximate, o.worker) == (True, True, True, "1")
 
@@ -171,8 +198,10 @@ def test_the_request_timeout_is_a_timeout() -> None:
     assert (o.status, o.error_code) == ("timeout", "timeout")
 
 
-@pytest.mark.parametrize(("code", "status"), [(ClientCode.CONNECTION_ERROR, "error"), (ClientCode.TIMEOUT, "timeout"),
-                                              (ClientCode.BAD_RESPONSE, "error")])
+@pytest.mark.parametrize(
+    ("code", "status"),
+    [(ClientCode.CONNECTION_ERROR, "error"), (ClientCode.TIMEOUT, "timeout"), (ClientCode.BAD_RESPONSE, "error")],
+)
 def test_transport_failures_become_client_codes(code: ClientCode, status: str) -> None:
     o, _, _ = exchange(ScriptedTransport(raise_on_open=TransportError(code, "boom")))
     assert (o.status, o.error_code, o.http_status) == (status, code.value, None)
@@ -184,8 +213,10 @@ def test_a_stream_cut_off_before_done_is_a_connection_error() -> None:
 
 
 def test_an_sse_error_event_after_the_first_token_is_an_error_with_its_code() -> None:
-    lines = ok_stream("a")[:2] + [b'data: {"error": {"message": "worker died", "code": "worker_lost"}}\n',
-                                  b"data: [DONE]\n"]
+    lines = ok_stream("a")[:2] + [
+        b'data: {"error": {"message": "worker died", "code": "worker_lost"}}\n',
+        b"data: [DONE]\n",
+    ]
     o, _, _ = exchange(ScriptedTransport(lines=lines))
     assert (o.status, o.http_status, o.error_code) == ("error", 200, "worker_lost")
     assert o.ttft_s is not None
@@ -205,8 +236,16 @@ class Interrupt(BaseException):
 def test_a_request_open_when_the_run_stops_is_unfinished_never_an_intended_cancel(cancel: Cancel | None) -> None:
     t = ScriptedTransport(raise_on_line=(2, Interrupt()))
     done: list[RequestOutcome] = []
-    call = Call(request_id="r", scenario="s", phase="load", tenant=TENANT, model="m", prompt=chat_prompt(64, seed=1),
-                max_tokens=8, cancel=cancel)
+    call = Call(
+        request_id="r",
+        scenario="s",
+        phase="load",
+        tenant=TENANT,
+        model="m",
+        prompt=chat_prompt(64, seed=1),
+        max_tokens=8,
+        cancel=cancel,
+    )
     with pytest.raises(Interrupt):
         run_exchange(t, call, timeout_s=60, on_done=done.append, clock=t.clock)
     assert [(o.status, o.error_code, o.cancel_intended) for o in done] == [("unfinished", "run_stopped", False)]
@@ -220,8 +259,9 @@ def test_a_malformed_chunk_is_a_bad_response_even_when_done_follows() -> None:
     assert (o.status, o.error_code) == ("error", "bad_response")
 
 
-@pytest.mark.parametrize("lines", [[b"data: [DONE]\n"], [sse({"role": "assistant", "content": ""}),
-                                                        sse({}, "stop"), b"data: [DONE]\n"]])
+@pytest.mark.parametrize(
+    "lines", [[b"data: [DONE]\n"], [sse({"role": "assistant", "content": ""}), sse({}, "stop"), b"data: [DONE]\n"]]
+)
 def test_a_stream_without_output_is_an_empty_answer_not_ok(lines: list[bytes]) -> None:
     o, text, _ = exchange(ScriptedTransport(lines=lines))
     assert (o.status, o.error_code, o.ttft_s, text) == ("error", "empty_answer", None, "")
@@ -234,8 +274,14 @@ def test_a_body_without_output_is_an_empty_answer() -> None:
     assert (o.status, o.error_code) == ("error", "empty_answer")
 
 
-@pytest.mark.parametrize("first", [{"reasoning_content": "hmm"}, {"reasoning": "hmm"},
-                                   {"tool_calls": [{"index": 0, "function": {"name": "f", "arguments": ""}}]}])
+@pytest.mark.parametrize(
+    "first",
+    [
+        {"reasoning_content": "hmm"},
+        {"reasoning": "hmm"},
+        {"tool_calls": [{"index": 0, "function": {"name": "f", "arguments": ""}}]},
+    ],
+)
 def test_ttft_is_taken_at_the_first_reasoning_or_tool_call_delta(first: dict) -> None:
     lines = [sse({"role": "assistant", "content": ""}), sse(first), *ok_stream("kaloan")[1:]]
     t = ScriptedTransport(lines=lines, headers_after_s=0.010, step_s=0.005)
@@ -244,11 +290,20 @@ def test_ttft_is_taken_at_the_first_reasoning_or_tool_call_delta(first: dict) ->
     assert o.ttft_s == pytest.approx(0.010 + 2 * 0.005)  # the second line, not the first content (third)
 
 
-@pytest.mark.parametrize(("status", "code", "is_rejection"), [
-    (429, "tenant_quota", True), (503, "overloaded", True), (529, "overloaded_error", True),
-    (503, "out_of_memory", False), (503, "worker_lost", False), (500, "internal_error", False)])
-def test_overload_statuses_are_explicit_refusals_and_keep_their_retry_after(status: int, code: str,
-                                                                            is_rejection: bool) -> None:
+@pytest.mark.parametrize(
+    ("status", "code", "is_rejection"),
+    [
+        (429, "tenant_quota", True),
+        (503, "overloaded", True),
+        (529, "overloaded_error", True),
+        (503, "out_of_memory", False),
+        (503, "worker_lost", False),
+        (500, "internal_error", False),
+    ],
+)
+def test_overload_statuses_are_explicit_refusals_and_keep_their_retry_after(
+    status: int, code: str, is_rejection: bool
+) -> None:
     body = json.dumps({"error": {"message": "busy", "code": code}}).encode()
     o, _, _ = exchange(ScriptedTransport(status=status, headers={"retry-after": "2"}, body=body, lines=[]))
     assert (o.error_code, o.retry_after_s, o.is_rejection, o.is_failure) == (code, 2.0, is_rejection, not is_rejection)
@@ -257,8 +312,15 @@ def test_overload_statuses_are_explicit_refusals_and_keep_their_retry_after(stat
 def test_a_bug_propagates_without_a_row() -> None:
     t = ScriptedTransport(raise_on_open=KeyError("bug"))
     done: list[RequestOutcome] = []
-    call = Call(request_id="r", scenario="s", phase="load", tenant=TENANT, model="m", prompt=chat_prompt(64, seed=1),
-                max_tokens=8)
+    call = Call(
+        request_id="r",
+        scenario="s",
+        phase="load",
+        tenant=TENANT,
+        model="m",
+        prompt=chat_prompt(64, seed=1),
+        max_tokens=8,
+    )
     with pytest.raises(KeyError):
         run_exchange(t, call, timeout_s=60, on_done=done.append, clock=t.clock)
     assert done == []
@@ -268,6 +330,7 @@ def test_a_refusal_keeps_the_servers_retry_after_for_the_client_to_wait_out() ->
     body = json.dumps({"error": {"message": "later", "type": "x", "param": None, "code": "kv_capacity"}}).encode()
     o, _, _ = exchange(ScriptedTransport(status=429, headers={"retry-after": "2"}, body=body, lines=[]))
     assert o.retry_after_s == 2.0 and o.is_rejection and "retry_after_s" not in o.row(0.0)
-    o, _, _ = exchange(ScriptedTransport(status=429, headers={"retry-after": "Wed, 21 Oct 2026 07:28:00 GMT"},
-                                         body=body, lines=[]))
+    o, _, _ = exchange(
+        ScriptedTransport(status=429, headers={"retry-after": "Wed, 21 Oct 2026 07:28:00 GMT"}, body=body, lines=[])
+    )
     assert o.retry_after_s is None

@@ -25,17 +25,38 @@ class FakeClock:
 
 def arrivals(times: list[float]) -> list[Arrival]:
     tenant = Tenant("acme", "sk-acme")
-    return [Arrival(t, Call(request_id=f"r{n}", scenario="s", phase="load", tenant=tenant, model="m",
-                            prompt=chat_prompt(8, seed=n), max_tokens=4)) for n, t in enumerate(times)]
+    return [
+        Arrival(
+            t,
+            Call(
+                request_id=f"r{n}",
+                scenario="s",
+                phase="load",
+                tenant=tenant,
+                model="m",
+                prompt=chat_prompt(8, seed=n),
+                max_tokens=4,
+            ),
+        )
+        for n, t in enumerate(times)
+    ]
 
 
 def test_each_arrival_is_sent_at_its_intended_time() -> None:
     clock, sent = FakeClock(), []
-    result = dispatch(arrivals([0.0, 0.5, 0.5, 2.0]), lambda a, due: sent.append((a.call.request_id, due, clock())),
-                      clock=clock, sleep=clock.sleep)
+    result = dispatch(
+        arrivals([0.0, 0.5, 0.5, 2.0]),
+        lambda a, due: sent.append((a.call.request_id, due, clock())),
+        clock=clock,
+        sleep=clock.sleep,
+    )
     assert result.num_sent == 4 and result.origin_unix == 100.0
     assert [(rid, due - 100.0, at - 100.0) for rid, due, at in sent] == [
-        ("r0", 0.0, 0.0), ("r1", 0.5, 0.5), ("r2", 0.5, 0.5), ("r3", 2.0, 2.0)]
+        ("r0", 0.0, 0.0),
+        ("r1", 0.5, 0.5),
+        ("r2", 0.5, 0.5),
+        ("r3", 2.0, 2.0),
+    ]
 
 
 def test_a_client_that_falls_behind_records_its_lag() -> None:
@@ -44,8 +65,16 @@ def test_a_client_that_falls_behind_records_its_lag() -> None:
     clock, rows = FakeClock(), []
 
     def submit(arrival: Arrival, due: float) -> None:
-        outcome = RequestOutcome(request_id=arrival.call.request_id, scenario="s", phase="load", tenant="acme",
-                                 traffic_class="interactive", sent_unix=clock(), ttft_s=0.05, e2e_s=0.3)
+        outcome = RequestOutcome(
+            request_id=arrival.call.request_id,
+            scenario="s",
+            phase="load",
+            tenant="acme",
+            traffic_class="interactive",
+            sent_unix=clock(),
+            ttft_s=0.05,
+            e2e_s=0.3,
+        )
         rows.append(open_loop_row(outcome, due, origin_unix=100.0))
         clock.now += 0.3
 

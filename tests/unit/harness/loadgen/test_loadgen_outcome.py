@@ -7,8 +7,17 @@ from record.run_record import REQUEST_COLUMNS
 
 
 def outcome(**fields) -> RequestOutcome:
-    return RequestOutcome(**{"request_id": "r", "scenario": "short_qa", "phase": "load", "tenant": "acme",
-                             "traffic_class": "interactive", "sent_unix": 1010.0, **fields})
+    return RequestOutcome(
+        **{
+            "request_id": "r",
+            "scenario": "short_qa",
+            "phase": "load",
+            "tenant": "acme",
+            "traffic_class": "interactive",
+            "sent_unix": 1010.0,
+            **fields,
+        }
+    )
 
 
 def test_a_row_has_every_request_column_with_times_since_the_run_started() -> None:
@@ -35,12 +44,15 @@ def test_cancels_are_not_failures_but_errors_and_timeouts_are() -> None:
     assert outcome(status="error", http_status=429).is_failure  # a 429 without a reason explains nothing
 
 
-@pytest.mark.parametrize(("body", "expected"), [
-    (b'{"error": {"message": "full", "type": "x", "code": "kv_capacity"}}', ("kv_capacity", "full")),
-    (b'{"error": {"message": "bad", "type": "invalid_request_error"}}', ("invalid_request_error", "bad")),
-    (b'{"error": "rate limited", "code": 429}', ("429", "rate limited")),
-    (b'{"detail": "Not Found"}', ("", "Not Found")),
-    (b"<html>502</html>", ("", "<html>502</html>")),
-])
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (b'{"error": {"message": "full", "type": "x", "code": "kv_capacity"}}', ("kv_capacity", "full")),
+        (b'{"error": {"message": "bad", "type": "invalid_request_error"}}', ("invalid_request_error", "bad")),
+        (b'{"error": "rate limited", "code": 429}', ("429", "rate limited")),
+        (b'{"detail": "Not Found"}', ("", "Not Found")),
+        (b"<html>502</html>", ("", "<html>502</html>")),
+    ],
+)
 def test_error_bodies_of_different_servers(body: bytes, expected: tuple[str, str]) -> None:
     assert error_of_body(body) == expected

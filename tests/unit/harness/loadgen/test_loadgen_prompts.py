@@ -72,8 +72,11 @@ def test_a_prompt_too_small_for_its_fixed_parts_is_an_error() -> None:
 
 
 def test_a_next_turn_keeps_the_history_as_its_prefix() -> None:
-    history = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"},
-               {"role": "assistant", "content": "kaloan mipe"}]
+    history = [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "kaloan mipe"},
+    ]
     turn = next_turn(history, 7, seed=3)
     assert turn.messages[:3] == history and len(turn.messages[3]["content"].split()) == 7
     assert len(engine_tokens(turn.messages)) == turn.num_tokens

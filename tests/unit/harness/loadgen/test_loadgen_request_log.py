@@ -10,9 +10,19 @@ from record.run_record import REQUEST_COLUMNS
 
 
 def outcome(i: int, **fields) -> RequestOutcome:
-    return RequestOutcome(**{"request_id": f"r{i}", "scenario": "s", "phase": "load", "tenant": "acme",
-                             "traffic_class": "interactive", "sent_unix": 100.0 + i, "http_status": 200,
-                             "e2e_s": 0.5, **fields})
+    return RequestOutcome(
+        **{
+            "request_id": f"r{i}",
+            "scenario": "s",
+            "phase": "load",
+            "tenant": "acme",
+            "traffic_class": "interactive",
+            "sent_unix": 100.0 + i,
+            "http_status": 200,
+            "e2e_s": 0.5,
+            **fields,
+        }
+    )
 
 
 def test_rows_are_written_in_record_columns_and_the_first_rejection_is_kept(tmp_path: Path) -> None:

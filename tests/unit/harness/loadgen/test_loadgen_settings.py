@@ -5,8 +5,16 @@ from pathlib import Path
 
 import pytest
 
-from harness.loadgen.settings import (OPTIONS, LoadSettings, SettingsError, add_arguments, apply_mix, dest, env_var,
-                                      parse_mix)
+from harness.loadgen.settings import (
+    OPTIONS,
+    LoadSettings,
+    SettingsError,
+    add_arguments,
+    apply_mix,
+    dest,
+    env_var,
+    parse_mix,
+)
 from harness.loadgen.tenants import TenantSpecError
 from reference_engine.config import ADMIN_KEY_VAR, DEV_ADMIN_KEY
 
@@ -50,8 +58,16 @@ def test_a_badly_typed_environment_variable_names_itself() -> None:
         LoadSettings().with_env({"KVGATE_PROMPT_TOKENS": "many"})
 
 
-@pytest.mark.parametrize("changes", [{"prompt_tokens": 0}, {"wait_min_s": 2.0, "wait_max_s": 1.0},
-                                     {"unrebuildable_fraction": 1.5}, {"cancel_prefill_ms": -1.0}, {"step_s": 0.0}])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"prompt_tokens": 0},
+        {"wait_min_s": 2.0, "wait_max_s": 1.0},
+        {"unrebuildable_fraction": 1.5},
+        {"cancel_prefill_ms": -1.0},
+        {"step_s": 0.0},
+    ],
+)
 def test_out_of_range_settings_are_refused_with_the_option_name(changes: dict) -> None:
     with pytest.raises(SettingsError, match="--kvgate-"):
         LoadSettings(**changes)

@@ -52,8 +52,11 @@ def test_malformed_data_is_flagged_not_raised() -> None:
 
 def test_a_whole_non_streaming_body() -> None:
     s = StreamState()
-    body = {"id": "x", "choices": [{"message": {"role": "assistant", "content": "a b c"}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 5, "completion_tokens": 3}}
+    body = {
+        "id": "x",
+        "choices": [{"message": {"role": "assistant", "content": "a b c"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 3},
+    }
     assert s.feed_body(json.dumps(body).encode(), 2.0)
     assert (s.first_content_s, s.text, s.finish_reason, s.is_done) == (2.0, "a b c", "stop", True)
     assert not StreamState().feed_body(b'{"object": "list"}', 1.0)

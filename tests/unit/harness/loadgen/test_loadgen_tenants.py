@@ -16,8 +16,10 @@ from reference_engine import load_config
 
 def test_a_spec_names_key_and_class_and_the_class_defaults_to_interactive() -> None:
     assert parse_tenants("acme=sk-acme:interactive, batchco=sk-batch:batch,me=sk-123") == (
-        Tenant("acme", "sk-acme", "interactive"), Tenant("batchco", "sk-batch", "batch"),
-        Tenant("me", "sk-123", "interactive"))
+        Tenant("acme", "sk-acme", "interactive"),
+        Tenant("batchco", "sk-batch", "batch"),
+        Tenant("me", "sk-123", "interactive"),
+    )
 
 
 def test_a_key_may_contain_colons_when_its_class_follows() -> None:

@@ -12,8 +12,9 @@ from reference_engine import EngineConfig, with_overrides
 
 
 def trace(*sends: tuple[float, int]) -> Trace:
-    requests = [TraceRequest(row=i + 1, arrival_s=t, num_prompt_tokens=n, num_output_tokens=8)
-                for i, (t, n) in enumerate(sends)]
+    requests = [
+        TraceRequest(row=i + 1, arrival_s=t, num_prompt_tokens=n, num_output_tokens=8) for i, (t, n) in enumerate(sends)
+    ]
     return Trace(format="test", source=Path("t.jsonl"), requests=requests)
 
 

@@ -10,8 +10,15 @@ from harness.replay.client_view import ClientView
 
 
 def request(rid: str, arrival_s: float = 1.0) -> Request:
-    return Request(request_id=rid, tenant="acme", traffic_class=TrafficClass.INTERACTIVE, num_prompt_tokens=100,
-                   max_new_tokens=8, arrival_s=arrival_s, requested_max_new_tokens=8)
+    return Request(
+        request_id=rid,
+        tenant="acme",
+        traffic_class=TrafficClass.INTERACTIVE,
+        num_prompt_tokens=100,
+        max_new_tokens=8,
+        arrival_s=arrival_s,
+        requested_max_new_tokens=8,
+    )
 
 
 def test_a_finished_request_gets_its_times_from_first_token_and_finished_events():
@@ -40,8 +47,14 @@ def test_leaving_the_queue_and_oom_are_errors_with_their_codes():
 
 
 def test_a_refusal_ends_at_the_step_boundary_with_the_errors_status_and_code():
-    row = ClientView("replay:test").refused("r9", "acme", "interactive", 3.0, 3.25, 100, 8, None,
-                                            CapacityError("over quota", code="tenant_quota"))
+    row = ClientView("replay:test").refused(
+        "r9", "acme", "interactive", 3.0, 3.25, 100, 8, None, CapacityError("over quota", code="tenant_quota")
+    )
     assert (row["done_s"], row["e2e_s"], row["status"], row["http_status"], row["error_code"]) == (
-        3.25, 0.25, "error", 429, "tenant_quota")
+        3.25,
+        0.25,
+        "error",
+        429,
+        "tenant_quota",
+    )
     assert "first_token_s" not in row

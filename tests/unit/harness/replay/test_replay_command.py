@@ -17,8 +17,23 @@ DEFAULT = REPO / "configs" / "default.toml"
 
 def test_replay_writes_a_run_record_and_prints_where(tmp_path, capsys):
     out = tmp_path / "run"
-    code = main(["replay", "--trace", str(MOONCAKE), "--policy", str(DEFAULT), "--limit", "20", "--out", str(out),
-                 "--sample-interval", "2", "--rate-scale", "2"])
+    code = main(
+        [
+            "replay",
+            "--trace",
+            str(MOONCAKE),
+            "--policy",
+            str(DEFAULT),
+            "--limit",
+            "20",
+            "--out",
+            str(out),
+            "--sample-interval",
+            "2",
+            "--rate-scale",
+            "2",
+        ]
+    )
     verdict = json.loads((out / "verdict.json").read_text())
     assert code == (1 if verdict["outcome"] == "fail" else 0)  # judged like a live run
     assert (out / "report.html").exists() and (out / "verdict.junit.xml").exists()
@@ -45,8 +60,21 @@ def test_replay_writes_a_run_record_and_prints_where(tmp_path, capsys):
 
 def test_burstgpt_failed_rows_are_noted_in_the_record(tmp_path, capsys):
     out = tmp_path / "run"
-    assert main(["replay", "--trace", str(BURSTGPT), "--policy", str(DEFAULT), "--out", str(out),
-                 "--time-scale", "0.01", "--tenants", "fraction:acme=0.5,batchco=0.5"]) in (0, 1)
+    assert main(
+        [
+            "replay",
+            "--trace",
+            str(BURSTGPT),
+            "--policy",
+            str(DEFAULT),
+            "--out",
+            str(out),
+            "--time-scale",
+            "0.01",
+            "--tenants",
+            "fraction:acme=0.5,batchco=0.5",
+        ]
+    ) in (0, 1)
     record = RunRecord.load(out)
     assert any("skipped 5 failed" in n for n in record.meta.notes)
     assert len(record.requests) == 95 and set(record.requests["tenant"]) == {"acme", "batchco"}
@@ -56,8 +84,9 @@ def test_compare_runs_every_config_on_the_same_trace(tmp_path, capsys):
     none = tmp_path / "none.toml"
     none.write_text(DEFAULT.read_text().replace('policy = "lru"', 'policy = "none"'))
     out = tmp_path / "cmp"
-    code = main(["replay", "--trace", str(MOONCAKE), "--compare", str(DEFAULT), str(none), "--limit", "20",
-                 "--out", str(out)])
+    code = main(
+        ["replay", "--trace", str(MOONCAKE), "--compare", str(DEFAULT), str(none), "--limit", "20", "--out", str(out)]
+    )
     assert code in (0, 1)
     printed = capsys.readouterr().out
     assert "replay comparison" in printed and "TTFT P95" in printed
@@ -75,8 +104,22 @@ def test_compare_side_by_side_writes_the_records_one_after_the_other_would(tmp_p
     runs = {}
     for jobs in ("1", "2"):
         out = tmp_path / f"jobs{jobs}"
-        assert main(["replay", "--trace", str(MOONCAKE), "--compare", str(DEFAULT), str(none), "--limit", "30",
-                     "--out", str(out), "--jobs", jobs]) in (0, 1)
+        assert main(
+            [
+                "replay",
+                "--trace",
+                str(MOONCAKE),
+                "--compare",
+                str(DEFAULT),
+                str(none),
+                "--limit",
+                "30",
+                "--out",
+                str(out),
+                "--jobs",
+                jobs,
+            ]
+        ) in (0, 1)
         runs[jobs] = {name: RunRecord.load(out / name) for name in ("default", "none")}
     for name in ("default", "none"):
         one, two = runs["1"][name], runs["2"][name]
@@ -85,8 +128,22 @@ def test_compare_side_by_side_writes_the_records_one_after_the_other_would(tmp_p
 
 
 def test_usage_errors_exit_2_with_a_clear_message(tmp_path, capsys):
-    assert main(["replay", "--trace", str(MOONCAKE), "--policy", str(DEFAULT), "--tenants", "fraction:acme=2",
-                 "--out", str(tmp_path / "x")]) == 2
+    assert (
+        main(
+            [
+                "replay",
+                "--trace",
+                str(MOONCAKE),
+                "--policy",
+                str(DEFAULT),
+                "--tenants",
+                "fraction:acme=2",
+                "--out",
+                str(tmp_path / "x"),
+            ]
+        )
+        == 2
+    )
     assert "fractions must add up to 1" in capsys.readouterr().err
     assert main(["replay", "--trace", str(tmp_path / "nope.jsonl"), "--policy", str(DEFAULT)]) == 2
     assert "no such trace file" in capsys.readouterr().err
@@ -95,6 +152,23 @@ def test_usage_errors_exit_2_with_a_clear_message(tmp_path, capsys):
     assert main(["replay", "--trace", str(MOONCAKE), "--compare", str(DEFAULT), "--jobs", "0"]) == 2
     assert "--jobs must be at least 1" in capsys.readouterr().err
     # a spec no config can serve fails before any replay, side by side or not
-    assert main(["replay", "--trace", str(MOONCAKE), "--compare", str(DEFAULT), str(DEFAULT), "--jobs", "2",
-                 "--tenants", "fraction:nobody=1", "--out", str(tmp_path / "y")]) == 2
+    assert (
+        main(
+            [
+                "replay",
+                "--trace",
+                str(MOONCAKE),
+                "--compare",
+                str(DEFAULT),
+                str(DEFAULT),
+                "--jobs",
+                "2",
+                "--tenants",
+                "fraction:nobody=1",
+                "--out",
+                str(tmp_path / "y"),
+            ]
+        )
+        == 2
+    )
     assert "unknown tenant 'nobody'" in capsys.readouterr().err and not (tmp_path / "y").exists()

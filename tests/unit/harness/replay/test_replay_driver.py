@@ -21,8 +21,17 @@ def drive(rows, max_tokens=MaxTokens.TRACE, interval_s=1.0, step_by_step=False, 
     core = EngineCore(small_config(1024, **config), clock=clock)
     arrivals = [Arrival(TraceRequest(i + 1, t, prompt, out), tenant) for i, (t, tenant, prompt, out) in enumerate(rows)]
     sink = ListSink()
-    stats = ReplayDriver(core, clock, arrivals, sink, mapper=None, max_tokens=max_tokens, sample_interval_s=interval_s,
-                         step_by_step=step_by_step, scenario="test").run()
+    stats = ReplayDriver(
+        core,
+        clock,
+        arrivals,
+        sink,
+        mapper=None,
+        max_tokens=max_tokens,
+        sample_interval_s=interval_s,
+        step_by_step=step_by_step,
+        scenario="test",
+    ).run()
     return core, stats, sink.tables
 
 
@@ -45,10 +54,13 @@ def test_a_request_refused_at_arrival_is_an_error_row_at_its_arrival():
     assert stats.num_refused == 1
 
 
-@pytest.mark.parametrize("mode, max_tokens, completion, reason", [
-    (MaxTokens.TRACE, 100, 100, "stop"),  # the trace's own output length
-    (MaxTokens.UNSET, None, 64, "length"),  # the engine's default (64 in the test config) caps it
-])
+@pytest.mark.parametrize(
+    "mode, max_tokens, completion, reason",
+    [
+        (MaxTokens.TRACE, 100, 100, "stop"),  # the trace's own output length
+        (MaxTokens.UNSET, None, 64, "length"),  # the engine's default (64 in the test config) caps it
+    ],
+)
 def test_max_tokens_mode(mode, max_tokens, completion, reason):
     _, _, tables = drive([(0.0, "acme", 50, 100)], max_tokens=mode)
     [row] = tables["requests"]
@@ -63,9 +75,20 @@ def test_sample_interval_must_be_positive():
 def test_an_engine_that_can_never_start_its_work_stops_the_replay_with_an_error(monkeypatch):
     clock = VirtualClock()
     core = EngineCore(small_config(1024), clock=clock)
-    monkeypatch.setattr(core, "step", lambda until_s=None, observe_s=(): StepOutput(clock.now(), clock.now()))  # never runs
+    monkeypatch.setattr(
+        core, "step", lambda until_s=None, observe_s=(): StepOutput(clock.now(), clock.now())
+    )  # never runs
     monkeypatch.setattr(core, "next_timer_s", lambda: None)  # and nothing will ever change by itself
-    driver = ReplayDriver(core, clock, [Arrival(TraceRequest(1, 0.0, 100, 8), "acme")], ListSink(), mapper=None,
-                          max_tokens=MaxTokens.TRACE, sample_interval_s=1.0, step_by_step=False, scenario="test")
+    driver = ReplayDriver(
+        core,
+        clock,
+        [Arrival(TraceRequest(1, 0.0, 100, 8), "acme")],
+        ListSink(),
+        mapper=None,
+        max_tokens=MaxTokens.TRACE,
+        sample_interval_s=1.0,
+        step_by_step=False,
+        scenario="test",
+    )
     with pytest.raises(ReplayStalled, match="1 waiting request\\(s\\) it cannot start"):
         driver.run()

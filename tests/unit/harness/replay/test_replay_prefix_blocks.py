@@ -6,8 +6,9 @@ ACME, GLOBEX, PUBLIC = 11, 22, 33
 
 
 def mapper(block_tokens=16, public_ids=frozenset()) -> PrefixBlockMapper:
-    return PrefixBlockMapper(block_tokens=block_tokens, trace_block_tokens=512, public_scope=PUBLIC,
-                             public_ids=public_ids)
+    return PrefixBlockMapper(
+        block_tokens=block_tokens, trace_block_tokens=512, public_scope=PUBLIC, public_ids=public_ids
+    )
 
 
 def test_only_full_engine_blocks_are_hashed():

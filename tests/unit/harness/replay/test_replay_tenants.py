@@ -14,8 +14,10 @@ CONFIG = load_config(Path(__file__).resolve().parents[4] / "configs" / "default.
 
 
 def requests(n: int, ids=lambda i: ()) -> list[TraceRequest]:
-    return [TraceRequest(row=i + 1, arrival_s=float(i), num_prompt_tokens=100, num_output_tokens=10,
-                         prefix_ids=ids(i)) for i in range(n)]
+    return [
+        TraceRequest(row=i + 1, arrival_s=float(i), num_prompt_tokens=100, num_output_tokens=10, prefix_ids=ids(i))
+        for i in range(n)
+    ]
 
 
 def assign(spec: str, reqs) -> list[str]:
@@ -60,20 +62,23 @@ def test_hash_without_prefix_ids_falls_back_to_the_row():
     assert abs(Counter(got)["acme"] - 200) < 40
 
 
-@pytest.mark.parametrize("spec, error, message", [
-    ("random", UnknownNameError, "unknown tenant assignment 'random'; valid: fraction, hash, round_robin"),
-    ("round_robin:acme,nobody", UnknownNameError, "unknown tenant 'nobody'; valid: acme, batchco"),
-    ("fraction:acme=0.5,globex=0.4", AssignmentSpecError, "add up to 1, these add up to 0.9"),
-    ("fraction:acme=0.5,globex", AssignmentSpecError, "a weight to every tenant or to none"),
-    ("fraction:acme=half,globex=0.5", AssignmentSpecError, "weight of tenant 'acme' must be a number"),
-    ("fraction:acme=-1,globex=2", AssignmentSpecError, "must be positive"),
-    ("round_robin:acme=0.5,globex=0.5", AssignmentSpecError, "without weights"),
-    ("round_robin:acme,acme", AssignmentSpecError, "listed twice"),
-    ("hash;depth=0", AssignmentSpecError, "depth must be ≥ 1"),
-    ("hash;depth=two", AssignmentSpecError, "must be an integer"),
-    ("hash;seed=3", AssignmentSpecError, "unknown option 'seed=3' for tenant spec 'hash' \\(options: depth\\)"),
-    ("round_robin:acme,", AssignmentSpecError, "empty tenant name"),
-])
+@pytest.mark.parametrize(
+    "spec, error, message",
+    [
+        ("random", UnknownNameError, "unknown tenant assignment 'random'; valid: fraction, hash, round_robin"),
+        ("round_robin:acme,nobody", UnknownNameError, "unknown tenant 'nobody'; valid: acme, batchco"),
+        ("fraction:acme=0.5,globex=0.4", AssignmentSpecError, "add up to 1, these add up to 0.9"),
+        ("fraction:acme=0.5,globex", AssignmentSpecError, "a weight to every tenant or to none"),
+        ("fraction:acme=half,globex=0.5", AssignmentSpecError, "weight of tenant 'acme' must be a number"),
+        ("fraction:acme=-1,globex=2", AssignmentSpecError, "must be positive"),
+        ("round_robin:acme=0.5,globex=0.5", AssignmentSpecError, "without weights"),
+        ("round_robin:acme,acme", AssignmentSpecError, "listed twice"),
+        ("hash;depth=0", AssignmentSpecError, "depth must be ≥ 1"),
+        ("hash;depth=two", AssignmentSpecError, "must be an integer"),
+        ("hash;seed=3", AssignmentSpecError, "unknown option 'seed=3' for tenant spec 'hash' \\(options: depth\\)"),
+        ("round_robin:acme,", AssignmentSpecError, "empty tenant name"),
+    ],
+)
 def test_bad_specs_say_what_is_wrong(spec, error, message):
     with pytest.raises(error, match=message):
         make_assigner(spec, CONFIG)
