@@ -5,7 +5,8 @@
 
 A fixed prompt set (seeded token ids; lengths spread evenly from just past streamingllm's window
 to the critical bound of the gates' `[slo]`, 4,096 tokens, or the model's context less the
-answer: chat prompts long enough to be compressed) runs one request at a time, greedy, through the same model three times: exactly
+answer: chat prompts long enough to be compressed) runs one request at a time, greedy, through the
+same model three times: exactly
 (`lru`, configs/default.toml) and under the policy settings of configs/streamingllm.toml and
 configs/h2o.toml. Against the exact answer, per policy:
 

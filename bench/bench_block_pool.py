@@ -46,10 +46,10 @@ import time
 from reference_engine.config import TrafficClass
 from reference_engine.core.block_pool import BlockPool
 from reference_engine.core.prefix_hash import BlockHasher
-from reference_engine.stable_id import stable_id
-from reference_engine.request import Request
 from reference_engine.policies.base import LruIndex, Tier
 from reference_engine.policies.lru_queue import make_lru_index
+from reference_engine.request import Request
+from reference_engine.stable_id import stable_id
 
 SEQ_BLOCKS = 128  # a 2K-token sequence in 16-token blocks
 
@@ -339,8 +339,8 @@ def main() -> None:
     base = None
     for n in sizes:
         ops = min(args.ops, n // 2 // SEQ_BLOCKS * SEQ_BLOCKS)  # leave room to fill the rest for `evict`
-        ours = _best_of(args.repeat, lambda: bench_kvgate(n, ops))
-        naive = _best_of(args.repeat, lambda: bench_naive(n, ops)) if n <= args.naive_max else None
+        ours = _best_of(args.repeat, lambda n=n, ops=ops: bench_kvgate(n, ops))
+        naive = _best_of(args.repeat, lambda n=n, ops=ops: bench_naive(n, ops)) if n <= args.naive_max else None
         base = base or ours
         cells = []
         for k in kinds:

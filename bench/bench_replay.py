@@ -41,9 +41,9 @@ from harness.replay.loaders import load_trace  # noqa: E402
 from harness.replay.run import ReplaySettings, run_replay  # noqa: E402
 from record.run_record import TABLES, RunRecord  # noqa: E402
 from reference_engine import load_config  # noqa: E402
+from reference_engine.core.kv_manager import KVCacheManager  # noqa: E402
 from reference_engine.memory import MemoryPlan  # noqa: E402
 from reference_engine.policies.registry import make_policy  # noqa: E402
-from reference_engine.core.kv_manager import KVCacheManager  # noqa: E402
 
 DEFAULT_TRACE = REPO.parent / "shared" / "traces" / "mooncake_fast25" / "conversation_trace.jsonl"
 TARGET_SPEEDUP = 600.0  # baselines/none, real time over wall time on a quiet core

@@ -64,7 +64,8 @@ def main() -> None:
     print(f"step with 1 sequence:        P50 {b50:.3f} ms")
     print(f"step with {args.seqs} sequences:    P50 {s50:.3f} ms, P95 {s95:.3f} ms  (target <= 1 ms)")
     print(
-        f"marginal cost per sequence:  {(s50 - b50) / (args.seqs - 1) * 1e3:.2f} µs;  ratio {s50 / b50:.0f}x the 1-sequence step"
+        f"marginal cost per sequence:  {(s50 - b50) / (args.seqs - 1) * 1e3:.2f} µs;  "
+        f"ratio {s50 / b50:.0f}x the 1-sequence step"
     )
 
 

@@ -116,13 +116,13 @@ class GateResult:
     @classmethod
     def judged(
         cls, gate: str, measurements: list[Measurement], explanation: str, evidence: dict[str, Any] | None = None
-    ) -> "GateResult":
+    ) -> GateResult:
         """Pass when every measurement is within its limit, else fail."""
         outcome = Outcome.PASS if all(m.ok for m in measurements) else Outcome.FAIL
         return cls(gate, outcome, explanation, tuple(measurements), evidence or {})
 
     @classmethod
-    def not_measurable(cls, gate: str, why: str, evidence: dict[str, Any] | None = None) -> "GateResult":
+    def not_measurable(cls, gate: str, why: str, evidence: dict[str, Any] | None = None) -> GateResult:
         return cls(gate, Outcome.NOT_MEASURABLE, why, (), evidence or {})
 
     @property
@@ -136,7 +136,7 @@ class GateResult:
     def threshold_text(self) -> str:
         return self.headline.limit_text() if self.headline else "—"
 
-    def with_outcome(self, outcome: Outcome, explanation: str) -> "GateResult":
+    def with_outcome(self, outcome: Outcome, explanation: str) -> GateResult:
         return replace(self, outcome=outcome, explanation=explanation)
 
 

@@ -90,7 +90,7 @@ class Verdict:
         }
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> "Verdict":
+    def from_dict(cls, raw: dict[str, Any]) -> Verdict:
         if raw.get("schema_version", 0) > VERDICT_SCHEMA_VERSION:
             raise KvgateError(f"verdict schema {raw['schema_version']} is newer than this kvgate reads")
         return cls(

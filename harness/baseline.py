@@ -13,9 +13,9 @@ from __future__ import annotations
 import httpx
 
 from harness.loadgen.exchange import Call, run_exchange
+from harness.loadgen.httpx_transport import HttpxTransport
 from harness.loadgen.outcome import RequestOutcome
 from harness.loadgen.prompts import chat_prompt
-from harness.loadgen.httpx_transport import HttpxTransport
 from harness.loadgen.settings import LoadSettings
 from harness.loadgen.tenants import Tenant
 

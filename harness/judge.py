@@ -18,8 +18,8 @@ from pathlib import Path
 
 from gates import OUTPUTS, Outcome, Verdict, evaluate, load_thresholds, write_verdict
 from harness.cli import EXIT_GATE_FAILED, EXIT_HARNESS_ERROR, EXIT_OK
-from record.run_record import RunRecord
 from record.errors import KvgateError
+from record.run_record import RunRecord
 from reports import COMPARISON_FILE, group_runs, render_comparison, render_run_report
 
 VERDICT_OUTPUTS = tuple(OUTPUTS)

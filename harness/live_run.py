@@ -48,14 +48,14 @@ from harness.loadgen.tenants import TenantSet, parse_tenants
 from harness.locust_process import LocustProcess, RowTail, locust_command
 from harness.open_load import OpenLoad, run_open_load
 from harness.preflight import preflight
-from record.pressure import record_pressure
-from record.run_record import ENDED_EARLY, Phase, RunMeta, RunRecordWriter
 from harness.scenario_catalog import Scenario
 from harness.target import ReferenceEngine, Target, external_target
 from harness.token_counts import MeasuredTokens, measure_tokens
+from record.errors import KvgateError
+from record.pressure import record_pressure
+from record.run_record import ENDED_EARLY, Phase, RunMeta, RunRecordWriter
 from reference_engine import EngineConfig
 from reference_engine.config import save_config
-from record.errors import KvgateError
 
 TAIL_INTERVAL_S = 0.5
 ENGINE_CONFIG_FILE = "engine_config.json"

@@ -28,7 +28,6 @@ from typing import Any
 
 from record.errors import UnknownNameError
 
-
 RESOURCE_KEYS = frozenset({"hardware.kv_pool_gib", "engine.max_num_seqs", "preemption.host_swap_gib"})
 """The config keys a profile may resize: the simulated machine, never the policy."""
 

@@ -28,8 +28,8 @@ from typing import Any, BinaryIO
 
 import httpx
 
-from reference_engine.config import ADMIN_KEY_VAR
 from record.errors import KvgateError
+from reference_engine.config import ADMIN_KEY_VAR
 
 READY_POLL_S = 0.1
 STOP_GRACE_S = 15.0

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from record.query import live_usage
-from record.run_record import RUNGS, Pressure, RunRecord, RungReached
+from record.run_record import RUNGS, Pressure, RungReached, RunRecord
 
 MUST_REACH: tuple[str, ...] = ("evict", "preempt")
 """The rungs where the policies' decisions act (evict idle state; preempt running work): a run

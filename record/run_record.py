@@ -277,7 +277,7 @@ class RunRecordWriter:
             f.close()
         self._files.clear()
 
-    def __enter__(self) -> "RunRecordWriter":
+    def __enter__(self) -> RunRecordWriter:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -325,7 +325,7 @@ class RunRecord:
     tenant_samples: pd.DataFrame
 
     @classmethod
-    def load(cls, run_dir: str | Path) -> "RunRecord":
+    def load(cls, run_dir: str | Path) -> RunRecord:
         d = Path(run_dir)
         meta_path = d / "meta.json"
         if not meta_path.exists():

@@ -6,12 +6,6 @@ The public face is small; everything else is importable but not promised:
     from reference_engine import EngineCore, load_config, VirtualClock
 """
 
-from reference_engine.clock import Clock, MonotonicClock, VirtualClock
-from reference_engine.config import EngineConfig, config_digest, load_config, parse_config, with_overrides
-from reference_engine.core.engine import EngineCore, StepOutput
-from record.events import Event, EventKind
-from reference_engine.core.event_log import EventLog
-from reference_engine.request import FinishReason, Request, RequestState
 from record.errors import (
     AuthError,
     CapacityError,
@@ -24,6 +18,12 @@ from record.errors import (
     UnknownNameError,
     WorkerLostError,
 )
+from record.events import Event, EventKind
+from reference_engine.clock import Clock, MonotonicClock, VirtualClock
+from reference_engine.config import EngineConfig, config_digest, load_config, parse_config, with_overrides
+from reference_engine.core.engine import EngineCore, StepOutput
+from reference_engine.core.event_log import EventLog
+from reference_engine.request import FinishReason, Request, RequestState
 
 __all__ = [
     "AuthError",

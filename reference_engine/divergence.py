@@ -26,9 +26,9 @@ from torch import Tensor
 
 from reference_engine.clock import VirtualClock
 from reference_engine.config import EngineConfig, with_overrides
-from reference_engine.request import Request
 from reference_engine.executors.torch_attention import DenseAttention
 from reference_engine.executors.torch_executor import TorchExecutor
+from reference_engine.request import Request
 
 
 @dataclass(frozen=True, slots=True)

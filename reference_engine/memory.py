@@ -15,9 +15,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from record.errors import ConfigError
 from reference_engine.catalog import DType, GpuSpec, ModelSpec, get_gpu, get_model
 from reference_engine.config import EngineConfig
-from record.errors import ConfigError
 
 GIB = 1 << 30
 
@@ -50,7 +50,7 @@ class MemoryPlan:
         return -(-num_tokens // self.block_tokens)
 
     @classmethod
-    def from_config(cls, config: EngineConfig) -> "MemoryPlan":
+    def from_config(cls, config: EngineConfig) -> MemoryPlan:
         model = get_model(config.model.name)
         gpu = get_gpu(config.hardware.gpu)
         bpt = model.kv_bytes_per_token(config.model.kv_dtype) * config.engine.kv_bytes_safety

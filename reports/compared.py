@@ -28,7 +28,7 @@ class ComparedRun:
     report: Path | None  # the run's own page, linked from the comparison; None: not written
 
     @classmethod
-    def of(cls, record: RunRecord, verdict: Verdict, report: Path | None = None) -> "ComparedRun":
+    def of(cls, record: RunRecord, verdict: Verdict, report: Path | None = None) -> ComparedRun:
         """`report` defaults to the record's report.html when there is one."""
         default = record.dir / REPORT_FILE
         return cls(record, verdict, summarize(record), report or (default if default.exists() else None))

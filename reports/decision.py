@@ -52,7 +52,7 @@ class Spread:
         low, high = metric.fmt(self.low), metric.fmt(self.high)
         return metric.fmt(self.median) if low == high else f"{metric.fmt(self.median)} ({low}–{high})"
 
-    def overlaps(self, other: "Spread") -> bool:
+    def overlaps(self, other: Spread) -> bool:
         return self.low <= other.high and other.low <= self.high
 
 

@@ -23,7 +23,6 @@ from reports.compared import ComparedRun
 from reports.pressure import DECISION_LABELS, highest_rung
 from reports.summary import TRAFFIC_CLASSES
 
-
 TIE_BREAK = "goodput_tokens"
 """The metric that breaks a tie of mean ranks in the overall decision: serving more wins."""
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Protocol
 
 from gates import Verdict
-from record.run_record import RunRecord
 from record.errors import UnknownNameError
+from record.run_record import RunRecord
 from reports.sections.cancel_release import CancelReleaseSection
 from reports.sections.churn import ChurnSection
 from reports.sections.config import ConfigSection

@@ -17,7 +17,6 @@ from gates.sources import Source
 from record.query import EXPLICIT_STATUSES, events_of, intended_cancels, percentile, ttft_ms, worst
 from record.run_record import RunRecord
 
-
 WAITED_OUT = "queue_deadline"
 """The error code of a request that waited in the queue until its deadline and never started."""
 

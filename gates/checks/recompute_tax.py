@@ -15,7 +15,6 @@ from gates.sources import Source
 from record.query import events_of
 from record.run_record import RunRecord
 
-
 METRIC = "max_fraction"
 TOTALS = ("recompute_tokens", "computed_tokens")  # meta.final keys: numerator, denominator
 

@@ -29,7 +29,7 @@ class Periodic:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"kvgate-{name}", daemon=True)
 
-    def start(self) -> "Periodic":
+    def start(self) -> Periodic:
         self._thread.start()
         return self
 

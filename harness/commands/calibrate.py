@@ -15,9 +15,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from record.errors import ConfigError
 from reference_engine.catalog import GPUS, DType, get_model
 from reference_engine.config import EngineConfig, load_config, with_overrides
-from record.errors import ConfigError
 from reference_engine.memory import GIB, MemoryPlan
 
 

@@ -14,8 +14,8 @@ from collections import Counter, defaultdict
 from rich.console import Console
 from rich.table import Table
 
-from record.query import percentile
 from harness.loadgen.prompts import DEFAULT_SYSTEM_PROMPT
+from record.query import percentile
 from reference_engine import EngineCore, RequestError, VirtualClock, load_config
 from reference_engine.tokenizer import apply_chat_template
 

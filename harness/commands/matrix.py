@@ -36,8 +36,8 @@ from harness.cli import EXIT_GATE_FAILED, EXIT_HARNESS_ERROR, EXIT_OK
 from harness.commands.run import RichProgress, add_load_arguments, build_plan, print_pressure, raise_keyboard_interrupt
 from harness.judge import Judgement, judge
 from harness.live_run import run_live
-from reference_engine import config_digest, load_config
 from record.errors import KvgateError
+from reference_engine import config_digest, load_config
 from reports import COMPARISON_FILE, ComparedConfig, ComparedRun, render_comparison
 from reports.comparison import comparison_alerts
 from reports.decision import decide_configs, decision_lines

@@ -25,17 +25,17 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from harness.replay.driver import MaxTokens
 from harness.judge import compare, judge
 from harness.replay.capacity import prefill_demand
+from harness.replay.driver import MaxTokens
 from harness.replay.loaders import AUTO, LOADERS, load_trace
 from harness.replay.run import ReplayResult, ReplaySettings, run_replay
 from harness.replay.summary import ReplaySummary
 from harness.replay.tenants import DEFAULT_SPEC, make_assigner
 from harness.replay.trace import Trace
+from record.errors import KvgateError
 from record.run_record import RunRecord
 from reference_engine import EngineConfig, load_config
-from record.errors import KvgateError
 
 GIB = float(1 << 30)
 
@@ -267,7 +267,7 @@ def _replay_in_worker(
     settings: ReplaySettings,
     run_dir: Path,
     index: int,
-    progress: "queue.Queue[tuple[int, float]]",
+    progress: queue.Queue[tuple[int, float]],
 ) -> ReplayResult:
     last = [0.0]
 
@@ -279,7 +279,7 @@ def _replay_in_worker(
     return run_replay(trace, config, settings, run_dir, config_path=str(path), on_progress=report)
 
 
-def _drain(progress: "queue.Queue[tuple[int, float]]") -> Iterator[tuple[int, float]]:
+def _drain(progress: queue.Queue[tuple[int, float]]) -> Iterator[tuple[int, float]]:
     while True:
         try:
             yield progress.get_nowait()

@@ -421,7 +421,7 @@ class RichProgress:
         self._phase = ""
         self._since = time.monotonic()
 
-    def __enter__(self) -> "RichProgress":
+    def __enter__(self) -> RichProgress:
         self._progress.__enter__()
         return self
 

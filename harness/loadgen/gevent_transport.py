@@ -37,7 +37,7 @@ def _transport_error(err: BaseException) -> TransportError:
 class GeventResponse:
     """An open response; `close()` returns its connection for reuse only if the body was read to its end."""
 
-    def __init__(self, raw: HTTPSocketPoolResponse, client: HTTPClient, transport: "GeventTransport") -> None:
+    def __init__(self, raw: HTTPSocketPoolResponse, client: HTTPClient, transport: GeventTransport) -> None:
         self._raw, self._transport = raw, transport
         self._client: HTTPClient | None = client  # None once given back
         self.status = raw.status_code

@@ -68,7 +68,7 @@ class RequestOutcome:
         return asdict(self)
 
     @classmethod
-    def from_message(cls, data: dict[str, Any]) -> "RequestOutcome":
+    def from_message(cls, data: dict[str, Any]) -> RequestOutcome:
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
 

@@ -132,7 +132,7 @@ class TokenModel:
         return f"{self.per_word:.6g},{self.per_message:.6g},{self.base:.6g},{self.per_other_word:.6g}"
 
     @classmethod
-    def parse(cls, spec: str) -> "TokenModel":
+    def parse(cls, spec: str) -> TokenModel:
         """A `spec()` string; '' is the reference engine's words."""
         if not spec:
             return REFERENCE_TOKENS

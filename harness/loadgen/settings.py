@@ -113,7 +113,7 @@ class LoadSettings:
         return TokenModel.parse(self.token_model)
 
     @classmethod
-    def from_options(cls, options: argparse.Namespace | None) -> "LoadSettings":
+    def from_options(cls, options: argparse.Namespace | None) -> LoadSettings:
         """Settings from locust's parsed options (None: the defaults, e.g. a bare Environment)."""
         if options is None:
             return cls()
@@ -125,7 +125,7 @@ class LoadSettings:
             }
         )
 
-    def with_env(self, environ: Mapping[str, str]) -> "LoadSettings":
+    def with_env(self, environ: Mapping[str, str]) -> LoadSettings:
         """These settings with every KVGATE_* variable of `environ` applied (what `kvgate run` reads)."""
         changes = {}
         for f in fields(self):
@@ -138,7 +138,7 @@ class LoadSettings:
                     raise SettingsError(f"{env_var(f.name)}={raw!r} is not a {kind.__name__}") from None
         return replace(self, **changes)
 
-    def with_(self, **changes: Any) -> "LoadSettings":
+    def with_(self, **changes: Any) -> LoadSettings:
         return replace(self, **changes)
 
     def to_env(self) -> dict[str, str]:
@@ -150,7 +150,9 @@ OPTIONS: dict[str, str] = {
     "model": "model name sent in every request (default: the first model of GET /v1/models)",
     "tenants": "tenants as name=key[:class],... (class interactive|batch|system; default: configs/default.toml's)",
     "admin_key": "admin key of the reference engine's /admin API (worker kill); other targets ignore it",
-    "system_prompt": "shared system prompt: the engine's public prefix text, word for word, so prefixes really are shared",
+    "system_prompt": (
+        "shared system prompt: the engine's public prefix text, word for word, so prefixes really are shared"
+    ),
     "prompt_tokens": "prompt tokens of short Q&A, shared-prefix questions, bursts and multi-turn user turns",
     "max_tokens": "max_tokens of short answers",
     "long_prompt_tokens": "prompt tokens of the long-prompt scenario (needs a long-context model)",
@@ -214,14 +216,14 @@ def parse_mix(spec: str) -> dict[str, float]:
     return weights
 
 
-def apply_mix(user_classes: Iterable[type], weights: Mapping[str, float]) -> None:
+def apply_mix(user_classes: Iterable[type[Any]], weights: Mapping[str, float]) -> None:
     """Give each scenario's user class its weight in the mix (locust spawns users in proportion
     to their classes' weights). Scenarios the mix does not name keep their weight; names of
     scenarios not in this run are ignored, so one profile's mix serves any selection."""
     for cls in user_classes:
         name = getattr(cls, "scenario", "")
         if name in weights:
-            setattr(cls, "weight", weights[name])
+            cls.weight = weights[name]
 
 
 def option(name: str) -> str:

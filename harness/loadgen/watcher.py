@@ -44,7 +44,7 @@ class Watcher:
     process: subprocess.Popen
 
     @classmethod
-    def start(cls, settings: LoadSettings, host: str) -> "Watcher":
+    def start(cls, settings: LoadSettings, host: str) -> Watcher:
         """Start `kvgate watch` for `host` and wait until it records (raises SystemExit if it cannot)."""
         cmd = [
             sys.executable,

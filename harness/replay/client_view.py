@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from record.errors import RequestError
 from record.events import Event, EventKind
 from reference_engine.request import Request
-from record.errors import RequestError
 
 _OK_REASONS = frozenset({"stop", "length"})
 _REJECTED = "rejected"

@@ -32,10 +32,10 @@ from harness.replay.client_view import ClientView
 from harness.replay.prefix_blocks import PrefixBlockMapper
 from harness.replay.samples import sample_row, tenant_rows
 from harness.replay.trace import TraceRequest
-from reference_engine import EngineCore, VirtualClock
-from record.events import Event
-from reference_engine.core.snapshot import UsageSnapshot
 from record.errors import KvgateError, RequestError
+from record.events import Event
+from reference_engine import EngineCore, VirtualClock
+from reference_engine.core.snapshot import UsageSnapshot
 
 _FLUSH_ROWS = 4096
 _SAMPLES_PER_CALL = 64  # sample times handed to one engine call at most

@@ -17,8 +17,8 @@ from typing import Any
 from harness.live_meta import package_version, watermarks_of
 from harness.replay.driver import DriveStats
 from harness.replay.trace import Trace
-from record.run_record import Phase, PoolInfo, RunMeta, Signals, TenantInfo
 from harness.sample_rows import Fields, pool_state
+from record.run_record import Phase, PoolInfo, RunMeta, Signals, TenantInfo
 from reference_engine import EngineCore
 from reference_engine.config import redacted
 

@@ -16,13 +16,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from record.pressure import record_pressure
 from harness.replay.capacity import prefill_demand
 from harness.replay.driver import Arrival, DriveStats, MaxTokens, ReplayDriver
 from harness.replay.meta import initial_state, replay_meta
 from harness.replay.prefix_blocks import PrefixBlockMapper
 from harness.replay.tenants import DEFAULT_SPEC, make_assigner
 from harness.replay.trace import Trace
+from record.pressure import record_pressure
 from record.run_record import RunMeta, RunRecordWriter
 from reference_engine import EngineConfig, EngineCore, VirtualClock
 

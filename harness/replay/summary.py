@@ -50,7 +50,7 @@ class ReplaySummary:
     errors_by_code: dict[str, int] = field(default_factory=dict)
 
     @classmethod
-    def from_record(cls, record: RunRecord, ttft_slo_s: float | None = None) -> "ReplaySummary":
+    def from_record(cls, record: RunRecord, ttft_slo_s: float | None = None) -> ReplaySummary:
         """The figures of `record`; goodput counts TTFTs within `ttft_slo_s` (None: the gates' objective)."""
         if ttft_slo_s is None:
             ttft_slo_s = load_thresholds().objective["ttft_ms"] / 1000

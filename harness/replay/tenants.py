@@ -27,10 +27,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from harness.replay.trace import TraceRequest
-from reference_engine.config import EngineConfig, TrafficClass
-from reference_engine.stable_id import stable_id
-from reference_engine.core.tenants import DEFAULT_TENANT
 from record.errors import KvgateError, UnknownNameError
+from reference_engine.config import EngineConfig, TrafficClass
+from reference_engine.core.tenants import DEFAULT_TENANT
+from reference_engine.stable_id import stable_id
 
 DEFAULT_SPEC = "hash"
 _UNIT = float(1 << 63)  # stable_id is a 63-bit integer

@@ -55,7 +55,7 @@ class Trace:
     def duration_s(self) -> float:
         return self.requests[-1].arrival_s if self.requests else 0.0
 
-    def rescaled(self, *, rate_scale: float = 1.0, time_scale: float = 1.0) -> "Trace":
+    def rescaled(self, *, rate_scale: float = 1.0, time_scale: float = 1.0) -> Trace:
         """Arrival times mapped to `t · time_scale / rate_scale`.
 
         `rate_scale` X multiplies the arrival rate (X = 2: twice the requests per second, the

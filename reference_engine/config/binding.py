@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
-from reference_engine.config.engine_config import EngineConfig
 from record.errors import ConfigError
+from reference_engine.config.engine_config import EngineConfig
 
 
 def runtime_version() -> str:

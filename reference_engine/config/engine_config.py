@@ -66,7 +66,7 @@ class ModelConfig(ConfigTable):
     adapter: str = Field("", description="LoRA adapter name; part of the prefix-cache scope")
 
     @model_validator(mode="after")
-    def _known(self) -> "ModelConfig":
+    def _known(self) -> ModelConfig:
         if self.name not in MODELS:
             raise ValueError(f"unknown model {self.name!r}; valid: {', '.join(sorted(MODELS))}")
         return self
@@ -81,7 +81,7 @@ class HardwareConfig(ConfigTable):
     kv_pool_gib: float | None = Field(None, gt=0, description="pin the KV pool size instead of deriving it")
 
     @model_validator(mode="after")
-    def _known(self) -> "HardwareConfig":
+    def _known(self) -> HardwareConfig:
         if self.gpu not in GPUS:
             raise ValueError(f"unknown gpu {self.gpu!r}; valid: {', '.join(sorted(GPUS))}")
         return self
@@ -118,7 +118,7 @@ class EngineSection(ConfigTable):
     seed: int = Field(0, description="reserved for executors that sample; the sim's tokens depend on request ids")
 
     @model_validator(mode="after")
-    def _decodes_fit(self) -> "EngineSection":
+    def _decodes_fit(self) -> EngineSection:
         if self.max_num_seqs > self.max_num_batched_tokens:
             raise ValueError(
                 f"max_num_seqs ({self.max_num_seqs}) must not exceed max_num_batched_tokens "
@@ -141,7 +141,7 @@ class GuardConfig(ConfigTable):
     long_request_tokens: int = Field(4096, ge=1, description="'long' for the admission watermark")
 
     @model_validator(mode="after")
-    def _ordered(self) -> "GuardConfig":
+    def _ordered(self) -> GuardConfig:
         ladder = [
             ("warn_at_percent", self.warn_at_percent),
             ("admission_at_percent", self.admission_at_percent),
@@ -197,7 +197,7 @@ class AdmissionConfig(ConfigTable):
     )
     max_queue_len: int = Field(512, ge=0, description="waiting requests at most; beyond: 429 kv_capacity")
 
-    def queue_deadline_for(self, traffic_class: "TrafficClass") -> float:
+    def queue_deadline_for(self, traffic_class: TrafficClass) -> float:
         """How long a request of this class may wait to start, in ms: a chat user's patience, or
         an offline job's, which the pause-batch rung holds back for the length of a peak."""
         if traffic_class is TrafficClass.BATCH and self.batch_queue_deadline_ms is not None:
@@ -367,7 +367,7 @@ class EngineConfig(ConfigTable):
     h2o: H2oConfig = H2oConfig()
 
     @model_validator(mode="after")
-    def _keys_unique(self) -> "EngineConfig":
+    def _keys_unique(self) -> EngineConfig:
         seen: dict[str, str] = {}
         for name, tenant in self.tenants.items():
             for key in tenant.api_keys:

@@ -4,7 +4,8 @@
 naming the file, the key, the value and what is allowed. A file may start from another one
 (`extends = "default.toml"`, a path relative to it) and change only what differs: tables merge
 key by key, anything else (a value, an array, an array of tables) replaces the parent's. So a
-policy config or a broken config says what it changes, and one tenant population serves them all. A `.json` file holds the same tables:
+policy config or a broken config says what it changes, and one tenant population serves them all.
+A `.json` file holds the same tables:
 it is what `save_config` writes, so a harness can start `kvgate serve` with a config it changed
 (`with_overrides`) and keep, beside the run, exactly what the engine ran. `config_digest` is a stable short hash
 of the *validated* config (defaults included, secrets left out), so two files that mean the same
@@ -23,9 +24,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from record.errors import ConfigError
 from reference_engine.config.engine_config import EngineConfig
 from reference_engine.config.redaction import digest_form, is_secret_field, redacted
-from record.errors import ConfigError
 
 
 def _format_validation_error(source: str, data: Mapping[str, Any], err: ValidationError) -> str:

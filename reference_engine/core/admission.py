@@ -25,11 +25,11 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 
+from record.errors import CapacityError, ContextLengthError
 from reference_engine.config import EngineConfig, TrafficClass
-from reference_engine.request import Request
 from reference_engine.core.tenants import TenantState
 from reference_engine.core.watermarks import Watermarks
-from record.errors import CapacityError, ContextLengthError
+from reference_engine.request import Request
 
 
 class AdmissionAction(str, Enum):

@@ -27,28 +27,28 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from record.errors import CapacityError, ConfigError, DeviceOutOfMemoryError, RequestError
+from record.events import EventKind
 from reference_engine.clock import Clock, MonotonicClock
 from reference_engine.config import EngineConfig, config_digest
 from reference_engine.config.binding import check_binding
 from reference_engine.core.admission import AdmissionAction, AdmissionController
 from reference_engine.core.block_pool import BlockPool
-from record.events import EventKind
 from reference_engine.core.event_log import EventLog
 from reference_engine.core.host_tier import HostTier
 from reference_engine.core.kv_manager import KVCacheManager
 from reference_engine.core.prefix_hash import BlockHasher
-from reference_engine.request import FinishReason, Request
 from reference_engine.core.scheduler import RequestOutput, Scheduler
 from reference_engine.core.sessions import SessionStore
 from reference_engine.core.snapshot import PolicyStats, UsageSnapshot, take_policy_stats, take_snapshot
 from reference_engine.core.tenants import TenantRegistry, TenantState
 from reference_engine.core.watermarks import PressureLevel, Watermarks
-from record.errors import CapacityError, ConfigError, DeviceOutOfMemoryError, RequestError
 from reference_engine.executors.base import BlockCopy, Executor, ScheduledChunk, StepOutcome, StepPlan
 from reference_engine.executors.registry import make_executor
 from reference_engine.memory import GIB, MemoryPlan
-from reference_engine.policies.registry import make_policy
 from reference_engine.policies.base import Tier
+from reference_engine.policies.registry import make_policy
+from reference_engine.request import FinishReason, Request
 from reference_engine.tokenizer import WordTokenizer, apply_chat_template
 
 

@@ -11,9 +11,9 @@ import numpy as np
 
 from reference_engine.core.block_pool import BlockPool
 from reference_engine.core.prefix_hash import BlockHasher
-from reference_engine.request import Request
 from reference_engine.executors.base import KVCompaction
 from reference_engine.policies.base import EntryMeta
+from reference_engine.request import Request
 
 
 class KVCacheManager:

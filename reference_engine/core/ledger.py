@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from reference_engine.core.engine import EngineCore
 
 
-def ledger(core: "EngineCore", max_rows: int = 1000) -> dict:
+def ledger(core: EngineCore, max_rows: int = 1000) -> dict:
     pool, sched = core.pool, core.scheduler
     snap = core.snapshot()
     requests = [
@@ -87,7 +87,7 @@ def ledger(core: "EngineCore", max_rows: int = 1000) -> dict:
     }
 
 
-def reconcile_orphans(core: "EngineCore") -> int:
+def reconcile_orphans(core: EngineCore) -> int:
     """Release request references that no request owns. O(blocks).
 
     A block's references are its holds (sessions, pins) plus one per request whose block table

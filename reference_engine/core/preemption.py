@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from reference_engine.config import PreemptionMode
-from reference_engine.request import PreemptionKind, Request
 from reference_engine.policies.policy import VictimOrder
+from reference_engine.request import PreemptionKind, Request
 
 
 def keep_score(r: Request, now_s: float, aging_s: float, pool_blocks: int, recompute_cost_s: float) -> float:

@@ -41,14 +41,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from reference_engine.config import EngineConfig, PreemptionMode, TrafficClass
-from reference_engine.core.admission import AdmissionController
 from record.events import EventKind
+from reference_engine.config import EngineConfig, TrafficClass
+from reference_engine.core.admission import AdmissionController
 from reference_engine.core.event_log import EventLog
 from reference_engine.core.host_tier import HostTier
 from reference_engine.core.kv_manager import KVCacheManager
 from reference_engine.core.preemption import choose_mode, pick_victim
-from reference_engine.request import FinishReason, PreemptionKind, Request, RequestState
 from reference_engine.core.sessions import Session, SessionStore
 from reference_engine.core.tenants import TenantRegistry
 from reference_engine.core.waiting_queue import WaitingQueue
@@ -57,6 +56,7 @@ from reference_engine.executors.base import BlockCopy, Executor, KVCompaction, S
 from reference_engine.memory import MemoryPlan
 from reference_engine.policies.base import EntryMeta
 from reference_engine.policies.policy import Compressor, Policy
+from reference_engine.request import FinishReason, PreemptionKind, Request, RequestState
 
 if TYPE_CHECKING:
     from reference_engine.executors.base import Attention

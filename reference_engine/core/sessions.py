@@ -25,9 +25,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
+from record.errors import ContextExpiredError
 from reference_engine.core.block_pool import BlockPool
 from reference_engine.core.tenants import TenantState
-from record.errors import ContextExpiredError
 from reference_engine.policies.base import EntryMeta, EvictionIndex, Tier
 
 

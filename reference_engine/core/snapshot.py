@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from reference_engine.config import TrafficClass
 from record.events import EventKind
+from reference_engine.config import TrafficClass
 
 if TYPE_CHECKING:
     from reference_engine.core.engine import EngineCore
@@ -53,7 +53,7 @@ class UsageSnapshot:
         return self.tenant_live_blocks.get(tenant, 0) / self.num_blocks
 
 
-def take_snapshot(core: "EngineCore", now_s: float | None = None) -> UsageSnapshot:
+def take_snapshot(core: EngineCore, now_s: float | None = None) -> UsageSnapshot:
     """The engine as it is, stamped `now_s` (default: the clock's now): the end of the steps
     just applied, before the caller's clock moves there."""
     pool, sched = core.pool, core.scheduler
@@ -114,7 +114,7 @@ class PolicyStats:
         return self.prefix_hit_blocks / self.prefix_query_blocks if self.prefix_query_blocks else 0.0
 
 
-def take_policy_stats(core: "EngineCore") -> PolicyStats:
+def take_policy_stats(core: EngineCore) -> PolicyStats:
     pool, sched = core.pool, core.scheduler
     return PolicyStats(
         policy=core.policy.name,

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from reference_engine.config import EngineConfig, TenantConfig, TrafficClass
 from record.errors import AuthError
+from reference_engine.config import EngineConfig, TenantConfig, TrafficClass
 
 DEFAULT_TENANT = "default"
 T = TypeVar("T")

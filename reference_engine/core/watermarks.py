@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 from enum import IntEnum
 
-from reference_engine.config import GuardConfig
 from record.errors import ConfigError
+from reference_engine.config import GuardConfig
 
 
 class PressureLevel(IntEnum):

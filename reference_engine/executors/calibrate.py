@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 
 from reference_engine.catalog import GpuSpec
 from reference_engine.config import TrafficClass
-from reference_engine.request import Request
 from reference_engine.executors.base import ScheduledChunk, StepPlan
 from reference_engine.executors.torch_executor import TorchExecutor
 from reference_engine.memory import MemoryPlan
+from reference_engine.request import Request
 
 
 @dataclass(frozen=True, slots=True)

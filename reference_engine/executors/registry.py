@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from reference_engine.config import EngineConfig
 from record.errors import ConfigError, UnknownNameError
+from reference_engine.config import EngineConfig
 from reference_engine.executors.base import Executor
 from reference_engine.memory import MemoryPlan
 

@@ -30,10 +30,10 @@ from pathlib import Path
 import numpy as np
 
 from reference_engine.config import EngineConfig, PolicyName
-from reference_engine.stable_id import stable_id
 from reference_engine.executors.base import ScheduledChunk, StepOutcome, StepPlan
 from reference_engine.executors.sim_attention import SyntheticAttention
 from reference_engine.memory import MemoryPlan
+from reference_engine.stable_id import stable_id
 from reference_engine.tokenizer import SPECIAL_TOKENS, VOCAB_SIZE
 
 _GEN_LO = len(SPECIAL_TOKENS)

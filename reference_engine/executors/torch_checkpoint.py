@@ -15,8 +15,8 @@ from typing import Any
 
 import torch
 
-from reference_engine.catalog import ModelSpec
 from record.errors import ConfigError
+from reference_engine.catalog import ModelSpec
 from reference_engine.executors.torch_model import DecoderShape, LlamaDecoder, build_decoder
 
 SUPPORTED_MODEL_TYPES = ("llama", "mistral")

@@ -37,17 +37,17 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from record.errors import ConfigError, DeviceOutOfMemoryError, InvalidRequestError
 from reference_engine.catalog import DType
 from reference_engine.config import EngineConfig, PolicyName
 from reference_engine.config.engine_config import TorchTiming
-from reference_engine.request import Request
-from record.errors import ConfigError, DeviceOutOfMemoryError, InvalidRequestError
 from reference_engine.executors.base import ScheduledChunk, StepOutcome, StepPlan
 from reference_engine.executors.sim import SimExecutor
 from reference_engine.executors.torch_attention import PagedAttention, SeqSlice
 from reference_engine.executors.torch_kv import PagedKVCache
 from reference_engine.executors.torch_model import DecoderShape, LlamaDecoder, build_decoder, init_random_weights
 from reference_engine.memory import GIB, MemoryPlan
+from reference_engine.request import Request
 from reference_engine.tokenizer import SPECIAL_TOKENS, VOCAB_SIZE
 
 TORCH_DTYPES = {DType.FP32: torch.float32, DType.BF16: torch.bfloat16, DType.FP16: torch.float16}

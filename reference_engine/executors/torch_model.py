@@ -22,8 +22,8 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor, nn
 
-from reference_engine.catalog import ModelSpec
 from record.errors import ConfigError
+from reference_engine.catalog import ModelSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +43,7 @@ class DecoderShape:
     rope_scaling: Mapping[str, Any] | None = field(default=None, hash=False)
 
     @classmethod
-    def from_spec(cls, spec: ModelSpec, rope_theta: float, norm_eps: float) -> "DecoderShape":
+    def from_spec(cls, spec: ModelSpec, rope_theta: float, norm_eps: float) -> DecoderShape:
         if spec.intermediate_size is None:
             raise ConfigError(
                 f"model {spec.name!r} has no intermediate_size in the catalog, so the torch executor "

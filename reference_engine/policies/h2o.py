@@ -34,11 +34,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from reference_engine.config import EngineConfig
-from reference_engine.request import Request
 from reference_engine.executors.sim_attention import SyntheticAttention, SyntheticScores
 from reference_engine.memory import MemoryPlan
 from reference_engine.policies.lru_queue import make_lru_index
 from reference_engine.policies.policy import Policy
+from reference_engine.request import Request
 
 if TYPE_CHECKING:
     from reference_engine.executors.base import Attention

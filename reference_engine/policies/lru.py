@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from reference_engine.config import EngineConfig
 from reference_engine.memory import MemoryPlan
-from reference_engine.policies.base import K, EntryMeta, LruIndex, Tier
+from reference_engine.policies.base import EntryMeta, K, LruIndex, Tier
 from reference_engine.policies.heap_index import HeapIndex
 from reference_engine.policies.lru_queue import LruQueueIndex
 from reference_engine.policies.policy import Policy

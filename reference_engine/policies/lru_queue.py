@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Generic
 
-from reference_engine.policies.base import K, EntryMeta, EvictionIndex, LruIndex, Tier
+from reference_engine.policies.base import EntryMeta, EvictionIndex, K, LruIndex, Tier
 
 _COMPACT_AT = 1 << 16  # popped slots kept before the list is compacted (amortised O(1) per pop)
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from reference_engine.config import EngineConfig, PolicyName
 from record.errors import UnknownNameError
+from reference_engine.config import EngineConfig, PolicyName
 from reference_engine.memory import MemoryPlan
 from reference_engine.policies.baselines import make_none, make_vllm_like
 from reference_engine.policies.h2o import make_h2o

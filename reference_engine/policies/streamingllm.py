@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from reference_engine.config import EngineConfig
-from reference_engine.request import Request
 from record.errors import ConfigError
+from reference_engine.config import EngineConfig
 from reference_engine.memory import MemoryPlan
 from reference_engine.policies.lru_queue import make_lru_index
 from reference_engine.policies.policy import Policy
+from reference_engine.request import Request
 
 if TYPE_CHECKING:
     from reference_engine.executors.base import Attention

@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 import socket
 
-from reference_engine.config import DEV_ADMIN_KEY, EngineConfig, with_overrides
 from record.errors import StartupError
+from reference_engine.config import DEV_ADMIN_KEY, EngineConfig, with_overrides
 from reference_engine.server import http_edge
 from reference_engine.server.app import create_app
 

@@ -20,8 +20,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from reference_engine.config import redacted
 from record.events import WORKER_EVENT_COLUMNS
+from reference_engine.config import redacted
 from reference_engine.core.ledger import ledger
 from reference_engine.server.state import ServerState
 

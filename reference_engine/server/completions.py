@@ -33,8 +33,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ValidationError
 from starlette.datastructures import Headers
 
-from reference_engine.core.tenants import TenantState
 from record.errors import InvalidRequestError
+from reference_engine.core.tenants import TenantState
 from reference_engine.server.completion_response import CompletionResponse
 from reference_engine.server.engine_loop import RequestStream
 from reference_engine.server.openai_format import Kind, ResponseFormat, models_list

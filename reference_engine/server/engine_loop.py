@@ -27,8 +27,8 @@ import time
 from collections.abc import Sequence
 from typing import Protocol
 
-from reference_engine.core.engine import EngineCore
 from record.events import Event, EventKind
+from reference_engine.core.engine import EngineCore
 from reference_engine.request import FinishReason, Request
 
 log = logging.getLogger("kvgate.engine")

@@ -23,8 +23,6 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse, Response
 
-from reference_engine.request import FinishReason
-from reference_engine.request import Request as EngineRequest
 from record.errors import (
     CapacityError,
     InvalidRequestError,
@@ -33,6 +31,8 @@ from record.errors import (
     RequestError,
     WorkerLostError,
 )
+from reference_engine.request import FinishReason
+from reference_engine.request import Request as EngineRequest
 
 log = logging.getLogger("kvgate.server")
 

@@ -35,7 +35,6 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from reference_engine.config.engine_config import ServerConfig
 from record.errors import (
     OverloadedError,
     PayloadTooLargeError,
@@ -43,6 +42,7 @@ from record.errors import (
     RequestTimeoutError,
     StartupError,
 )
+from reference_engine.config.engine_config import ServerConfig
 
 log = logging.getLogger("kvgate.http")
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from record.events import EVENT_COLUMNS, EventKind, WORKER_EVENT_COLUMNS
+from record.events import EVENT_COLUMNS, WORKER_EVENT_COLUMNS, EventKind
 from reference_engine.core.event_log import EventLog
 
 log = logging.getLogger("kvgate.router")

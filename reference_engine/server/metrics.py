@@ -24,8 +24,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from reference_engine.core.engine import EngineCore
 from record.events import Event, EventKind
+from reference_engine.core.engine import EngineCore
 
 # vLLM's TTFT buckets, so dashboards built for vLLM read ours the same way.
 TTFT_BUCKETS = (

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from reference_engine.clock import Clock
 from record.events import EventKind
+from reference_engine.clock import Clock
 from reference_engine.server.merged_events import MergedEventLog
 
 

@@ -46,10 +46,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from record.errors import ContextExpiredError, RequestError, WorkerLostError
 from reference_engine.clock import MonotonicClock
 from reference_engine.config import EngineConfig, TenantConfig
 from reference_engine.core.tenants import TenantKeys
-from record.errors import ContextExpiredError, RequestError, WorkerLostError
 from reference_engine.memory import MemoryPlan
 from reference_engine.server.errors import error_response
 from reference_engine.server.merged_events import MergedEventLog, WorkerEventPuller
@@ -252,7 +252,7 @@ class Router:
             ),
         )
 
-    async def proxy(self, request: Request, kind: str) -> "ProxyResponse":
+    async def proxy(self, request: Request, kind: str) -> ProxyResponse:
         """The response that relays this completion request (401 here for an unknown key)."""
         tenant, tenant_config = self.authenticate(request.headers.get("authorization"))
         body = await request.body()

@@ -36,9 +36,9 @@ from reference_engine.server import http_edge
 from reference_engine.server.app import PROMETHEUS_TEXT
 from reference_engine.server.errors import install_error_handlers
 from reference_engine.server.merged_events import MERGED_COLUMNS
+from reference_engine.server.metrics import render_families, without_tenants
 from reference_engine.server.openai_format import models_list
 from reference_engine.server.router import Router
-from reference_engine.server.metrics import render_families, without_tenants
 from reference_engine.server.state import check_admin_key, metrics_with_tenants
 from reference_engine.server.supervisor import WorkerState
 

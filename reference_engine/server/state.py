@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 
 from starlette.datastructures import Headers
 
+from record.errors import AuthError, InvalidRequestError, NotFoundError
 from reference_engine.config import EngineConfig, TenantConfig
 from reference_engine.config.engine_config import ServerConfig
 from reference_engine.core.engine import EngineCore
 from reference_engine.core.tenants import TenantState
-from record.errors import AuthError, InvalidRequestError, NotFoundError
 from reference_engine.server.engine_loop import EngineLoop
 from reference_engine.server.metrics import EngineMetrics
 from reference_engine.server.openai_format import TokenPieces

@@ -6,7 +6,7 @@ got there says so in a red banner."""
 from __future__ import annotations
 
 from gates import Verdict
-from record.run_record import RunMeta, RunRecord, RungReached
+from record.run_record import RungReached, RunMeta, RunRecord
 from reports.page import esc, note, table
 from reports.pressure import DECISION_LABELS, NOT_RECORDED, missing_rungs_warning, pressure_line
 

@@ -10,22 +10,20 @@ scenario and shared by every gate it proves. docs/gates.md has the table.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from gates import GATES, Outcome
+from reference_engine import load_config
 from tests.e2e.gate_truth_support import (
     DEFAULT_CONFIG,
-    REPO,
     GATE_TRUTH,
     LIVE_SCENARIOS,
     REPLAY_SCENARIOS,
+    REPO,
     RunCache,
     Truth,
     config_changes,
 )
-from reference_engine import load_config
 
 REPLAYED = [t for t in GATE_TRUTH.values() if not t.is_live]
 LIVE = [t for t in GATE_TRUTH.values() if t.is_live]

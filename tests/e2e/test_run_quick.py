@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.profiles import get_profile
-from record.run_record import REQUEST_COLUMNS, SAMPLE_COLUMNS, TENANT_SAMPLE_COLUMNS, RECORD_EVENT_COLUMNS
+from record.run_record import RECORD_EVENT_COLUMNS, REQUEST_COLUMNS, SAMPLE_COLUMNS, TENANT_SAMPLE_COLUMNS
 from reference_engine import config_digest, load_config, with_overrides
 from reference_engine.memory import MemoryPlan
 from tests.e2e.run_support import DEFAULT_CONFIG, STATUSES, kvgate_run, load_record

@@ -40,7 +40,8 @@ PRESSURE = {
 }
 
 
-def replay_both(tmp_path: Path, trace, config, settings=ReplaySettings()):
+def replay_both(tmp_path: Path, trace, config, settings: ReplaySettings | None = None):
+    settings = settings or ReplaySettings()
     records, events = [], []
     for step_by_step in (False, True):
         s = ReplaySettings(**{**settings.__dict__, "step_by_step": step_by_step})

@@ -29,8 +29,7 @@ def csv_rows(path: Path, columns: tuple[str, ...]) -> Iterator[tuple[int, dict[s
             raise TraceError(
                 f"{path}: the header lacks column(s) {', '.join(missing)} (found: {', '.join(reader.fieldnames or [])})"
             )
-        for n, row in enumerate(reader, start=1):
-            yield n, row
+        yield from enumerate(reader, start=1)
 
 
 def int_field(path: Path, row: int, name: str, value: Any, minimum: int = 0) -> int:

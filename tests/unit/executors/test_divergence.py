@@ -9,10 +9,10 @@ import pytest
 
 pytest.importorskip("torch")
 
+from reference_engine.divergence import measure_policy_divergence  # noqa: E402
 from reference_engine.policies import registry  # noqa: E402
 from reference_engine.policies.base import LruIndex  # noqa: E402
 from reference_engine.policies.policy import Policy  # noqa: E402
-from reference_engine.divergence import measure_policy_divergence  # noqa: E402
 from tests.torch_helpers import torch_config  # noqa: E402
 
 pytestmark = pytest.mark.torch

@@ -12,11 +12,11 @@ pytest.importorskip("torch")
 from harness.cli import main  # noqa: E402
 from reference_engine import EngineConfig, with_overrides  # noqa: E402
 from reference_engine.config import TrafficClass  # noqa: E402
-from reference_engine.request import Request  # noqa: E402
 from reference_engine.executors import calibrate as cal  # noqa: E402
 from reference_engine.executors.base import ScheduledChunk, StepPlan  # noqa: E402
 from reference_engine.executors.sim import SimExecutor  # noqa: E402
 from reference_engine.memory import MemoryPlan  # noqa: E402
+from reference_engine.request import Request  # noqa: E402
 
 pytestmark = pytest.mark.torch
 

@@ -10,8 +10,8 @@ torch = pytest.importorskip("torch")
 safetensors_torch = pytest.importorskip("safetensors.torch")
 
 from reference_engine import ConfigError  # noqa: E402
-from reference_engine.executors.torch_checkpoint import HfTokenizer, load_checkpoint  # noqa: E402
 from reference_engine.catalog import get_model  # noqa: E402
+from reference_engine.executors.torch_checkpoint import HfTokenizer, load_checkpoint  # noqa: E402
 from tests.torch_helpers import make_core, run_to_end, torch_config  # noqa: E402
 
 pytestmark = pytest.mark.torch

@@ -4,8 +4,8 @@ import csv
 from pathlib import Path
 
 from harness.locust_process import RowTail, locust_command
-from record.run_record import REQUEST_COLUMNS
 from harness.scenario_catalog import scenarios_dir, select
+from record.run_record import REQUEST_COLUMNS
 
 
 def test_the_tail_returns_only_complete_new_rows(tmp_path: Path) -> None:

@@ -6,8 +6,8 @@ import pytest
 
 from harness.loadgen.settings import LoadSettings
 from harness.profiles import PROFILES, RESOURCE_KEYS, format_overrides, get_profile
-from reference_engine import EngineCore, VirtualClock, load_config, with_overrides
 from record.errors import UnknownNameError
+from reference_engine import EngineCore, VirtualClock, load_config, with_overrides
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[3] / "configs" / "default.toml"
 

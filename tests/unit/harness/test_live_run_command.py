@@ -11,10 +11,10 @@ from harness.cli import build_parser, main
 from harness.commands.run import build_plan, print_pressure
 from harness.loadgen.settings import LoadSettings
 from harness.loadgen.tenants import DEFAULT_SPEC, parse_tenants
-from record.pressure import measure_pressure
 from harness.profiles import get_profile
 from harness.scenario_catalog import scenarios_dir
 from record.errors import KvgateError
+from record.pressure import measure_pressure
 from tests.fixtures.records import RecordBuilder
 
 SERVER_PROMPT = "You are a test assistant . Keep every answer short ."

@@ -6,8 +6,8 @@ torch = pytest.importorskip("torch")
 
 from reference_engine import EngineCore, VirtualClock  # noqa: E402
 from reference_engine.config import TrafficClass  # noqa: E402
-from reference_engine.request import Request  # noqa: E402
 from reference_engine.executors.base import KVCompaction, StepPlan  # noqa: E402
+from reference_engine.request import Request  # noqa: E402
 from tests.torch_helpers import torch_config  # noqa: E402
 
 pytestmark = pytest.mark.torch

@@ -5,7 +5,6 @@ import pytest
 
 from reference_engine import EventKind
 from reference_engine.config import TrafficClass
-from reference_engine.request import Request
 from reference_engine.executors.sim_attention import (
     SINK_MASS,
     SINK_TOKENS,
@@ -14,6 +13,7 @@ from reference_engine.executors.sim_attention import (
     synthetic_attention,
 )
 from reference_engine.policies.h2o import DenseScores, H2oCompressor, HeavyHitterRule
+from reference_engine.request import Request
 from tests.helpers import Driver, small_config
 
 
@@ -195,7 +195,7 @@ def test_the_heavy_hitter_rule_names_the_step_plan_keep_compacts_at(ratio):
         expected, kv, computed = None, r.num_kv_tokens, r.num_computed_tokens
         for step in range(1, within + 1):
             r.num_computed_tokens += chunk
-            keep = c.plan_keep(r, None, lambda: protected)
+            keep = c.plan_keep(r, None, lambda protected=protected: protected)
             if keep is not None:
                 expected = (step, len(keep))
                 break

@@ -4,8 +4,8 @@ import random
 
 from reference_engine.memory import MemoryPlan
 from reference_engine.policies.base import EntryMeta, LruIndex, Tier
-from reference_engine.policies.lru_queue import LruQueueIndex
 from reference_engine.policies.lru import RecencyIndex, make_lru
+from reference_engine.policies.lru_queue import LruQueueIndex
 from tests.helpers import access, small_config
 
 ONE = EntryMeta()

@@ -5,9 +5,9 @@ import math
 import pytest
 
 from reference_engine import ContextLengthError, EngineConfig, EngineCore, VirtualClock, with_overrides
+from reference_engine.config import TrafficClass
 from reference_engine.core.admission import AdmissionAction
 from reference_engine.request import Request
-from reference_engine.config import TrafficClass
 
 PROMPT_32K = 32_768
 

@@ -1,10 +1,10 @@
-from reference_engine.config import TrafficClass
 from dataclasses import asdict
 
 from record.events import EVENT_COLUMNS, EventKind
+from reference_engine.config import TrafficClass
 from reference_engine.core.event_log import EventLog
-from reference_engine.request import Request
 from reference_engine.core.waiting_queue import WaitingQueue
+from reference_engine.request import Request
 
 
 def test_event_cursor_pages_and_reports_missed_events():

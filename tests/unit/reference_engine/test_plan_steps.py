@@ -23,7 +23,7 @@ def spy_plans(monkeypatch, note):
 def workload(seed: int):
     rng = random.Random(seed)
     t, out = 0.0, []
-    for i in range(40):
+    for _ in range(40):
         t += rng.expovariate(4.0)
         out.append(
             (

@@ -1,11 +1,11 @@
 import pytest
 
 from reference_engine import EngineConfig, with_overrides
-from reference_engine.request import Request
 from reference_engine.config import TrafficClass
 from reference_engine.executors.base import ScheduledChunk, StepPlan
 from reference_engine.executors.sim import SimExecutor, fake_token, fake_tokens
 from reference_engine.memory import MemoryPlan
+from reference_engine.request import Request
 
 
 def sim(model="llama-3-8b", gpu="h200"):

@@ -2,11 +2,10 @@ import dataclasses
 
 import pytest
 
+from record.errors import ConfigError, UnknownNameError
 from reference_engine.catalog import DType, get_gpu, get_model
-from record.errors import UnknownNameError
-from reference_engine.memory import MemoryPlan
 from reference_engine.config import parse_config
-from record.errors import ConfigError
+from reference_engine.memory import MemoryPlan
 from reference_engine.tokenizer import WordTokenizer, apply_chat_template, chat_prompt_tokens, vocab_word
 
 

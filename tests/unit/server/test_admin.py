@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from reference_engine.config import config_digest
 from record.events import EVENT_COLUMNS
+from reference_engine.config import config_digest
 from reference_engine.server.admin import EVENTS_COLUMNS
 from tests.unit.server.server_support import ACME, ADMIN, chat, server_config, serving
 

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from reference_engine import EngineCore
 from record.events import EventKind
+from reference_engine import EngineCore
 from reference_engine.request import FinishReason
 from reference_engine.server.engine_loop import EngineLoop
 from tests.unit.server.server_support import server_config, serving

@@ -5,9 +5,9 @@ import json
 from openai.types import Completion
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
+from record.errors import CapacityError
 from reference_engine.config import TrafficClass
 from reference_engine.request import FinishReason, Request
-from record.errors import CapacityError
 from reference_engine.server.openai_format import DONE, ResponseFormat, TokenPieces, error_event, extension
 from reference_engine.tokenizer import WordTokenizer
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from reference_engine.clock import VirtualClock
 from record.events import EventKind
+from reference_engine.clock import VirtualClock
 from reference_engine.server.merged_events import MERGED_COLUMNS, MergedEventLog
 from reference_engine.server.reservations import ReservationLedger
 

@@ -7,9 +7,9 @@ import httpx
 import pytest
 from starlette.requests import Request
 
-from reference_engine.config import TenantConfig
-from record.events import EventKind
 from record.errors import AuthError, InvalidRequestError
+from record.events import EventKind
+from reference_engine.config import TenantConfig
 from reference_engine.server.merged_events import MERGED_COLUMNS, MergedEventLog, WorkerEventPuller
 from reference_engine.server.router import ProxyResponse, Router
 from reference_engine.server.router_app import aggregate_snapshots, merge_worker_metrics

@@ -7,9 +7,9 @@ import pytest
 
 from harness.cli import build_parser
 from harness.commands import serve
+from record.errors import StartupError
 from reference_engine import load_config, with_overrides
 from reference_engine.config import DEV_ADMIN_KEY
-from record.errors import StartupError
 from reference_engine.server import http_edge, with_admin_key
 
 

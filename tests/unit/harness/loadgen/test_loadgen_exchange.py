@@ -44,7 +44,7 @@ class ScriptedResponse:
     """Lines arrive one per `step_s` of the fake clock; deadlines are checked as time passes."""
 
     def __init__(
-        self, transport: "ScriptedTransport", status: int, headers: Mapping[str, str], lines: list[bytes], body: bytes
+        self, transport: ScriptedTransport, status: int, headers: Mapping[str, str], lines: list[bytes], body: bytes
     ) -> None:
         self.transport, self.status, self.headers = transport, status, headers
         self._lines, self._body = list(lines), body

@@ -1,12 +1,11 @@
 """requests.csv rows rebuilt from engine events, as a client would have recorded them."""
 
-from reference_engine.config import TrafficClass
+from harness.replay.client_view import ClientView
+from record.errors import CapacityError
 from record.events import EventKind
+from reference_engine.config import TrafficClass
 from reference_engine.core.event_log import EventLog
 from reference_engine.request import Request
-from record.errors import CapacityError
-
-from harness.replay.client_view import ClientView
 
 
 def request(rid: str, arrival_s: float = 1.0) -> Request:

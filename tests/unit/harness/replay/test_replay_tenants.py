@@ -7,8 +7,8 @@ import pytest
 
 from harness.replay.tenants import AssignmentSpecError, default_tenants, make_assigner
 from harness.replay.trace import TraceRequest
-from reference_engine import EngineConfig, load_config
 from record.errors import UnknownNameError
+from reference_engine import EngineConfig, load_config
 
 CONFIG = load_config(Path(__file__).resolve().parents[4] / "configs" / "default.toml")
 
