@@ -64,6 +64,22 @@ def external_target(url: str, metrics_url: str | None) -> Target:
     return Target(url=base, kind="external", metrics_url=metrics_url if metrics_url is not None else f"{base}/metrics")
 
 
+def stop_server(proc: subprocess.Popen | None, *, grace_s: float = STOP_GRACE_S, whole_group: bool = False) -> None:
+    """Stop a server started in its own session: SIGINT (to its whole process group when its
+    workers must hear it too), then SIGKILL to the group after `grace_s`."""
+    if proc is None or proc.poll() is not None:
+        return
+    if whole_group:
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
@@ -159,14 +175,7 @@ class ReferenceEngine:
         return f"; last lines of {self.log_path}:\n  " + "\n  ".join(lines) if lines else ""
 
     def stop(self) -> None:
-        proc = self.process
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        stop_server(self.process)
         if self._log is not None:
             self._log.close()
             self._log = None

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import BinaryIO
 
 import httpx
 
-from harness.target import free_port
+from harness.target import free_port, stop_server
 
 API_KEY = "sk-kvgate-real-engine"
 MODEL = "gemma"
@@ -126,14 +125,7 @@ class VllmServer:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-num_lines:])
 
     def stop(self) -> None:
-        proc = self.process
-        if proc is not None and proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGINT)
-            try:
-                proc.wait(timeout=STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        stop_server(self.process, grace_s=STOP_GRACE_S, whole_group=True)  # its engine core is a child process
         if self._log is not None:
             self._log.close()
             self._log = None
