@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import TYPE_CHECKING, Protocol
 
 from reference_engine.request import Request
@@ -53,6 +54,38 @@ class BlockCopy:
     num_bytes: float
 
 
+class Tier(str, Enum):
+    """Where a block of KV content can live: the device pool and the tiers below it."""
+
+    GPU = "gpu"
+    HOST = "host"
+    DISK = "disk"
+
+
+@dataclass(slots=True)
+class TierTransfer:
+    """Cached prefix blocks moving between tiers, each named by its content key (its prefix hash,
+    which a lower tier stores it under). `device_blocks` are the GPU block ids, aligned with
+    `keys`, when `src` or `dst` is the GPU, and empty otherwise. A demotion (GPU to host or disk)
+    reads blocks the engine has just evicted and may reuse in the same plan, so an executor
+    applies every transfer out of the GPU, and every move between lower tiers, first of all (in
+    list order); a promotion (to the GPU) writes fresh blocks and is applied after the swaps."""
+
+    src: Tier
+    dst: Tier
+    keys: list[int]
+    device_blocks: list[int]
+    num_bytes: float
+
+
+@dataclass(slots=True)
+class TierDrop:
+    """Blocks a lower tier forgets (evicted from its last tier, or their tier was detached)."""
+
+    tier: Tier
+    keys: list[int]
+
+
 @dataclass(slots=True)
 class KVCompaction:
     """A token-level policy kept some of a request's KV tokens: they move to the front, in order.
@@ -81,6 +114,8 @@ class StepPlan:
     swap_out: list[BlockCopy] = field(default_factory=list)
     swap_in: list[BlockCopy] = field(default_factory=list)
     compactions: list[KVCompaction] = field(default_factory=list)
+    tier_transfers: list[TierTransfer] = field(default_factory=list)
+    tier_drops: list[TierDrop] = field(default_factory=list)
     num_steps: int = 1
     start_s: float = 0.0
     stop_s: float = math.inf
@@ -90,7 +125,9 @@ class StepPlan:
         return sum(c.num_new_tokens for c in self.chunks)
 
     def is_empty(self) -> bool:
-        return not (self.chunks or self.swap_out or self.swap_in or self.compactions)
+        return not (
+            self.chunks or self.swap_out or self.swap_in or self.compactions or self.tier_transfers or self.tier_drops
+        )
 
 
 @dataclass(slots=True)
