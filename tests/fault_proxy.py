@@ -18,7 +18,6 @@ import argparse
 import asyncio
 import json
 import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from enum import Enum
@@ -32,6 +31,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from harness.target import free_port
+from tests.waiting import wait_for
 
 CHAT_PATH = "/v1/chat/completions"
 DROPPED_HEADERS = ("host", "content-length", "transfer-encoding", "connection")
@@ -144,10 +144,7 @@ def fault_proxy(upstream: str, fault: Fault) -> Iterator[str]:
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the fault proxy did not start"
-        time.sleep(0.05)
+    wait_for(lambda: server.started, "the fault proxy starts", alive=thread.is_alive)
     try:
         yield f"http://127.0.0.1:{port}"
     finally:

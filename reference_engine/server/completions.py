@@ -145,7 +145,7 @@ def _located_in_body(err: ValidationError) -> RequestValidationError:
     return RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in err.errors()])
 
 
-Tenant = Annotated[TenantState, Depends(_tenant)]
+AuthenticatedTenant = Annotated[TenantState, Depends(_tenant)]  # the caller, from its API key
 router = APIRouter(tags=["openai"])
 
 
@@ -231,6 +231,6 @@ async def completions(request: Request) -> CompletionResponse:
 
 
 @router.get("/v1/models", responses={401: _ERRORS[401]})
-async def models(request: Request, tenant: Tenant) -> dict:
+async def models(request: Request, tenant: AuthenticatedTenant) -> dict:
     state = _state(request)
     return models_list(state.model_name, int(state.started_unix), state.core.memory.model.max_context_tokens)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,8 +14,16 @@ import pytest
 from gates import read_verdict
 from harness.target import ReferenceEngine, free_port
 from tests.e2e.run_support import DEFAULT_CONFIG, REPO, kvgate_run, load_record
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 @pytest.fixture
@@ -35,15 +42,7 @@ def vllm_like(tmp_path: Path) -> Iterator[str]:
         )
         url = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    if httpx.get(f"{url}/metrics", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                assert time.monotonic() < deadline and proxy.poll() is None, "the vLLM stand-in did not start"
-                time.sleep(0.1)
+            wait_for(lambda: _answers(f"{url}/metrics"), "the vLLM stand-in starts", alive=lambda: proxy.poll() is None)
             yield url
         finally:
             proxy.terminate()

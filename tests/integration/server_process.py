@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -10,6 +9,7 @@ from pathlib import Path
 import httpx
 
 from harness.target import ReferenceEngine
+from tests.waiting import wait_for
 
 ADMIN_KEY = "sk-test-admin-0123456789"
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
@@ -86,11 +86,9 @@ def running_server(
 
 def wait_until_drained(base: str, timeout_s: float = 20.0) -> dict:
     """The engine's snapshot once nothing runs or waits (raises if that never happens)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
+
+    def drained() -> dict | None:
         snap = httpx.get(f"{base}/admin/snapshot", headers=ADMIN, timeout=5).json()
-        if snap["num_running"] == 0 and snap["num_waiting"] == 0 and snap["num_swapped"] == 0:
-            return snap
-        if time.monotonic() > deadline:
-            raise AssertionError(f"engine still busy after {timeout_s} s: {snap}")
-        time.sleep(0.05)
+        return snap if snap["num_running"] == snap["num_waiting"] == snap["num_swapped"] == 0 else None
+
+    return wait_for(drained, "the engine drains", bound_s=timeout_s)

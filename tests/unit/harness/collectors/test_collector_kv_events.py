@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import time
+from itertools import count
 
 import msgspec
 import zmq
 
 from harness.collectors.kv_events import KvEventStats, KvEventSubscriber
 from harness.target import free_port
+from tests.waiting import wait_for
 
 
 def stored(*hashes: object) -> dict:
@@ -57,13 +58,13 @@ def test_a_subscriber_listening_gets_what_a_connecting_publisher_sends() -> None
     pub.connect(f"tcp://127.0.0.1:{port}")
     try:
         payload = msgspec.msgpack.encode([1.0, [stored(b"x", b"y")], 0])
-        deadline = time.monotonic() + 20
-        seq = 0
-        while subscriber.stats.num_batches == 0:  # PUB drops until the connection is up: resend
-            assert time.monotonic() < deadline, "no batch arrived"
-            pub.send_multipart((b"kv", seq.to_bytes(8, "big"), payload))
-            seq += 1
-            time.sleep(0.05)
+        seq = count()
+
+        def delivered() -> bool:  # PUB drops until the connection is up: resend
+            pub.send_multipart((b"kv", next(seq).to_bytes(8, "big"), payload))
+            return subscriber.stats.num_batches > 0
+
+        wait_for(delivered, "a batch arrives")
     finally:
         subscriber.stop()
         pub.close(linger=0)
