@@ -46,7 +46,7 @@ from reference_engine.core.watermarks import PressureLevel, Watermarks
 from reference_engine.executors.base import BlockCopy, Executor, ScheduledChunk, StepOutcome, StepPlan
 from reference_engine.executors.registry import make_executor
 from reference_engine.memory import GIB, MemoryPlan
-from reference_engine.policies.base import Tier
+from reference_engine.policies.base import IndexKind
 from reference_engine.policies.registry import make_policy
 from reference_engine.request import FinishReason, Request
 from reference_engine.tokenizer import WordTokenizer, apply_chat_template
@@ -107,7 +107,7 @@ class EngineCore:
         m = config.model
         self.hasher = BlockHasher(bt, f"{m.name}|{m.tokenizer}|{m.adapter}|{m.chat_template}", hash_key)
         self.tenants = TenantRegistry(config, self.memory.num_blocks, self.hasher.tenant_scope)
-        self.pool = BlockPool(self.memory.num_blocks, bt, self.policy.make_index(Tier.BLOCKS))
+        self.pool = BlockPool(self.memory.num_blocks, bt, self.policy.make_index(IndexKind.BLOCKS))
         prefix_cache = config.prefix_cache.enabled and self.policy.prefix_cache
         self.kv = KVCacheManager(self.pool, self.hasher, prefix_cache)
         self.sessions = SessionStore(
