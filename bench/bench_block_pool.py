@@ -46,7 +46,7 @@ import time
 from reference_engine.config import TrafficClass
 from reference_engine.core.block_pool import BlockPool
 from reference_engine.core.prefix_hash import BlockHasher
-from reference_engine.policies.base import LruIndex, Tier
+from reference_engine.policies.base import IndexKind, LruIndex
 from reference_engine.policies.lru_queue import make_lru_index
 from reference_engine.request import Request
 from reference_engine.stable_id import stable_id
@@ -211,7 +211,7 @@ def bench_warm(num_blocks: int, ops: int, seed: int) -> dict[str, float]:
     calls = ops // SEQ_BLOCKS
     fill = [[rng.getrandbits(128) for _ in range(SEQ_BLOCKS)] for _ in range(num_blocks // SEQ_BLOCKS)]
     fresh = [[rng.getrandbits(128) for _ in range(SEQ_BLOCKS)] for _ in range(calls)]
-    pool = BlockPool(num_blocks, 16, make_lru_index(Tier.BLOCKS))
+    pool = BlockPool(num_blocks, 16, make_lru_index(IndexKind.BLOCKS))
     for hashes in fill:
         blocks = pool.allocate(SEQ_BLOCKS, "t", 0.0)
         pool.register_many(blocks, hashes)

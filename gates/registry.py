@@ -16,6 +16,7 @@ from gates.checks.memory_recovery import MemoryRecoveryGate
 from gates.checks.no_oom import NoOomGate
 from gates.checks.no_orphans import NoOrphansGate
 from gates.checks.preempted_complete import PreemptedCompleteGate
+from gates.checks.prefix_isolation import PrefixIsolationGate
 from gates.checks.recompute_tax import RecomputeTaxGate
 from gates.checks.rejections import RejectionsGate
 from gates.checks.tenant_share import TenantShareGate
@@ -35,6 +36,7 @@ GATES: dict[str, Gate] = _register(
     CancelReleaseGate(),
     InteractiveTtftGate(),
     TenantShareGate(),
+    PrefixIsolationGate(),
     PreemptedCompleteGate(),
     ExplicitOverflowGate(),
     MemoryRecoveryGate(),

@@ -22,6 +22,7 @@ class Source(str, Enum):
     PROMETHEUS = "prometheus"
     ENGINE_STATE = "engine_state"
     KV_EVENTS = "kv_events"
+    PROBES = "probes"
 
     @property
     def label(self) -> str:
@@ -31,6 +32,8 @@ class Source(str, Enum):
         """The record has this source."""
         if self is Source.ENGINE_STATE:
             return bool(meta.initial) and bool(meta.final)
+        if self is Source.PROBES:
+            return bool(meta.probes)
         if self is Source.KV_EVENTS:
             status = meta.collectors.get("kv_events")
             return status is not None and status.available
@@ -46,4 +49,5 @@ LABELS: dict[Source, str] = {
     Source.PROMETHEUS: "Prometheus metrics",
     Source.ENGINE_STATE: "engine pool state before and after the run",
     Source.KV_EVENTS: "the engine's KV cache events (vLLM over ZMQ)",
+    Source.PROBES: "prefix-cache isolation probes before the load",
 }

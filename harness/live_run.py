@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from harness.baseline import run_baseline
+from harness.collectors.isolation import probe_isolation
 from harness.collectors.live import CollectorSettings, LiveCollectors
 from harness.live_meta import engine_config_of, live_meta, public_settings
 from harness.loadgen.request_log import tally
@@ -201,7 +202,10 @@ def _record(
     stack: ExitStack,
     tokens: MeasuredTokens | None,
 ) -> LiveResult:
-    started_unix = time.time()
+    progress.phase("isolation", "can one tenant, or one cache_salt, hit another's cached prompt?")
+    keys = [t.key for t in tenants.all]
+    probes, probe_statuses = probe_isolation(target.url, settings.model, keys, target.metrics_url)
+    started_unix = time.time()  # after the probes: their engine events are not the run's
     writer = stack.enter_context(RunRecordWriter(plan.run_dir))
     fast_poll = any(s.name in FAST_POLL_SCENARIOS for s in plan.scenarios)
     collectors = LiveCollectors(
@@ -211,7 +215,6 @@ def _record(
             admin_key=settings.admin_key,
             sample_interval_s=plan.sample_interval_s,
             api_key=tenants.all[0].key,
-            model=settings.model,
             fast_poll=fast_poll,
             kv_events_endpoint=plan.kv_events_endpoint,
         ),
@@ -329,7 +332,7 @@ def _record(
             live=live,
             config_is_label=is_label,
         )
-        meta = meta.model_copy(update={"collectors": collectors.statuses(), "probes": collectors.probes})
+        meta = meta.model_copy(update={"collectors": {**collectors.statuses(), **probe_statuses}, "probes": probes})
         writer.write_meta(meta)
         meta = meta.model_copy(update={"pressure": record_pressure(plan.run_dir)})
     return LiveResult(plan.run_dir, meta)

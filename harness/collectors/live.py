@@ -15,7 +15,7 @@ never mixes two views of one pool); NVML gives GPU memory, added to each sample.
 writer happen under one lock: the two threads never interleave rows.
 
 A target without the admin API gets its KV telemetry from outside (target_telemetry.py): the
-prefix-cache reset and cache_salt probe before the load, llama.cpp's /slots, vLLM's KV events,
+prefix-cache reset before the load, llama.cpp's /slots, vLLM's KV events,
 the leak check after the drain; with `fast_poll` (a cancel storm) its metrics are polled every
 `FAST_POLL_S`, so a release shows within tens of milliseconds. `statuses()` is meta.collectors.
 """
@@ -47,8 +47,7 @@ class CollectorSettings:
     sample_interval_s: float = 0.5
     events_interval_s: float = 0.5
     gpu_index: int = 0
-    api_key: str = ""  # the target's (a tenant's) key: /metrics, /slots and the probes send it
-    model: str = ""
+    api_key: str = ""  # the target's (a tenant's) key: /metrics, /slots and the reset send it
     fast_poll: bool = False
     kv_events_endpoint: str = ""
 
@@ -69,7 +68,6 @@ class LiveCollectors:
         self.engine_config: dict[str, Any] | None = None
         self.last_snapshot: dict[str, Any] | None = None
         self.events_ok = self.samples_ok = self.prometheus_ok = self.gpu_ok = False
-        self.probes: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
         self._threads: list[Periodic] = []
         self._failures: Counter[str] = Counter()
@@ -96,7 +94,6 @@ class LiveCollectors:
                 settings.base_url,
                 self.scraper,
                 api_key=settings.api_key,
-                model=settings.model,
                 kv_events_endpoint=settings.kv_events_endpoint,
             )
         )
@@ -214,10 +211,9 @@ class LiveCollectors:
     def initial_state(self) -> dict[str, Any]:
         """meta.initial: the pool before any request (harness/sample_rows.py `pool_state`, as
         meta.final has it); from outside (target_telemetry.py) without an admin API, after the
-        prefix-cache reset and the cache_salt probe (kept in `self.probes`)."""
+        prefix-cache reset."""
         if self.outside is not None:
-            initial, self.probes = self.outside.before_load()
-            return initial
+            return self.outside.before_load()
         snap = self._snapshot("initial")
         return {} if snap is None else pool_state(snap)
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import httpx
 
-from harness.collectors.prometheus import bearer
+from harness.collectors.prometheus import PrometheusScraper, ScrapeError, bearer
 from harness.loadgen.exchange import CHAT_PATH
 
 RESET_PATHS = ("/reset_prefix_cache", "/flush_cache")
@@ -90,17 +90,19 @@ def _success(resp: httpx.Response) -> bool:
 
 
 @dataclass(frozen=True)
-class SaltProbe:
+class IsolationProbe:
+    """Prime, repeat as the same party (must hit), repeat as another (must miss)."""
+
     measurable: bool
-    same_salt_hit_tokens: int | None
-    other_salt_hit_tokens: int | None
+    same_hit_tokens: int | None
+    other_hit_tokens: int | None
     source: str  # usage | metrics | "" (none)
     detail: str
 
     @property
     def isolated(self) -> bool | None:
-        """True: a different salt missed; False: it hit; None: not measurable."""
-        return None if not self.measurable else self.other_salt_hit_tokens == 0
+        """True: the other party missed; False: it hit; None: not measurable."""
+        return None if not self.measurable else self.other_hit_tokens == 0
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "isolated": self.isolated}
@@ -113,36 +115,65 @@ once its lookups have been counted."""
 COUNTER_WAIT_S = 2.0
 
 
+def scraped_hit_counter(scraper: PrometheusScraper) -> HitCounter:
+    """The prefix-cache counters of a target's /metrics (vLLM's, SGLang's, llama.cpp's names)."""
+
+    def counter() -> tuple[float, float] | None:
+        try:
+            c = scraper.scrape().counters
+        except ScrapeError:
+            return None
+        if "prefix_cache_hits_tokens" not in c:
+            return None
+        hits = c["prefix_cache_hits_tokens"]
+        return c.get("prefix_cache_queries_tokens", hits + c.get("prompt_tokens_computed", 0.0)), hits
+
+    return counter
+
+
+Sender = tuple[httpx.Client, str | None]
+"""Who sends a probe request: a client holding one tenant's key, and the cache_salt it sends."""
+
+
 def probe_cache_salt(
     client: httpx.Client, base_url: str, model: str, hit_counter: HitCounter | None = None
-) -> SaltProbe:
-    """Prime, repeat with the same salt, repeat with another (see the module docstring)."""
+) -> IsolationProbe:
+    """One key, salts A, A, B: a salt must keep a tenant's prefixes from its other salts."""
     run = secrets.token_hex(4)
+    a, b = (client, f"kvgate-a-{run}"), (client, f"kvgate-b-{run}")
+    return _probe(base_url, model, hit_counter, run, (a, a, b), "salt")
+
+
+def probe_cross_tenant(
+    client_a: httpx.Client, client_b: httpx.Client, base_url: str, model: str, hit_counter: HitCounter | None = None
+) -> IsolationProbe:
+    """Tenant A twice, then tenant B, no salt: one tenant must never hit another's prefix."""
+    a, b = (client_a, None), (client_b, None)
+    return _probe(base_url, model, hit_counter, secrets.token_hex(4), (a, a, b), "tenant")
+
+
+def _probe(
+    base_url: str, model: str, hit_counter: HitCounter | None, run: str, senders: tuple[Sender, ...], party: str
+) -> IsolationProbe:
     # Common words are one token each on any tokenizer; the run's id first makes every block new.
     prompt = f"probe {run}: " + " ".join(PROBE_VOCABULARY[i % len(PROBE_VOCABULARY)] for i in range(PROBE_WORDS))
-    salt_a, salt_b = f"kvgate-a-{run}", f"kvgate-b-{run}"
     try:
-        hits = [_hit(client, base_url, model, prompt, salt, hit_counter) for salt in (salt_a, salt_a, salt_b)]
+        hits = [_hit(client, base_url, model, prompt, salt, hit_counter) for client, salt in senders]
     except ProbeFailed as err:
-        return SaltProbe(False, None, None, "", str(err))
+        return IsolationProbe(False, None, None, "", str(err))
     (_, _), (same, source), (other, _) = hits
     if same is None or other is None:
-        return SaltProbe(False, None, None, "", "the target reports no cached tokens, in answers or metrics")
+        return IsolationProbe(False, None, None, "", "the target reports no cached tokens, in answers or metrics")
     if same <= 0:
-        return SaltProbe(
+        return IsolationProbe(
             False,
             same,
             other,
             source,
-            "the same salt did not hit: prefix caching is off or not reported, isolation cannot be told",
+            f"the same {party} did not hit: prefix caching is off or not reported, isolation cannot be told",
         )
-    return SaltProbe(
-        True,
-        same,
-        other,
-        source,
-        "a different salt missed" if other == 0 else f"a different salt hit {other} cached tokens",
-    )
+    detail = f"another {party} missed" if other == 0 else f"another {party} hit {other} cached tokens"
+    return IsolationProbe(True, same, other, source, detail)
 
 
 class ProbeFailed(Exception):
@@ -150,17 +181,18 @@ class ProbeFailed(Exception):
 
 
 def _hit(
-    client: httpx.Client, base_url: str, model: str, prompt: str, salt: str, hit_counter: HitCounter | None
+    client: httpx.Client, base_url: str, model: str, prompt: str, salt: str | None, hit_counter: HitCounter | None
 ) -> tuple[int | None, str]:
     before = hit_counter() if hit_counter else None
-    body = {
+    body: dict[str, Any] = {
         "model": model,
         "messages": [{"role": "user", "content": prompt}],
         "max_tokens": 1,
         "temperature": 0,
         "stream": False,
-        "cache_salt": salt,
     }
+    if salt is not None:
+        body["cache_salt"] = salt
     try:
         resp = client.post(base_url.rstrip("/") + CHAT_PATH, json=body)
     except httpx.HTTPError as err:

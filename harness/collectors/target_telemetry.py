@@ -1,8 +1,8 @@
 """KV telemetry of an engine without kvgate's admin API (vLLM, SGLang, llama.cpp), from outside.
 
-    telemetry = TargetTelemetry(base_url, scraper, api_key=key, model=m, kv_events_endpoint="tcp://...")
+    telemetry = TargetTelemetry(base_url, scraper, api_key=key, kv_events_endpoint="tcp://...")
     telemetry.start()                         # the KV event subscriber, if an endpoint was given
-    initial, probes = telemetry.before_load()  # reset the prefix cache, salt probe, reset, pool state
+    initial = telemetry.before_load()         # reset the prefix cache (cold start), pool state
     scrape = telemetry.complete(scrape)        # each tick: llama.cpp usage from /slots
     final = telemetry.after_drain()            # leak check: reset, then the pool state; event counts
     telemetry.statuses()                       # meta.collectors: each source, available or why not
@@ -23,7 +23,7 @@ from typing import Any
 
 from harness.collectors.kv_events import KvEventSubscriber
 from harness.collectors.llamacpp_slots import SlotsReader, SlotsUnavailable
-from harness.collectors.prefix_cache import ResetResult, prefix_client, probe_cache_salt, reset_prefix_cache
+from harness.collectors.prefix_cache import ResetResult, prefix_client, reset_prefix_cache
 from harness.collectors.prometheus import PrometheusScraper, Scrape, ScrapeError
 from record.run_record import CollectorStatus
 
@@ -58,13 +58,11 @@ class TargetTelemetry:
         scraper: PrometheusScraper | None,
         *,
         api_key: str = "",
-        model: str = "",
         kv_events_endpoint: str = "",
         kv_events_topic: str = "",
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.scraper = scraper
-        self.model = model
         self._status: dict[str, CollectorStatus] = {}
         self._client = prefix_client(api_key)
         self._api_key = api_key
@@ -101,14 +99,10 @@ class TargetTelemetry:
         return Scrape(scrape.dialect, {**scrape.gauges, **gauges}, scrape.counters, scrape.info)
 
     # ------------------------------------------------------------ run phases
-    def before_load(self) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-        """Cold start (reset), the cache_salt probe, reset again; the pool as the run begins."""
-        first = self._reset("before the run")
-        probe = probe_cache_salt(self._client, self.base_url, self.model, self._hit_counter)
-        self._set("cache_salt_probe", probe.measurable, probe.detail)
-        if first.ok:
-            self._reset("after the probe")
-        return self._state("initial"), {"cache_salt": probe.as_dict()}
+    def before_load(self) -> dict[str, Any]:
+        """Cold start (reset: the run's prefix hits are its own); the pool as the run begins."""
+        self._reset("before the run")
+        return self._state("initial")
 
     def after_drain(self) -> dict[str, Any]:
         """The leak check: reset the prefix cache (refused while a block is held), then the pool
@@ -135,16 +129,6 @@ class TargetTelemetry:
         result = reset_prefix_cache(self._client, self.base_url)
         self._set("prefix_cache_reset", result.available, f"{when}: {result.detail}")
         return result
-
-    def _hit_counter(self) -> tuple[float, float] | None:
-        scrape = self._scrape()
-        if scrape is None:
-            return None
-        c = scrape.counters
-        if "prefix_cache_hits_tokens" not in c:
-            return None
-        hits = c["prefix_cache_hits_tokens"]
-        return c.get("prefix_cache_queries_tokens", hits + c.get("prompt_tokens_computed", 0.0)), hits
 
     def _scrape(self) -> Scrape | None:
         if self.scraper is None:

@@ -7,6 +7,7 @@ from reference_engine.config.engine_config import (
     GuardConfig,
     PolicyName,
     PreemptionMode,
+    PrefixSharing,
     TenantConfig,
     TrafficClass,
 )
@@ -20,6 +21,7 @@ __all__ = [
     "GuardConfig",
     "PolicyName",
     "PreemptionMode",
+    "PrefixSharing",
     "TenantConfig",
     "TrafficClass",
     "config_digest",

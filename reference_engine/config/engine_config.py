@@ -48,6 +48,14 @@ class PolicyName(str, Enum):
     VLLM_LIKE = "vllm_like"
 
 
+class PrefixSharing(str, Enum):
+    """Who may hit whose cached prefix blocks (declared public prefixes are shared in every mode)."""
+
+    TENANT = "tenant"  # a tenant's blocks, per cache_salt: the safe default
+    SALT = "salt"  # every tenant's unsalted blocks are shared; a cache_salt isolates (vLLM's behaviour)
+    GLOBAL = "global"  # every block is shared, cache_salt ignored (an engine without salts, e.g. llama.cpp's)
+
+
 class PreemptionMode(str, Enum):
     AUTO = "auto"  # swap when kv_bytes / link_bw < prefill_time(len), else recompute
     RECOMPUTE = "recompute"
@@ -247,6 +255,13 @@ class PrefixCacheConfig(ConfigTable):
     unless declared public."""
 
     enabled: bool = Field(True, description="off: no block is ever shared")
+    sharing: PrefixSharing = Field(
+        PrefixSharing.TENANT,
+        description="who may hit whose cached blocks: tenant (a tenant's own, per cache_salt), "
+        "salt (all tenants' unsalted blocks; a cache_salt isolates: vLLM's behaviour) or global "
+        "(every block, cache_salt ignored: an engine without salts). Anything but tenant lets one "
+        "tenant time another's prompts",
+    )
     public_prefixes: list[PublicPrefix] = Field([], description="see [[prefix_cache.public_prefixes]]")
 
 

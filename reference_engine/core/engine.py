@@ -46,7 +46,7 @@ from reference_engine.core.watermarks import PressureLevel, Watermarks
 from reference_engine.executors.base import BlockCopy, Executor, ScheduledChunk, StepOutcome, StepPlan
 from reference_engine.executors.registry import make_executor
 from reference_engine.memory import GIB, MemoryPlan
-from reference_engine.policies.base import Tier
+from reference_engine.policies.base import IndexKind
 from reference_engine.policies.registry import make_policy
 from reference_engine.request import FinishReason, Request
 from reference_engine.tokenizer import WordTokenizer, apply_chat_template
@@ -105,9 +105,10 @@ class EngineCore:
             self.marks.check_headroom(-(-config.engine.max_num_batched_tokens // bt) + config.engine.max_num_seqs)
         self.events = EventLog()
         m = config.model
-        self.hasher = BlockHasher(bt, f"{m.name}|{m.tokenizer}|{m.adapter}|{m.chat_template}", hash_key)
+        model_scope = f"{m.name}|{m.tokenizer}|{m.adapter}|{m.chat_template}"
+        self.hasher = BlockHasher(bt, model_scope, hash_key, config.prefix_cache.sharing)
         self.tenants = TenantRegistry(config, self.memory.num_blocks, self.hasher.tenant_scope)
-        self.pool = BlockPool(self.memory.num_blocks, bt, self.policy.make_index(Tier.BLOCKS))
+        self.pool = BlockPool(self.memory.num_blocks, bt, self.policy.make_index(IndexKind.BLOCKS))
         prefix_cache = config.prefix_cache.enabled and self.policy.prefix_cache
         self.kv = KVCacheManager(self.pool, self.hasher, prefix_cache)
         self.sessions = SessionStore(
@@ -177,7 +178,8 @@ class EngineCore:
         tokens are a declared public prefix when the caller gives `prompt_block_hashes` instead of
         tokens (replay); by default the engine finds them by matching the config's public
         prefixes against `prompt_token_ids`. A `cache_salt` puts every block of the request in a
-        scope of its own (the tenant's and the salt's): it shares only with the same salt."""
+        scope of its own (the tenant's and the salt's): it shares only with the same salt (unless
+        `prefix_cache.sharing` is global: then salts are ignored)."""
         now = self.clock.now()
         t = self.tenants[tenant]
         t.note_request(now)
@@ -189,7 +191,7 @@ class EngineCore:
             raise RequestError(f"request id {rid!r} is already in flight", param="request_id")
         live = self.pool.num_live
         granted, clamped = self.admission.resolve_max_new_tokens(max_new_tokens, live)
-        if cache_salt is not None:
+        if cache_salt is not None and self.hasher.honours_salt:
             scope, public_prefix_tokens = self.hasher.salted_scope(t.scope, cache_salt), 0
         else:
             scope = t.scope

@@ -10,7 +10,11 @@ under another of them. Blocks inside a declared public prefix use the public sco
 block uses its request's scope: the tenant's (tenant name + permission version), or, when the
 request sent a `cache_salt`, one derived from the tenant's scope and that salt with the key. So
 two tenants never share a private block even for identical text, two salts never share anything,
-and bumping a tenant's permission version invalidates its cache.
+and bumping a tenant's permission version invalidates its cache. That is the `tenant` sharing
+mode; an operator may choose to share more (`prefix_cache.sharing`): `salt` puts every tenant's
+unsalted blocks in one shared scope (a salt still isolates: vLLM's behaviour), `global` also
+ignores salts (an engine that has none). Both let a tenant time another's prompts by their hits,
+which the `prefix_isolation` gate catches from outside.
 
 Why: a client chooses its prompt tokens, so the hash must resist crafted collisions (a block
 planted under another prompt's key) and offline probing (a client that can compute keys can test
@@ -35,6 +39,7 @@ from array import array
 from itertools import repeat
 from typing import Literal
 
+from reference_engine.config import PrefixSharing
 from reference_engine.request import Request
 from reference_engine.stable_id import stable_id
 
@@ -47,12 +52,20 @@ class BlockHasher:
     (replay chains its trace ids under the same scopes); block hashes are 128-bit ints. O(B) per
     block hashed."""
 
-    def __init__(self, block_tokens: int, model_scope: str, key: bytes | None = None) -> None:
+    def __init__(
+        self,
+        block_tokens: int,
+        model_scope: str,
+        key: bytes | None = None,
+        sharing: PrefixSharing = PrefixSharing.TENANT,
+    ) -> None:
         self.block_tokens = block_tokens
+        self.sharing = sharing
         self._key = key or secrets.token_bytes(KEY_BYTES)
         self._model_scope = model_scope
         self._root = self._keyed(f"model:{model_scope}".encode())
         self._public = stable_id(f"public:{model_scope}")
+        self._shared = stable_id(f"shared:{model_scope}")  # every tenant's, unless `sharing` is tenant
         self._tenant_scopes: dict[tuple[str, int], int] = {}
         self._blank = hashlib.blake2b(digest_size=HASH_BYTES)  # copied per block: no argument parsing
 
@@ -60,11 +73,17 @@ class BlockHasher:
         return hashlib.blake2b(data, key=self._key, digest_size=HASH_BYTES).digest()
 
     def tenant_scope(self, tenant: str, permission_version: int = 0) -> int:
+        if self.sharing is not PrefixSharing.TENANT:
+            return self._shared
         key = (tenant, permission_version)
         scope = self._tenant_scopes.get(key)
         if scope is None:
             scope = self._tenant_scopes[key] = stable_id(f"tenant:{tenant}:v{permission_version}:{self._model_scope}")
         return scope
+
+    @property
+    def honours_salt(self) -> bool:
+        return self.sharing is not PrefixSharing.GLOBAL
 
     def salted_scope(self, tenant_scope: int, salt: str) -> int:
         """The scope of a tenant's requests that sent `cache_salt = salt`. Keyed: a client cannot

@@ -28,7 +28,7 @@ from enum import Enum
 from record.errors import ContextExpiredError
 from reference_engine.core.block_pool import BlockPool
 from reference_engine.core.tenants import TenantState
-from reference_engine.policies.base import EntryMeta, EvictionIndex, Tier
+from reference_engine.policies.base import EntryMeta, EvictionIndex, IndexKind
 
 
 class SessionState(str, Enum):
@@ -68,7 +68,7 @@ class SessionStore:
     def __init__(
         self,
         pool: BlockPool,
-        make_index: Callable[[Tier], EvictionIndex],
+        make_index: Callable[[IndexKind], EvictionIndex],
         idle_timeout_s: float,
         max_tokens_per_session: int,
         max_remembered: int = 100_000,
@@ -286,7 +286,7 @@ class SessionStore:
     def _tenant_index(self, tenant: TenantState) -> EvictionIndex[str]:
         index = self._index.get(tenant.name)
         if index is None:
-            index = self._index[tenant.name] = self._make_index(Tier.SESSIONS)
+            index = self._index[tenant.name] = self._make_index(IndexKind.SESSIONS)
             self._tenants[tenant.name] = tenant
         return index
 

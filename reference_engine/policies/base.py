@@ -36,7 +36,9 @@ V = TypeVar("V")
 SESSION_HISTORY_CAPACITY = 100_000
 
 
-class Tier(str, Enum):
+class IndexKind(str, Enum):
+    """What an eviction index orders: the pool's cached blocks or the idle sessions."""
+
     BLOCKS = "blocks"
     SESSIONS = "sessions"
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from reference_engine.config import EngineConfig
 from reference_engine.memory import MemoryPlan
-from reference_engine.policies.base import EntryMeta, K, LruIndex, Tier
+from reference_engine.policies.base import EntryMeta, IndexKind, K, LruIndex
 from reference_engine.policies.heap_index import HeapIndex
 from reference_engine.policies.lru_queue import LruQueueIndex
 from reference_engine.policies.policy import Policy
@@ -41,8 +41,8 @@ def make_lru(config: EngineConfig, plan: MemoryPlan) -> Policy:
     cfg = config.lru
     index = LruIndex if cfg.touch_on_decode else RecencyIndex
 
-    def make_index(tier: Tier):
-        if tier is Tier.SESSIONS:
+    def make_index(tier: IndexKind):
+        if tier is IndexKind.SESSIONS:
             return index(cfg.max_entries, cfg.evict_batch_size)
         return LruQueueIndex() if cfg.touch_on_decode else RecencyIndex()
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Generic
 
-from reference_engine.policies.base import EntryMeta, EvictionIndex, K, LruIndex, Tier
+from reference_engine.policies.base import EntryMeta, EvictionIndex, IndexKind, K, LruIndex
 
 _COMPACT_AT = 1 << 16  # popped slots kept before the list is compacted (amortised O(1) per pop)
 
@@ -124,6 +124,6 @@ class LruQueueIndex(Generic[K]):
         return self._queue[self._head :].count(key) > self._stale.get(key, 0)
 
 
-def make_lru_index(tier: Tier) -> EvictionIndex:
+def make_lru_index(tier: IndexKind) -> EvictionIndex:
     """The uncapped LRU index for a tier: the queue for single blocks, `LruIndex` for sessions."""
-    return LruQueueIndex() if tier is Tier.BLOCKS else LruIndex()
+    return LruQueueIndex() if tier is IndexKind.BLOCKS else LruIndex()

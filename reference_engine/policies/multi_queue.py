@@ -37,7 +37,7 @@ from typing import Generic, NamedTuple
 
 from reference_engine.config import EngineConfig
 from reference_engine.memory import MemoryPlan
-from reference_engine.policies.base import SESSION_HISTORY_CAPACITY, EntryMeta, History, K, Tier
+from reference_engine.policies.base import SESSION_HISTORY_CAPACITY, EntryMeta, History, IndexKind, K
 from reference_engine.policies.lru_queue import LruQueueIndex
 from reference_engine.policies.policy import Policy
 
@@ -331,7 +331,7 @@ def make_multi_queue(config: EngineConfig, plan: MemoryPlan) -> Policy:
     cfg = config.multi_queue
     capacities = {Queue.FIFO1: cfg.fifo1_capacity, Queue.LRU: cfg.lru_capacity, Queue.FIFO2: cfg.fifo2_capacity}
 
-    def make_index(tier: Tier) -> MultiQueueIndex | MultiQueueBlockIndex:
+    def make_index(tier: IndexKind) -> MultiQueueIndex | MultiQueueBlockIndex:
         rules = dict(
             capacities=capacities,
             promotion_window_s=cfg.promotion_window_ms / 1000,
@@ -339,7 +339,7 @@ def make_multi_queue(config: EngineConfig, plan: MemoryPlan) -> Policy:
             long_tokens=cfg.long_session_tokens,
             active_s=cfg.fifo2_active_ms / 1000,
         )
-        if tier is Tier.BLOCKS:
+        if tier is IndexKind.BLOCKS:
             return MultiQueueBlockIndex(history_capacity=plan.num_blocks, **rules)
         return MultiQueueIndex(proportional=False, history_capacity=SESSION_HISTORY_CAPACITY, **rules)
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from reference_engine.config import PreemptionMode
-from reference_engine.policies.base import EvictionIndex, Tier
+from reference_engine.policies.base import EvictionIndex, IndexKind
 
 if TYPE_CHECKING:
     from reference_engine.executors.base import Attention
@@ -77,7 +77,7 @@ class CompactionRule(Protocol):
 @dataclass(frozen=True)
 class Policy:
     name: str
-    make_index: Callable[[Tier], EvictionIndex]
+    make_index: Callable[[IndexKind], EvictionIndex]
     admission: bool = True
     tenant_caps: bool = True
     watermarks: bool = True  # evict / pause / preempt rungs of the ladder

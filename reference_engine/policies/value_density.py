@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 from reference_engine.config import EngineConfig
 from reference_engine.memory import MemoryPlan
-from reference_engine.policies.base import SESSION_HISTORY_CAPACITY, EntryMeta, History, K, Tier
+from reference_engine.policies.base import SESSION_HISTORY_CAPACITY, EntryMeta, History, IndexKind, K
 from reference_engine.policies.heap_index import HeapIndex
 from reference_engine.policies.policy import Policy
 
@@ -105,8 +105,8 @@ class ValueDensityIndex(HeapIndex[K]):
 def make_value_density(config: EngineConfig, plan: MemoryPlan) -> Policy:
     cfg = config.value_density
 
-    def make_index(tier: Tier) -> ValueDensityIndex:
-        capacity = plan.num_blocks if tier is Tier.BLOCKS else SESSION_HISTORY_CAPACITY
+    def make_index(tier: IndexKind) -> ValueDensityIndex:
+        capacity = plan.num_blocks if tier is IndexKind.BLOCKS else SESSION_HISTORY_CAPACITY
         return ValueDensityIndex(
             bytes_per_block=plan.bytes_per_block,
             half_life_s=cfg.reuse_half_life_s,

@@ -434,6 +434,7 @@ GATE_TRUTH: dict[str, Truth] = {
         Truth("approximate_answers", "long_chats", "streamingllm answers long chat questions from dropped KV"),
         Truth("recompute_tax", "recompute_pressure", "every preemption recomputes: a fifth of the compute"),
         Truth("capacity_after_drain", "hang_ups", "abandoned answers hold slots and blocks after the cooldown"),
+        Truth("prefix_isolation", "hang_ups", "every block is shared: tenant B and salt B hit A's probe prompt"),
     )
 }
 

@@ -3,7 +3,7 @@
 import random
 
 from reference_engine.memory import MemoryPlan
-from reference_engine.policies.base import EntryMeta, LruIndex, Tier
+from reference_engine.policies.base import EntryMeta, IndexKind, LruIndex
 from reference_engine.policies.lru import RecencyIndex, make_lru
 from reference_engine.policies.lru_queue import LruQueueIndex
 from tests.helpers import access, small_config
@@ -60,12 +60,12 @@ def test_without_touch_on_decode_recency_is_the_last_scheduling():
 def test_the_lru_policy_maps_its_seed_keys():
     config = small_config(overrides={"lru.max_entries": 7, "lru.evict_batch_size": 2, "lru.touch_on_decode": False})
     policy = make_lru(config, MemoryPlan.from_config(config))
-    sessions, blocks = policy.make_index(Tier.SESSIONS), policy.make_index(Tier.BLOCKS)
+    sessions, blocks = policy.make_index(IndexKind.SESSIONS), policy.make_index(IndexKind.BLOCKS)
     assert isinstance(sessions, RecencyIndex) and (sessions.max_entries, sessions.overflow_batch) == (7, 2)
     assert blocks.max_entries is None and not policy.touch_on_decode
     default = make_lru(small_config(), MemoryPlan.from_config(small_config()))
-    assert isinstance(default.make_index(Tier.BLOCKS), LruQueueIndex) and not default.approximate
-    assert isinstance(default.make_index(Tier.SESSIONS), LruIndex)
+    assert isinstance(default.make_index(IndexKind.BLOCKS), LruQueueIndex) and not default.approximate
+    assert isinstance(default.make_index(IndexKind.SESSIONS), LruIndex)
 
 
 def test_the_blocks_queue_compacts_and_drops_stale_copies_without_changing_the_order(monkeypatch):

@@ -3,7 +3,7 @@
 import pytest
 
 from reference_engine.memory import MemoryPlan
-from reference_engine.policies.base import EntryMeta, Tier
+from reference_engine.policies.base import EntryMeta, IndexKind
 from reference_engine.policies.multi_queue import MultiQueueBlockIndex, MultiQueueIndex, Queue, make_multi_queue
 from tests.helpers import access, small_config
 
@@ -179,5 +179,5 @@ def test_the_policy_ticks_and_caps_each_tick():
     )
     policy = make_multi_queue(config, MemoryPlan.from_config(config))
     assert policy.session_tick_s == 0.25 and policy.max_session_evict_blocks_per_tick == 20
-    assert isinstance(policy.make_index(Tier.BLOCKS), MultiQueueBlockIndex)
-    assert policy.make_index(Tier.BLOCKS).proportional and not policy.make_index(Tier.SESSIONS).proportional
+    assert isinstance(policy.make_index(IndexKind.BLOCKS), MultiQueueBlockIndex)
+    assert policy.make_index(IndexKind.BLOCKS).proportional and not policy.make_index(IndexKind.SESSIONS).proportional

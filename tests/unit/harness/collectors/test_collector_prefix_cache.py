@@ -1,4 +1,4 @@
-"""The prefix-cache reset and the cache_salt probe against stub servers that answer like vLLM."""
+"""The prefix-cache reset and the isolation probes against stub servers that answer like vLLM."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import httpx
 
-from harness.collectors.prefix_cache import probe_cache_salt, reset_prefix_cache
+from harness.collectors.prefix_cache import probe_cache_salt, probe_cross_tenant, reset_prefix_cache
 from tests.stub_http import stub_server
 
 Answer = Callable[[str, str], tuple[int, bytes]]
@@ -41,13 +41,13 @@ def test_a_same_salt_hit_and_an_other_salt_miss_is_isolation() -> None:
     answer, calls = salted_engine(cached=lambda n: {0: 0, 1: 512, 2: 0}[n])
     result = probe(answer)
     assert len(calls) == 3 and result.measurable and result.isolated is True
-    assert (result.same_salt_hit_tokens, result.other_salt_hit_tokens, result.source) == (512, 0, "usage")
+    assert (result.same_hit_tokens, result.other_hit_tokens, result.source) == (512, 0, "usage")
 
 
 def test_an_other_salt_hit_is_a_leak() -> None:
     answer, _ = salted_engine(cached=lambda n: 0 if n == 0 else 512)
     result = probe(answer)
-    assert result.measurable and result.isolated is False and result.other_salt_hit_tokens == 512
+    assert result.measurable and result.isolated is False and result.other_hit_tokens == 512
 
 
 def test_no_hit_with_the_same_salt_cannot_tell_and_is_not_measurable() -> None:
@@ -61,7 +61,7 @@ def test_without_cached_token_details_the_counters_decide() -> None:
     counters = iter([(0, 0), (612, 0), (612, 0), (1224, 512), (1224, 512), (1836, 512)])
     result = probe(answer, hit_counter=lambda: next(counters))
     assert result.measurable and result.source == "metrics" and result.isolated is True
-    assert result.same_salt_hit_tokens == 512
+    assert result.same_hit_tokens == 512
     silent, _ = salted_engine(cached=lambda n: None)
     assert not probe(silent).measurable  # no details and no counters: nothing to tell by
 
@@ -79,3 +79,14 @@ def test_reset_reads_vllms_success_flag_and_says_when_there_is_no_route() -> Non
         with stub_server(lambda m, p: (404, b"{}")) as url:
             none = reset_prefix_cache(client, url)
             assert not none.available and "VLLM_SERVER_DEV_MODE" in none.detail
+
+
+def test_the_cross_tenant_probe_sends_as_a_then_a_then_b_and_a_hit_by_b_is_a_leak() -> None:
+    shared, _ = salted_engine(cached=lambda n: 0 if n == 0 else 512)  # vLLM: no tenants, one cache
+    seen: list[tuple[str, str, dict[str, str]]] = []
+    with stub_server(shared, seen) as url, httpx.Client(headers={"Authorization": "Bearer sk-a"}) as a:
+        with httpx.Client(headers={"Authorization": "Bearer sk-b"}) as b:
+            result = probe_cross_tenant(a, b, url, "m")
+    assert [h["Authorization"] for _, _, h in seen] == ["Bearer sk-a", "Bearer sk-a", "Bearer sk-b"]
+    assert result.measurable and result.isolated is False and result.other_hit_tokens == 512
+    assert result.detail == "another tenant hit 512 cached tokens"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 
 from harness.collectors.prometheus import PrometheusScraper, parse_metrics
 from harness.collectors.target_telemetry import TargetTelemetry, scrape_pool_state
@@ -46,26 +45,16 @@ def test_vllms_pool_size_and_aborts_are_read_from_its_labels_and_counters() -> N
 
 
 class FakeVllm:
-    """/metrics with a usage that a test sets, /reset_prefix_cache refused while usage > 0, and a
-    chat endpoint whose second answer hits 256 cached tokens."""
+    """/metrics with a usage that a test sets, /reset_prefix_cache refused while usage > 0."""
 
     def __init__(self) -> None:
         self.usage = 0.0
-        self.num_chats = 0
-        self.lock = threading.Lock()
 
     def __call__(self, method: str, path: str) -> tuple[int, bytes]:
         if path == "/metrics":
             return 200, vllm_metrics(self.usage, 0).encode()
         if path == "/reset_prefix_cache":
             return 200, json.dumps({"success": self.usage == 0}).encode()
-        if path == "/v1/chat/completions":
-            with self.lock:
-                self.num_chats += 1
-                hit = 256 if self.num_chats == 2 else 0
-            return 200, json.dumps(
-                {"choices": [{"message": {"content": "x"}}], "usage": {"prompt_tokens_details": {"cached_tokens": hit}}}
-            ).encode()
         return 404, b"{}"
 
 
@@ -73,16 +62,15 @@ def test_before_the_load_and_after_the_drain_with_a_leak_found() -> None:
     engine, seen = FakeVllm(), []
     with stub_server(engine, seen) as url:
         scraper = PrometheusScraper(f"{url}/metrics", api_key=KEY)
-        telemetry = TargetTelemetry(url, scraper, api_key=KEY, model="m")
-        initial, probes = telemetry.before_load()
+        telemetry = TargetTelemetry(url, scraper, api_key=KEY)
+        initial = telemetry.before_load()
         engine.usage = 1 / 256  # one block still held after the drain
         final = telemetry.after_drain()
         telemetry.close()
     assert initial["free_blocks"] == 256 and initial["requests_in_engine"] == 0
-    assert probes["cache_salt"]["isolated"] is True and probes["cache_salt"]["same_salt_hit_tokens"] == 256
     assert final["prefix_cache_reset_after_drain"] is False and final["live_blocks"] == 1
     status = telemetry.statuses()
     assert status["prefix_cache_reset"].available and status["pool_state"].available
     assert not status["kv_events"].available and "--kv-events-config" in status["kv_events"].detail
-    assert [p for _, p, _ in seen].count("/reset_prefix_cache") == 3  # before, after the probe, after the drain
+    assert [p for _, p, _ in seen].count("/reset_prefix_cache") == 2  # the cold start, the leak check
     assert all(h.get("Authorization") == f"Bearer {KEY}" for _, _, h in seen)
