@@ -7,7 +7,7 @@ hash). This module holds those blocks and moves their bytes:
 - **host**: one contiguous host tensor per block `[layers, 2, 1, block_tokens, kv_heads,
   head_dim]` (pinned on CUDA, so copies to and from the device are DMA), in a dict by key;
 - **disk**: one file per block (`torch_block_file`: atomic write, a header with key, dtype and
-  shape, a blake2b checksum checked on every read), in a directory the store makes on first use
+  shape, a SHA-256 checksum checked on every read), in a directory the store makes on first use
   inside `disk_parent` (default: the system temporary directory) and removes on `close` — or,
   if nobody calls it, when the store is garbage-collected or the process exits.
 
@@ -32,7 +32,7 @@ Dropping a key a tier does not hold raises too: the engine and the executor disa
 the tier holds.
 
 Costs: a demotion or promotion is one device copy per block; disk adds one file write or read
-and one blake2b pass per block. Lookups are dict operations, O(1) per key.
+and one SHA-256 pass per block. Lookups are dict operations, O(1) per key.
 """
 
 from __future__ import annotations
