@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The torch executor on a real GPU, in one short run (≤ 5 minutes on an H100/H200):
-#   1. the CPU exactness tests again, on CUDA (paged = dense; recompute, swap and prefix hits give
-#      the same greedy output; pool bytes as planned);
+#   1. the CPU exactness tests again, on CUDA (paged = dense; recompute, swap, prefix hits and
+#      prefixes promoted from the host and disk tiers give the same output; pool bytes as planned);
 #   2. pool memory as pynvml sees it against the memory plan;
-#   3. `kvgate calibrate --device cuda` (a sim profile of this GPU) and a throughput figure;
+#   3. `kvgate calibrate --device cuda` (a sim profile of this GPU), a throughput figure and the
+#      KV tiers' round-trip GiB/s (pinned host, disk) against a plain copy;
 #   4. `kvgate run` with the torch executor, when that command exists in this checkout.
 # Usage: bash bench/gpu_check.sh            (writes into $OUT, else ./gpu_check_out)
 set -uo pipefail
@@ -21,7 +22,8 @@ $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cu
 step "1. exactness tests on CUDA"
 KVGATE_TORCH_DEVICE=cuda timeout 150 $PY -m pytest -q -p no:cacheprovider -m torch \
   tests/integration/test_torch_exactness.py tests/unit/executors/test_torch_attention.py \
-  tests/unit/executors/test_torch_executor.py tests/unit/executors/test_torch_divergence.py || status=1
+  tests/unit/executors/test_torch_executor.py tests/unit/executors/test_divergence.py \
+  tests/integration/test_torch_tier_exactness.py tests/unit/executors/test_torch_tiers.py || status=1
 
 step "2. pool memory: pynvml vs the plan"
 timeout 120 $PY - <<'EOF' || status=1
@@ -60,6 +62,7 @@ timeout 150 .venv/bin/kvgate calibrate --executor torch --device cuda --model kv
   --out "$OUT/calibration-cuda-kvgate-small.toml" || status=1
 timeout 90 $PY bench/bench_torch.py --device cuda --model kvgate-small --dtype bf16 --requests 64 \
   --prompt 512 --new 64 --paged-vs-dense || status=1
+timeout 60 $PY bench/bench_torch_tiers.py --device cuda --blocks 512 || status=1
 
 step "4. kvgate run with the torch executor"
 if .venv/bin/kvgate run --help >/dev/null 2>&1; then

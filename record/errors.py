@@ -6,6 +6,9 @@
     │                               the message lists the valid names
     ├── DeviceOutOfMemoryError      an executor's device allocation failed mid-step (CUDA OOM);
     │                               the engine fails that step's requests with an `oom` event
+    ├── TierBlockError              a KV tier below the device cannot give back a block as asked:
+    │                               missing, corrupt, or another block; never served, so the
+    │                               engine can recompute it
     ├── StartupError                the server will not start: no admin key (and no --dev), the
     │                               public dev key outside a dev run, or its address is taken
     └── RequestError                a request the engine refuses; carries an HTTP status and an
@@ -57,6 +60,17 @@ class DeviceOutOfMemoryError(KvgateError):
 
     Raised by an executor (torch: from `torch.cuda.OutOfMemoryError`); `EngineCore` turns it
     into an `oom` event and fails the requests of that step, as a real engine's OOM would."""
+
+
+class TierBlockError(KvgateError):
+    """A host or disk KV tier cannot give back (or forget) the block stored under `key`: it holds
+    none, its file is unreadable or fails its checksum, or it holds another block (key, shape or
+    dtype differ). Raised by an executor before any byte of it reaches the device: a wrong block
+    is never served, and the engine may fall back to recomputing the tokens."""
+
+    def __init__(self, message: str, *, tier: str, key: int) -> None:
+        super().__init__(message)
+        self.tier, self.key = tier, key
 
 
 class StartupError(KvgateError):

@@ -360,6 +360,11 @@ class TorchConfig(ConfigTable):
         "1 is steadiest on a small machine shared with the server",
     )
     record_attention: bool = Field(False, description="return per-token attention mass (always on for h2o)")
+    disk_tier_dir: str = Field(
+        "",
+        description="where the disk KV tier's files go: the executor makes its own directory "
+        "inside and removes it on close; empty: the system temporary directory",
+    )
 
 
 class EngineConfig(ConfigTable):

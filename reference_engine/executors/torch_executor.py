@@ -4,10 +4,13 @@ It plugs into the engine exactly where the sim does (`engine.executor = "torch"`
 same `StepPlan`s; the scheduler, the block pool and the policies do not know which one runs.
 One `execute(plan)`:
 
-1. token-level compactions (`plan.compactions`, h2o / streamingllm): the kept tokens' K/V move
-   to the front of their request's blocks, *first* (the blocks they leave may already belong to
-   another request of this very step); then swaps: `plan.swap_out` blocks are copied to host
-   tensors (same reason), then `plan.swap_in` host copies are written into new device blocks;
+1. tier demotions and moves between lower tiers (`plan.tier_transfers` out of the device or
+   between host and disk), then tier drops (`torch_tiers.TierStore`), *first*: the blocks they
+   read may already belong to another request of this very step; then token-level compactions
+   (`plan.compactions`, h2o / streamingllm): the kept tokens' K/V move to the front of their
+   request's blocks (same reason); then swaps: `plan.swap_out` blocks are copied to host
+   tensors, then `plan.swap_in` host copies are written into new device blocks; then tier
+   promotions, read and checked in full before any is written (`TierBlockError` otherwise);
 2. forwards every scheduled chunk in one flat token stream through the decoder, with
    `PagedAttention` reading and writing the cache through each request's block table;
 3. samples greedily, for chunks that reach the end of their known tokens, among the ids the
@@ -22,6 +25,8 @@ Time: a step's duration is its measured wall time (`torch.timing = "measured"`, 
 serving), or what the sim time model prices it at (`"modeled"`: deterministic on a virtual
 clock). Preemption choices (`prefill_time_s`, `transfer_time_s`) always use the sim model,
 which a `kvgate calibrate` profile ties to this device.
+
+Close the executor (`close`) when the engine stops: it removes the disk tier's directory.
 
 Memory: the pool is allocated once from the engine's `MemoryPlan` and must cost exactly the
 plan's bytes per token (so `kv_bytes_safety` must be 1.0). A CUDA out-of-memory during a step
@@ -46,6 +51,7 @@ from reference_engine.executors.sim import SimExecutor
 from reference_engine.executors.torch_attention import PagedAttention, SeqSlice
 from reference_engine.executors.torch_kv import PagedKVCache
 from reference_engine.executors.torch_model import DecoderShape, LlamaDecoder, build_decoder, init_random_weights
+from reference_engine.executors.torch_tiers import TierStore
 from reference_engine.memory import GIB, MemoryPlan
 from reference_engine.request import Request
 from reference_engine.tokenizer import SPECIAL_TOKENS, VOCAB_SIZE
@@ -87,8 +93,8 @@ def load_decoder(config: EngineConfig, plan: MemoryPlan, device: torch.device) -
 
 
 class TorchExecutor:
-    """Runs steps on a real model. Owns the model, the KV tensor and the host copies of
-    swapped requests; the engine owns which block holds what."""
+    """Runs steps on a real model. Owns the model, the KV tensor, the host copies of swapped
+    requests and the blocks of the tiers below the pool; the engine owns which block holds what."""
 
     name = "torch"
     max_steps_per_plan = 1  # every step is a real forward pass over the model: one per plan
@@ -133,6 +139,7 @@ class TorchExecutor:
         if not self.sampled_ids:
             raise ConfigError(f"a vocabulary of {s.vocab_size} leaves no id to sample above the special tokens")
         self._host: dict[str, Tensor] = {}
+        self.tiers = TierStore(self.cache, disk_parent=config.torch.disk_tier_dir or None)
         # Divergence measurement (`reference_engine.divergence`): the logits behind each sampled token,
         # per request id and output index, kept only while `keep_logits` is on.
         self.keep_logits = False
@@ -160,8 +167,10 @@ class TorchExecutor:
         t0 = time.perf_counter()
         try:
             with torch.inference_mode():
+                self.tiers.apply_outbound(plan.tier_transfers, plan.tier_drops)
                 self._compact(plan)
                 self._swap(plan)
+                self.tiers.apply_promotions(plan.tier_transfers)
                 sampled, attention = self._forward(plan.chunks)
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
@@ -231,6 +240,10 @@ class TorchExecutor:
         """A request that ended while swapped out leaves its host copy here: drop it."""
         self._host.pop(request_id, None)
         self._pricing.forget(request_id)
+
+    def close(self) -> None:
+        """The engine stopped: forget the tiers' blocks and remove the disk tier's directory."""
+        self.tiers.close()
 
     # ----------------------------------------------------------- time model
     def prefill_time_s(self, num_tokens: int, num_cached_tokens: int = 0) -> float:
