@@ -80,7 +80,9 @@ class TierTransfer:
 
 @dataclass(slots=True)
 class TierDrop:
-    """Blocks a lower tier forgets (evicted from its last tier, or their tier was detached)."""
+    """Blocks a lower tier forgets (evicted from its last tier, or their tier was detached),
+    applied after the plan's transfers out of the GPU and between lower tiers. A transfer moves
+    a block: the source tier no longer holds it, so a drop names only the tier that does."""
 
     tier: Tier
     keys: list[int]
