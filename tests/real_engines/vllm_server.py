@@ -41,12 +41,20 @@ def missing(env_dir: Path, model_dir: Path) -> str:
 
 class VllmServer:
     def __init__(
-        self, env_dir: Path, model_dir: Path, log_path: Path, *, num_blocks: int = 160, max_model_len: int = 2560
+        self,
+        env_dir: Path,
+        model_dir: Path,
+        log_path: Path,
+        *,
+        num_blocks: int = 160,
+        max_model_len: int = 2560,
+        api_key: str | None = API_KEY,
     ) -> None:
         """`num_blocks` is shared by gemma-3's KV cache groups (sliding-window and full layers):
         vLLM refuses to start unless one request of `max_model_len` fits (48 blocks hold 896
-        tokens; 160 hold about 2,900)."""
-        self.env_dir, self.model_dir, self.log_path = env_dir, model_dir, log_path
+        tokens; 160 hold about 2,900). `api_key` None: any key is accepted, as behind a gateway
+        that authenticates tenants and forwards to vLLM."""
+        self.env_dir, self.model_dir, self.log_path, self.api_key = env_dir, model_dir, log_path, api_key
         self.num_blocks, self.max_model_len = num_blocks, max_model_len
         port, events_port = free_port(), free_port()
         self.url = f"http://127.0.0.1:{port}"
@@ -93,8 +101,9 @@ class VllmServer:
             "OMP_NUM_THREADS": "1",
             "VLLM_SERVER_DEV_MODE": "1",
             "VLLM_TARGET_DEVICE": "cpu",
-            "VLLM_API_KEY": API_KEY,
-        }  # the key in the environment, not on ps
+        }
+        if self.api_key is not None:
+            env["VLLM_API_KEY"] = self.api_key  # the key in the environment, not on ps
         self._log = open(self.log_path, "wb")
         self.process = subprocess.Popen(
             self.command(), stdout=self._log, stderr=subprocess.STDOUT, env=env, start_new_session=True

@@ -1,0 +1,31 @@
+"""The isolation probes against a real `vllm serve` on CPU that accepts any key, as behind a
+gateway that authenticates tenants and forwards to it: vLLM keeps cache_salts apart, and shares
+every unsalted block between all callers, so tenant B hits a prompt only tenant A sent. That is
+what the `prefix_isolation` gate fails on unless the gateway salts each tenant.
+
+    pytest -m real_engine tests/real_engines/test_vllm_isolation.py -s     # a few minutes
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.collectors.isolation import probe_isolation
+from tests.real_engines.test_vllm_cpu import ENV_DIR, MODEL_DIR
+from tests.real_engines.vllm_server import MODEL, VllmServer, missing
+
+pytestmark = [pytest.mark.real_engine, pytest.mark.slow]
+
+
+def test_vllm_keeps_salts_apart_and_shares_prompts_across_tenants(tmp_path: Path) -> None:
+    if why := missing(ENV_DIR, MODEL_DIR):
+        pytest.skip(why)
+    with VllmServer(ENV_DIR, MODEL_DIR, tmp_path / "vllm.log", api_key=None) as server:
+        probes, _ = probe_isolation(server.url, MODEL, ["sk-tenant-a", "sk-tenant-b"], f"{server.url}/metrics")
+    print(probes)
+    salt, tenant = probes["cache_salt"], probes["cross_tenant"]
+    assert salt["measurable"] and salt["isolated"] is True and salt["same_hit_tokens"] > 0
+    assert tenant["measurable"] and tenant["isolated"] is False
+    assert tenant["other_hit_tokens"] == tenant["same_hit_tokens"]  # B hits all that A's repeat did
