@@ -122,6 +122,7 @@ class Scheduler:
         self.num_oom = 0
         self.recompute_tokens = 0
         self.approximated_tokens = 0
+        self.num_buffer_evicted_blocks = 0  # cached blocks evicted ahead of demand (free buffer)
         self.num_evicted_sessions: dict[str, int] = {}  # by reason
         self.num_evicted_session_blocks: dict[str, int] = {}  # by reason
 
@@ -302,8 +303,9 @@ class Scheduler:
         their order and size while no remainder binds); the compressor (up to the step it next
         compacts a request in); the waiting queue (no request can start); the watermarks (usage
         stays on its rung, below the evict rung where every step acts) and the pool (the blocks
-        later steps add come from what it can give without taking anyone's). The timers (queue
-        deadlines, idle sessions) and the caller's stop time go in `StepPlan.stop_s`."""
+        later steps add come from what it can give without taking anyone's, or the free
+        buffer's). The timers (queue deadlines, idle sessions) and the caller's stop time go in
+        `StepPlan.stop_s`."""
         k = self.executor.max_steps_per_plan
         max_ctx, prefilling, compressor = self.admission.max_context_tokens, self.prefilling, self.policy.compressor
         for chunk in plan.chunks:
@@ -329,9 +331,10 @@ class Scheduler:
         if k <= 1 or not self._waiting_stay_waiting(budget_left):
             return 1
         live = self.live_blocks
-        if self.marks.level(live) != self.level or self._at_evict_rung():
+        buffer_room = self._free_buffer_room()
+        if self.marks.level(live) != self.level or self._at_evict_rung() or buffer_room < 0:
             return 1
-        limit = min(self.pool.num_allocatable, self.marks.room_below_next_rung(live))
+        limit = min(self.pool.num_allocatable, self.marks.room_below_next_rung(live), buffer_room)
         if self._later_growth(plan, k) <= limit:
             return k
         lo, hi = 1, k  # growth(lo) fits (none), growth(hi) does not
@@ -441,6 +444,15 @@ class Scheduler:
                 request_id=s.session_id,
             )
 
+    def _free_buffer_room(self) -> int:
+        """Blocks the pool may allocate before the policy's free buffer evicts cached blocks at a
+        step's start (negative: it evicts at the next one); every allocatable block when nothing
+        is cached or the policy keeps no buffer."""
+        pool = self.pool
+        if not (self.policy.free_buffer_blocks and pool.num_cached):
+            return pool.num_allocatable
+        return pool.num_free - self.policy.free_buffer_blocks
+
     def _at_evict_rung(self) -> bool:
         """At or above the evict rung, where a step's start may act (evict, preempt)."""
         return self.policy.watermarks and self.live_blocks >= self.marks.evict
@@ -448,6 +460,9 @@ class Scheduler:
     def _relieve_pressure(self, now_s: float, plan: StepPlan) -> bool:
         if not self.policy.watermarks:
             return False
+        short = -self._free_buffer_room()
+        if short > 0:  # the free buffer: cached blocks go ahead of demand, in the policy's order
+            self.num_buffer_evicted_blocks += self.pool.evict_cached(short, now_s)
         if self._at_evict_rung() and now_s >= self._next_session_tick_s:
             policy = self.policy
             self._next_session_tick_s = now_s + policy.session_tick_s
