@@ -3,7 +3,8 @@
 One `schedule(now)` builds the next step under a token budget, in this order:
 
 1. **housekeeping**: queue deadlines (429 `queue_deadline`), idle sessions past their timeout;
-2. **pressure**: at the evict rung idle sessions are evicted (on the policy's tick, at most its
+2. **pressure**: a policy's free buffer evicts cached blocks until its share of the pool is
+   free; at the evict rung idle sessions are evicted (on the policy's tick, at most its
    per-tick share); at the hard (preempt) rung running work is preempted until usage is below it;
 3. **running** requests continue: every decode first, then the next prefill chunks (while
    requests wait: each chunk capped, several together leaving a chunk's worth for the waiting).
