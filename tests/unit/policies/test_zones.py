@@ -126,3 +126,25 @@ def test_a_window_that_does_not_match_the_models_own_is_a_config_error():
     with pytest.raises(ConfigError, match="zones.sliding_window_tokens = 2048 does not match .* set it to 4096"):
         EngineCore(small_config(overrides={**mistral, "zones.sliding_window_tokens": 2048}))
     EngineCore(small_config(overrides={**mistral, "zones.sliding_window_tokens": 4096}))
+
+
+def pool_after_each_plan(fused: bool) -> dict[float, tuple[int, int]]:
+    """(cached, free) blocks at the end of every plan, by its end time, while one long decode
+    grows past the buffer's edge with the cached tier full of old prompts."""
+    d = zones(**{"zones.sliding_window_tokens": 4096})
+    for i in range(7):  # 700 cached blocks: free sits just above the 256-block buffer
+        d.add(prompt_token_ids=[1_000_000 * (i + 1) + t for t in range(1600)], max_new=4)
+        d.run()
+    d.add(prompt_len=16, max_new=1500)  # a block every 16 steps: ~94 blocks
+    ends = {}
+    while d.core.has_work():
+        out = d.step(float("inf") if fused else None)
+        ends[out.t_end_s] = (d.core.pool.num_cached, d.core.pool.num_free)
+    assert d.core.policy_stats().buffer_evicted_blocks > 0
+    return ends
+
+
+def test_plans_held_for_several_steps_evict_for_the_buffer_at_each_steps_start():
+    fused, stepped = pool_after_each_plan(True), pool_after_each_plan(False)
+    assert len(fused) < len(stepped) / 10  # plans really held
+    assert fused == {t: stepped[t] for t in fused}
