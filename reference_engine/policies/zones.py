@@ -15,8 +15,9 @@ run by a mechanism the engine already has.
 - **window**: `StreamingLlmCompressor` with no sink tokens: a history that holds a whole block
   more than the window drops its oldest tokens down to the window (a KV prefix shared with
   others, e.g. a pinned system prompt, stays in place), so it never drops KV inside the window
-  and never holds more than window + block − 1 tokens. Approximate, like streamingllm, unless
-  the model's own attention window is the policy's (then the model never reads what is dropped).
+  and never holds more than window + block − 1 tokens. Marked approximate, like streamingllm; on
+  a model with its own attention window (which the policy's must equal) what rolls out is what
+  the model no longer reads.
 - **buffer**: `Policy.free_buffer_blocks`; the scheduler evicts cached blocks at a step's start.
   It never touches live state: live usage is the watermark ladder's (evict rung, preempt rung).
 """
