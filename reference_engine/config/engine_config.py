@@ -22,6 +22,7 @@ from reference_engine.config.policies import (
     MultiQueueConfig,
     StreamingLlmConfig,
     ValueDensityConfig,
+    ZonesConfig,
 )
 
 
@@ -42,6 +43,7 @@ class PolicyName(str, Enum):
     LRU = "lru"
     MULTI_QUEUE = "multi_queue"
     VALUE_DENSITY = "value_density"
+    ZONES = "zones"
     STREAMINGLLM = "streamingllm"
     H2O = "h2o"
     NONE = "none"
@@ -177,7 +179,7 @@ class KvCacheConfig(ConfigTable):
     """The [kv_cache] table: policy, session limits, guard ladder, accounting."""
 
     policy: PolicyName = Field(
-        PolicyName.LRU, description="lru | multi_queue | value_density | streamingllm | h2o | none | vllm_like"
+        PolicyName.LRU, description="lru | multi_queue | value_density | zones | streamingllm | h2o | none | vllm_like"
     )
     max_session_idle_seconds: float = Field(120, gt=0, description="idle sessions past this expire (410 or rebuild)")
     max_tokens_per_session: int = Field(8192, ge=1, description="longer sessions are not retained between turns")
@@ -385,6 +387,7 @@ class EngineConfig(ConfigTable):
     value_density: ValueDensityConfig = ValueDensityConfig()
     streamingllm: StreamingLlmConfig = StreamingLlmConfig()
     h2o: H2oConfig = H2oConfig()
+    zones: ZonesConfig = ZonesConfig()
 
     @model_validator(mode="after")
     def _keys_unique(self) -> EngineConfig:

@@ -77,3 +77,19 @@ class H2oConfig(ConfigTable):
     recent_window_tokens: int = Field(512, ge=16, description="most recent tokens always kept")
     score_decay: float = Field(0.98, gt=0, le=1, description="per-step decay of accumulated attention")
     min_tokens_to_compress: int = Field(2048, ge=16, description="sequences shorter than this are kept whole")
+
+
+class ZonesConfig(ConfigTable):
+    """The four zones: pinned prefixes (`kv_cache.pinned_max_percent`, warmed up at start), an
+    LRU warm zone, a sliding-window zone for long histories and a free buffer (docs/policies.md).
+    On a model with its own sliding window, `sliding_window_tokens` must equal it."""
+
+    sliding_window_tokens: int = Field(
+        32768, ge=16, description="a history longer than this rolls its oldest KV out, a whole block at a time"
+    )
+    free_buffer_percent: float = Field(
+        10,
+        ge=0,
+        le=25,
+        description="share of the pool kept free ahead of demand by evicting cached prefix blocks, least recent first",
+    )

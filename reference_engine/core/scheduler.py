@@ -3,7 +3,8 @@
 One `schedule(now)` builds the next step under a token budget, in this order:
 
 1. **housekeeping**: queue deadlines (429 `queue_deadline`), idle sessions past their timeout;
-2. **pressure**: at the evict rung idle sessions are evicted (on the policy's tick, at most its
+2. **pressure**: a policy's free buffer evicts cached blocks until its share of the pool is
+   free; at the evict rung idle sessions are evicted (on the policy's tick, at most its
    per-tick share); at the hard (preempt) rung running work is preempted until usage is below it;
 3. **running** requests continue: every decode first, then the next prefill chunks (while
    requests wait: each chunk capped, several together leaving a chunk's worth for the waiting).
@@ -122,6 +123,7 @@ class Scheduler:
         self.num_oom = 0
         self.recompute_tokens = 0
         self.approximated_tokens = 0
+        self.num_buffer_evicted_blocks = 0  # cached blocks evicted ahead of demand (free buffer)
         self.num_evicted_sessions: dict[str, int] = {}  # by reason
         self.num_evicted_session_blocks: dict[str, int] = {}  # by reason
 
@@ -302,8 +304,9 @@ class Scheduler:
         their order and size while no remainder binds); the compressor (up to the step it next
         compacts a request in); the waiting queue (no request can start); the watermarks (usage
         stays on its rung, below the evict rung where every step acts) and the pool (the blocks
-        later steps add come from what it can give without taking anyone's). The timers (queue
-        deadlines, idle sessions) and the caller's stop time go in `StepPlan.stop_s`."""
+        later steps add come from what it can give without taking anyone's; the free buffer's
+        evictions at their starts are `_grow_later_steps`'s). The timers (queue deadlines, idle
+        sessions) and the caller's stop time go in `StepPlan.stop_s`."""
         k = self.executor.max_steps_per_plan
         max_ctx, prefilling, compressor = self.admission.max_context_tokens, self.prefilling, self.policy.compressor
         for chunk in plan.chunks:
@@ -441,6 +444,13 @@ class Scheduler:
                 request_id=s.session_id,
             )
 
+    def _keep_free_buffer(self, now_s: float) -> None:
+        """The policy's free buffer, at a step's start: while fewer blocks than it are free,
+        cached blocks go ahead of demand, in the blocks index's order (live state never does)."""
+        short = self.policy.free_buffer_blocks - self.pool.num_free
+        if short > 0 and self.pool.num_cached:
+            self.num_buffer_evicted_blocks += self.pool.evict_cached(short, now_s)
+
     def _at_evict_rung(self) -> bool:
         """At or above the evict rung, where a step's start may act (evict, preempt)."""
         return self.policy.watermarks and self.live_blocks >= self.marks.evict
@@ -448,6 +458,7 @@ class Scheduler:
     def _relieve_pressure(self, now_s: float, plan: StepPlan) -> bool:
         if not self.policy.watermarks:
             return False
+        self._keep_free_buffer(now_s)
         if self._at_evict_rung() and now_s >= self._next_session_tick_s:
             policy = self.policy
             self._next_session_tick_s = now_s + policy.session_tick_s
@@ -756,7 +767,9 @@ class Scheduler:
     def _grow_later_steps(self, plan: StepPlan, boundaries_s: Sequence[float]) -> None:
         """Allocate the blocks of a plan's steps after the first as stepping one by one does:
         at each step's start, in plan order, for each request whose tokens pass its last block
-        (`_num_steps_held` checked that they fit). O(allocations)."""
+        (`_num_steps_held` checked that they fit), after the free buffer's evictions there (no
+        block becomes cached before the last step ends, so they are the ones stepping makes).
+        O(allocations), plus O(steps) with a free buffer."""
         bt, num_steps = self.kv.block_tokens, len(boundaries_s) - 1
         growing: dict[int, list[tuple[Request, int]]] = {}  # step (from 0) -> (request, its tokens so far)
         for chunk in plan.chunks:
@@ -767,8 +780,11 @@ class Scheduler:
                 growing.setdefault(step, []).append((r, (step + 1) * n))
                 capacity = self.kv.blocks_for(held + (step + 1) * n) * bt
                 step = (capacity - held) // n
-        for step in sorted(growing):
-            for r, tokens in growing[step]:
+        buffered = self.policy.free_buffer_blocks > 0
+        for step in range(1, num_steps) if buffered else sorted(growing):
+            if buffered:
+                self._keep_free_buffer(boundaries_s[step])
+            for r, tokens in growing.get(step, ()):
                 grown = self.kv.allocate(r, tokens, boundaries_s[step])
                 assert grown, "a plan holds only while the pool can give its later steps' blocks"
 

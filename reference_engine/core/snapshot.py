@@ -38,6 +38,7 @@ class UsageSnapshot:
     tenant_live_blocks: dict[str, int]
     public_live_blocks: int
     fragmentation: float  # tail waste of running requests over their block capacity
+    compacted_blocks: int  # held by running requests a token-level policy dropped KV of (zones: the window zone)
     level: str
     host_used_bytes: float
 
@@ -59,10 +60,12 @@ def take_snapshot(core: EngineCore, now_s: float | None = None) -> UsageSnapshot
     pool, sched = core.pool, core.scheduler
     now = core.clock.now() if now_s is None else now_s
     bt = pool.block_tokens
-    waste = cap = 0
+    waste = cap = compacted = 0
     for r in sched.running.values():
         cap += len(r.block_ids) * bt
         waste += len(r.block_ids) * bt - r.num_kv_tokens
+        if r.num_dropped_tokens:
+            compacted += len(r.block_ids)
     live, cached, free = pool.num_live, pool.num_cached, pool.num_free
     by_tenant = pool.live_by_tenant
     oldest: dict[str, float] = {c.value: 0.0 for c in TrafficClass}
@@ -87,6 +90,7 @@ def take_snapshot(core: EngineCore, now_s: float | None = None) -> UsageSnapshot
         tenant_live_blocks={t: n for t, n in by_tenant.items() if t is not None},
         public_live_blocks=by_tenant.get(None, 0),
         fragmentation=waste / cap if cap else 0.0,
+        compacted_blocks=compacted,
         level=core.marks.level(live).name.lower(),
         host_used_bytes=core.host.used_bytes,
     )
@@ -107,6 +111,7 @@ class PolicyStats:
     recompute_tokens: int  # discarded by recompute preemptions, computed again on resume
     computed_tokens: int  # computed by every step (prefill, decode, recompute): the tax's denominator
     approximated_tokens: int  # KV tokens dropped by a token-level policy (`approximated` events)
+    buffer_evicted_blocks: int  # cached blocks evicted ahead of demand to keep a free buffer (zones)
     num_oom: int
 
     @property
@@ -128,5 +133,6 @@ def take_policy_stats(core: EngineCore) -> PolicyStats:
         recompute_tokens=sched.recompute_tokens,
         computed_tokens=core.num_computed_tokens,
         approximated_tokens=sched.approximated_tokens,
+        buffer_evicted_blocks=sched.num_buffer_evicted_blocks,
         num_oom=sched.num_oom,
     )

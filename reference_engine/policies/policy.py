@@ -93,6 +93,9 @@ class Policy:
     session_tick_s: float = 0.0
     max_session_evict_blocks_per_tick: int | None = None
     compressor: Compressor | None = None
+    # Free blocks kept ahead of demand: at a step's start, cached prefix blocks are evicted (in
+    # the blocks index's order) until this many are free or none is cached (zones' buffer).
+    free_buffer_blocks: int = 0
     touch_on_decode: bool = True  # False: an entry's recency is its request's last scheduling
 
     @property

@@ -17,6 +17,7 @@ from reference_engine.policies.multi_queue import make_multi_queue
 from reference_engine.policies.policy import Policy
 from reference_engine.policies.streamingllm import make_streamingllm
 from reference_engine.policies.value_density import make_value_density
+from reference_engine.policies.zones import make_zones
 
 PolicyFactory = Callable[[EngineConfig, MemoryPlan], Policy]
 
@@ -24,6 +25,7 @@ POLICIES: dict[str, PolicyFactory] = {
     PolicyName.LRU.value: make_lru,
     PolicyName.MULTI_QUEUE.value: make_multi_queue,
     PolicyName.VALUE_DENSITY.value: make_value_density,
+    PolicyName.ZONES.value: make_zones,
     PolicyName.STREAMINGLLM.value: make_streamingllm,
     PolicyName.H2O.value: make_h2o,
     PolicyName.NONE.value: make_none,

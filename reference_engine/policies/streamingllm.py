@@ -77,15 +77,22 @@ class WindowRule:
         return (step, self.kept) if step <= within else None
 
 
-def make_streamingllm(config: EngineConfig, plan: MemoryPlan) -> Policy:
-    cfg = config.streamingllm
+def check_model_window(key: str, window_tokens: int, plan: MemoryPlan) -> None:
+    """A policy window (`key`) on a model with its own sliding window must equal it: the model
+    never attends past its window, so any other size keeps KV it cannot read or drops KV it
+    still reads."""
     model_window = plan.model.sliding_window_tokens
-    if model_window is not None and cfg.sliding_window_tokens != model_window:
+    if model_window is not None and window_tokens != model_window:
         raise ConfigError(
-            f"streamingllm.sliding_window_tokens = {cfg.sliding_window_tokens} does not match the attention window "
+            f"{key} = {window_tokens} does not match the attention window "
             f"of {plan.model.name} ({model_window} tokens); set it to {model_window}: the model never attends past "
             f"its own window, so any other size keeps KV it cannot read or drops KV it still reads"
         )
+
+
+def make_streamingllm(config: EngineConfig, plan: MemoryPlan) -> Policy:
+    cfg = config.streamingllm
+    check_model_window("streamingllm.sliding_window_tokens", cfg.sliding_window_tokens, plan)
     compressor = None
     if cfg.evict_outside_window:
         compressor = StreamingLlmCompressor(cfg.sink_tokens, cfg.sliding_window_tokens, plan.block_tokens)

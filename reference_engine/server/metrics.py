@@ -211,13 +211,14 @@ class _StateCollector(Collector):
         core = self.core
         s, pool, bt = core.snapshot(), core.pool, core.pool.block_tokens
         blocks = GaugeMetricFamily(
-            "kvgate_kv_blocks", "KV blocks by state (retained and pinned are part of live)", labels=["state"]
+            "kvgate_kv_blocks", "KV blocks by state (retained, pinned and compacted are part of live)", labels=["state"]
         )
         for state, n in (
             ("live", s.live_blocks),
             ("active", s.active_blocks),
             ("retained", s.retained_blocks),
             ("pinned", s.pinned_blocks),
+            ("compacted", s.compacted_blocks),
             ("cached", s.cached_blocks),
             ("free", s.free_blocks),
             ("pending", s.pending_blocks),
@@ -281,6 +282,11 @@ class _StateCollector(Collector):
             "kvgate_cached_blocks_evicted",
             "Cached (refcount 0) blocks reused for new data",
             value=pool.num_evicted_cached,
+        )
+        yield CounterMetricFamily(
+            "kvgate_buffer_evicted_blocks",
+            "Cached blocks evicted ahead of demand to keep the policy's free buffer (part of the above)",
+            value=core.scheduler.num_buffer_evicted_blocks,
         )
         name = [self.model_name]
         for metric, help_text, value in (

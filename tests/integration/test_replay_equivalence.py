@@ -196,7 +196,7 @@ def test_every_config_replays_fused_exactly_as_step_by_step(tmp_path, config_pat
     assert kept[0] == kept[1]
     assert calls[0] < calls[1]  # runs were fused
     assert (records[0].requests["status"] == "ok").sum() > 30
-    assert bool(kept[0]) == (config_path.stem in ("streamingllm", "h2o"))  # token-level configs compact
+    assert bool(kept[0]) == (config_path.stem in ("streamingllm", "h2o", "zones"))  # token-level configs compact
 
 
 def test_event_driven_equals_step_by_step_on_azure_compressed_in_time(tmp_path):
@@ -208,3 +208,17 @@ def test_event_driven_equals_step_by_step_on_azure_compressed_in_time(tmp_path):
     )
     assert_same_record(fast, slow)
     assert len(fast.requests) == 120
+
+
+def test_zones_under_pressure_replay_fused_exactly_as_step_by_step(tmp_path):
+    """zones adds two rules to what a plan must respect: the window rule (a compressor, as
+    streamingllm's) and the free buffer, which evicts cached blocks at a step's start once fewer
+    than its share are free: a plan holds only while its later steps leave the buffer whole."""
+    overrides = {**PRESSURE, "kv_cache.policy": "zones", "zones.sliding_window_tokens": 4096}
+    config = with_overrides(load_config(DEFAULT_CONFIG), overrides)
+    (fast, slow), (fast_calls, slow_calls) = replay_both(tmp_path, load_trace(MOONCAKE, limit=140), config)
+    assert_same_record(fast, slow)
+    stats = fast.meta.final["policy_stats"]
+    assert stats["buffer_evicted_blocks"] > 100 and stats["approximated_tokens"] > 0
+    assert (fast.events["kind"] == "approximated").sum() > 10
+    assert fast_calls < slow_calls

@@ -11,7 +11,7 @@ from reference_engine.policies import registry
 from tests.helpers import small_config
 
 CONFIGS = Path(__file__).resolve().parents[3] / "configs"
-APPROXIMATE = {"streamingllm", "h2o"}
+APPROXIMATE = {"streamingllm", "h2o", "zones"}
 BASELINES = {"none", "vllm_like"}  # kept apart: compared against, never gated as candidates
 
 
