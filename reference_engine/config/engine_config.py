@@ -219,6 +219,26 @@ class PreemptionConfig(ConfigTable):
     min_batch_token_share: float = Field(0.05, ge=0, le=1, description="step budget batch keeps while it waits")
 
 
+class TiersConfig(ConfigTable):
+    """KV tiers below the GPU pool: host DRAM and disk keep cached prefix blocks the pool evicts
+    (docs/policies.md, "offload or re-prefill"). Separate from `preemption.host_swap_gib`."""
+
+    host_gib: float = Field(0, ge=0, description="host memory for evicted prefix blocks (0: no host tier)")
+    disk_gib: float = Field(0, ge=0, description="disk space for blocks the host tier evicts (0: no disk tier)")
+    host_write_gbps: float | None = Field(
+        None, gt=0, description="GPU-to-host write-back bandwidth, GB/s (None: the GPU's host link)"
+    )
+    disk_write_gbps: float = Field(3.0, gt=0, description="host-to-disk write-back bandwidth, GB/s")
+    disk_read_gbps: float = Field(6.0, gt=0, description="disk-to-GPU load bandwidth, GB/s (NVMe Gen4 read)")
+    max_write_backlog_ms: float = Field(
+        50, ge=0, description="write-back queued beyond this is dropped, not demoted (counted)"
+    )
+    load_failure_rate: float = Field(
+        0, ge=0, le=1, description="share of loads that fail (seeded, deterministic): chaos testing"
+    )
+    failure_seed: int = Field(0, description="seed of the injected load failures")
+
+
 class TenantConfig(ConfigTable):
     api_keys: list[str] = Field(min_length=1, description="Bearer keys that identify the tenant")
     traffic_class: TrafficClass = Field(
@@ -356,6 +376,7 @@ class EngineConfig(ConfigTable):
     admission: AdmissionConfig = AdmissionConfig()
     preemption: PreemptionConfig = PreemptionConfig()
     prefix_cache: PrefixCacheConfig = PrefixCacheConfig()
+    tiers: TiersConfig = TiersConfig()
     tenants: dict[str, TenantConfig] = {}
     server: ServerConfig = ServerConfig()
     sim: SimConfig = SimConfig()

@@ -1,0 +1,122 @@
+"""One KV tier below the GPU pool (host DRAM or disk): cached prefix blocks by content key, in
+LRU order, with a capacity and a per-tenant cap.
+
+A block here is known by its key alone: the chained, scoped prefix hash it had in the GPU pool.
+The hash already contains the tenant's (or the salt's, or the public) scope, so a lookup can
+only find what the same scope computed: scoping holds in every tier without a second check.
+
+Each entry carries a checksum of its content (in the sim a function of the key), written when
+the block arrives and checked when it is served: a tier never hands out a block whose content
+does not match its key (`verify`).
+
+Every operation is O(1) or O(blocks touched): one `OrderedDict` in LRU order over the whole
+tier, and one per tenant in the same order, so a tenant over its cap evicts its own oldest
+block, never another tenant's.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+
+def content_checksum(key: int) -> int:
+    """The checksum the sim stores with a block: its content is a function of its key."""
+    return (key * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) & 0xFFFFFFFFFFFFFFFF
+
+
+@dataclass(slots=True)
+class TierEntry:
+    tenant: str | None
+    checksum: int
+
+
+class TierStore:
+    """An LRU set of content keys with `capacity_blocks` slots; tenant `t` holds at most
+    `tenant_caps[t]` of them (public blocks, tenant None, are uncapped)."""
+
+    def __init__(self, name: str, capacity_blocks: int, tenant_caps: Mapping[str, int]) -> None:
+        self.name = name
+        self.capacity_blocks = capacity_blocks
+        self._caps = dict(tenant_caps)
+        self._lru: OrderedDict[int, TierEntry] = OrderedDict()
+        self._by_tenant: dict[str | None, OrderedDict[int, None]] = {}
+        self.attached = True
+        self.num_stored = 0  # blocks written in (demotions)
+        self.num_touched = 0  # demotions of a block it already held: no write
+        self.num_evicted = 0  # blocks evicted to make room (capacity or tenant cap)
+        self.num_hits = 0  # blocks found by a prefix lookup
+        self.num_loaded = 0  # blocks served to the GPU
+        self.num_dropped = 0  # blocks forgotten without eviction (detach, failed load)
+
+    def __len__(self) -> int:
+        return len(self._lru)
+
+    def __contains__(self, key: int) -> bool:
+        return key in self._lru
+
+    def tenant_blocks(self, tenant: str | None) -> int:
+        entries = self._by_tenant.get(tenant)
+        return len(entries) if entries else 0
+
+    def touch(self, key: int) -> bool:
+        """Mark `key` most recently used; False when the tier does not hold it."""
+        if key not in self._lru:
+            return False
+        entry = self._lru[key]
+        self._lru.move_to_end(key)
+        self._by_tenant[entry.tenant].move_to_end(key)
+        return True
+
+    def put(self, key: int, tenant: str | None) -> list[tuple[int, str | None]]:
+        """Store a block not held yet; returns the (key, tenant) of the blocks evicted to make
+        room, oldest first: the tenant's own oldest when it is at its cap, else the tier's."""
+        assert key not in self._lru, "put() a key the tier does not hold (touch() otherwise)"
+        evicted: list[tuple[int, str | None]] = []
+        if self.capacity_blocks <= 0:
+            return [(key, tenant)]
+        cap = self._caps.get(tenant) if tenant is not None else None
+        own = self._by_tenant.setdefault(tenant, OrderedDict())
+        if cap is not None and len(own) >= cap:
+            if cap <= 0:
+                return [(key, tenant)]
+            evicted.append(self._pop(next(iter(own))))
+        while len(self._lru) >= self.capacity_blocks:
+            evicted.append(self._pop(next(iter(self._lru))))
+        self._lru[key] = TierEntry(tenant, content_checksum(key))
+        own[key] = None
+        self.num_stored += 1
+        self.num_evicted += len(evicted)
+        return evicted
+
+    def _pop(self, key: int) -> tuple[int, str | None]:
+        entry = self._lru.pop(key)
+        del self._by_tenant[entry.tenant][key]
+        return key, entry.tenant
+
+    def drop(self, keys: Sequence[int]) -> list[int]:
+        """Forget `keys` (those it holds); returns them."""
+        out = [k for k in keys if k in self._lru]
+        for k in out:
+            self._pop(k)
+        self.num_dropped += len(out)
+        return out
+
+    def drop_all(self) -> list[int]:
+        """Forget every block (the tier was detached); returns their keys."""
+        return self.drop(list(self._lru))
+
+    def verify(self, key: int) -> bool:
+        """Whether the block stored under `key` still holds that key's content."""
+        entry = self._lru.get(key)
+        return entry is not None and entry.checksum == content_checksum(key)
+
+    def check_invariants(self) -> None:
+        """O(n) self-check for tests: the tenant orders partition the tier, within every cap."""
+        assert len(self._lru) <= max(0, self.capacity_blocks)
+        assert sum(len(v) for v in self._by_tenant.values()) == len(self._lru)
+        for tenant, keys in self._by_tenant.items():
+            assert all(self._lru[k].tenant == tenant for k in keys)
+            cap = self._caps.get(tenant) if tenant is not None else None
+            assert cap is None or len(keys) <= cap, (tenant, len(keys), cap)
