@@ -29,6 +29,7 @@ Every block movement is also queued as a `TierTransfer` / `TierDrop` for the nex
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -92,6 +93,7 @@ class TierCounters:
     """Cumulative per-tier figures (blocks unless named otherwise)."""
 
     demoted: int = 0  # written into this tier
+    touched: int = 0  # demoted while this tier still held them (inclusive tiers): no write
     write_dropped: int = 0  # evicted above, but the write-back could not take them
     hit: int = 0  # found by a prefix lookup and loaded
     promoted: int = 0  # loads from this tier that completed
@@ -133,6 +135,7 @@ class TieredCache:
         self._moves: list[TierTransfer] = []  # out of the GPU and between tiers: applied first
         self._promotions: list[TierTransfer] = []
         self._drops: list[TierDrop] = []
+        self.num_queried_blocks = 0  # blocks looked up below the GPU (past its hits)
 
     # ------------------------------------------------------------- demotion
     def demote(self, keys: list[int], tenants: list[str | None], blocks: list[int], now_s: float) -> None:
@@ -151,6 +154,7 @@ class TieredCache:
             return
         store, counters = self.stores[dst], self.counters[dst]
         fresh = [it for it in items if not store.touch(it[0])]
+        counters.touched += len(items) - len(fresh)
         taken = self._writes[dst].admit(len(fresh), now_s)
         counters.write_dropped += len(fresh) - taken
         accepted = fresh[:taken]
@@ -185,6 +189,7 @@ class TieredCache:
         """Where each leading key of `keys` lives (host first), up to the first in no tier."""
         out: list[Tier] = []
         host, disk = self._attached(Tier.HOST), self._attached(Tier.DISK)
+        self.num_queried_blocks += len(keys)
         for k in keys:
             if host is not None and k in host:
                 out.append(Tier.HOST)
@@ -230,13 +235,13 @@ class TieredCache:
                     len(picked) * self.block_bytes,
                 )
             )
-        return TierLoad(now_s, ready, first_block, keys, sources, self._fails(request_id, keys[0]))
+        return TierLoad(now_s, ready, first_block, keys, sources, self._fails(request_id, first_block))
 
-    def _fails(self, request_id: str, first_key: int) -> bool:
+    def _fails(self, request_id: str, first_block: int) -> bool:
         rate = self.config.load_failure_rate
         if rate <= 0:
             return False
-        draw = stable_id(f"{self.config.failure_seed}:{request_id}:{first_key}") / float(1 << 63)
+        draw = stable_id(f"{self.config.failure_seed}:{request_id}:{first_block}") / float(1 << 63)
         return draw < rate
 
     def note_slower(self, sources: Sequence[Tier]) -> None:
@@ -296,3 +301,15 @@ class TieredCache:
     def capacity_blocks(self, tier: Tier) -> int:
         store = self.stores.get(tier)
         return store.capacity_blocks if store is not None else 0
+
+    def stats(self) -> dict[str, dict[str, float]]:
+        """Per tier: usage and the cumulative counters, as plain numbers (records, metrics)."""
+        return {
+            tier.value: {
+                "capacity_blocks": self.capacity_blocks(tier),
+                "used_blocks": self.used_blocks(tier),
+                **dataclasses.asdict(self.counters[tier]),
+            }
+            for tier in _LOWER
+            if tier in self.stores
+        }
