@@ -220,8 +220,16 @@ class PreemptionConfig(ConfigTable):
 
 
 class TiersConfig(ConfigTable):
-    """KV tiers below the GPU pool: host DRAM and disk keep cached prefix blocks the pool evicts
-    (docs/policies.md, "offload or re-prefill"). Separate from `preemption.host_swap_gib`."""
+    """KV tiers below the GPU pool. Host DRAM and disk keep the cached prefix blocks the pool
+    evicts (each tier in LRU order with its own capacity, each tenant at most its `max_kv_share`
+    of it; write-back bounded by bandwidth and backlog); a later prefix hit loads them back when
+    that ends before re-prefilling them would, and recomputes otherwise or when the load fails
+    (docs/policies.md, "KV tiers: offload or re-prefill"). The host tier is its own share of host
+    memory, apart from `preemption.host_swap_gib`: swap space holds the only copy of a preempted
+    request's KV and is needed at the peaks that preempt, which are also when the pool evicts
+    most; one shared budget would let cached copies push preempted requests into recompute just
+    then. The engine's host memory is `host_swap_gib + host_gib`.
+    """
 
     host_gib: float = Field(0, ge=0, description="host memory for evicted prefix blocks (0: no host tier)")
     disk_gib: float = Field(0, ge=0, description="disk space for blocks the host tier evicts (0: no disk tier)")

@@ -341,7 +341,7 @@ def _tier_families(tiers: TieredCache, block_tokens: int, model: list[str]) -> I
         "failed": "Blocks of failed loads from the tier (recomputed)",
         "slower": "Blocks found in the tier but re-prefilled: faster than loading",
     }
-    counters = {k: CounterMetricFamily(f"kvgate_kv_tier_{k}_blocks", h, labels=["tier"]) for k, h in per_tier.items()}
+    families = {k: CounterMetricFamily(f"kvgate_kv_tier_{k}_blocks", h, labels=["tier"]) for k, h in per_tier.items()}
     for tier, c in tiers.counters.items():
         if tier not in tiers.stores:
             continue
@@ -350,9 +350,9 @@ def _tier_families(tiers: TieredCache, block_tokens: int, model: list[str]) -> I
         moved.add_metric([*model, into], c.promoted * tiers.block_bytes)
         timed.add_metric([*model, into], c.load_s)
         usage.add_metric([tier.value], tiers.used_blocks(tier) / max(1, tiers.capacity_blocks(tier)))
-        for k, family in counters.items():
+        for k, family in families.items():
             family.add_metric([tier.value], getattr(c, k))
-    yield from (moved, timed, usage, *counters.values())
+    yield from (moved, timed, usage, *families.values())
     if Tier.HOST in tiers.stores:
         host = GaugeMetricFamily(
             "vllm:kv_offload_cpu_cache_usage_perc", "Host (CPU) KV offload cache usage (0..1).", labels=["model_name"]
