@@ -44,8 +44,9 @@ it. The catalogue below is the single place that says which kinds exist and what
                                              disk, num_blocks / num_tokens / num_bytes from that tier,
                                              latency_s = load time (queueing included; for
                                              slower_than_prefill the time it would have taken),
-                                             reason = ok | failed | slower_than_prefill (the last
-                                             two: recomputed instead)
+                                             reason = ok | failed | slower_than_prefill (the two
+                                             recomputed instead; the last also past max_load_wait_ms)
+                                             | served_corrupt (failed, served anyway: fallback off)
 """
 
 from __future__ import annotations

@@ -236,15 +236,30 @@ class TiersConfig(ConfigTable):
     host_write_gbps: float | None = Field(
         None, gt=0, description="GPU-to-host write-back bandwidth, GB/s (None: the GPU's host link)"
     )
+    host_read_gbps: float | None = Field(
+        None, gt=0, description="host-to-GPU load bandwidth, GB/s (None: the GPU's host link)"
+    )
     disk_write_gbps: float = Field(3.0, gt=0, description="host-to-disk write-back bandwidth, GB/s")
     disk_read_gbps: float = Field(6.0, gt=0, description="disk-to-GPU load bandwidth, GB/s (NVMe Gen4 read)")
     max_write_backlog_ms: float = Field(
         50, ge=0, description="write-back queued beyond this is dropped, not demoted (counted)"
     )
+    max_load_wait_ms: float = Field(
+        2000, gt=0, description="a load that would end later than this is not started: the tokens are recomputed"
+    )
     load_failure_rate: float = Field(
-        0, ge=0, le=1, description="share of loads that fail (seeded, deterministic): chaos testing"
+        0,
+        ge=0,
+        le=1,
+        description="share of loads whose copy arrives corrupt (seeded, deterministic; its checksum "
+        "tells): chaos testing",
     )
     failure_seed: int = Field(0, description="seed of the injected load failures")
+    fallback_to_recompute: bool = Field(
+        True,
+        description="off only to build a broken target: every load found is waited for however "
+        "slow, and one that failed is served as it arrived",
+    )
 
 
 class TenantConfig(ConfigTable):

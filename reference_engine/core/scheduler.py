@@ -759,8 +759,9 @@ class Scheduler:
             return False
         keys = keys[: len(sources)]
         load_s = tiers.price_load(sources, now_s) - now_s
-        if load_s >= self.executor.prefill_time_s(len(keys) * bt, r.num_computed_tokens):
-            tiers.note_slower(sources)
+        if not tiers.worth_loading(
+            load_s, self.executor.prefill_time_s(len(keys) * bt, r.num_computed_tokens), sources
+        ):
             self._emit_load(r, now_s, sources, len(sources), load_s, "slower_than_prefill")
             return False
         if not kv.allocate(r, len(keys) * bt, now_s):
@@ -778,13 +779,12 @@ class Scheduler:
         for rid, load in [(rid, load) for rid, load in self.loads.items() if load.ready_s <= now_s]:
             del self.loads[rid]
             r = self.requests[rid]
-            ok = tiers.finish_load(load)
-            if ok:
-                self.kv.register_full_blocks(r)
-            else:
+            outcome = tiers.finish_load(load)
+            if outcome == "failed":
                 self.kv.truncate(r, load.first_block, now_s, self._meta(r))
-            reason = "ok" if ok else "failed"
-            self._emit_load(r, now_s, load.sources, len(load.keys), load.ready_s - load.start_s, reason)
+            else:
+                self.kv.register_full_blocks(r)
+            self._emit_load(r, now_s, load.sources, len(load.keys), load.ready_s - load.start_s, outcome)
 
     def _emit_load(
         self, r: Request, now_s: float, sources: list[Tier], num_blocks: int, load_s: float, reason: str

@@ -43,11 +43,9 @@ class TierStore:
         self._lru: OrderedDict[int, TierEntry] = OrderedDict()
         self._by_tenant: dict[str | None, OrderedDict[int, None]] = {}
         self.attached = True
+        # every block that came in went out by one of two ways or is still here (`num_leaked`)
         self.num_stored = 0  # blocks written in (demotions)
-        self.num_touched = 0  # demotions of a block it already held: no write
         self.num_evicted = 0  # blocks evicted to make room (capacity or tenant cap)
-        self.num_hits = 0  # blocks found by a prefix lookup
-        self.num_loaded = 0  # blocks served to the GPU
         self.num_dropped = 0  # blocks forgotten without eviction (detach, failed load)
 
     def __len__(self) -> int:
@@ -55,6 +53,11 @@ class TierStore:
 
     def __contains__(self, key: int) -> bool:
         return key in self._lru
+
+    @property
+    def num_leaked(self) -> int:
+        """Blocks that came in and are neither here nor counted out: 0 unless a path forgot one."""
+        return self.num_stored - self.num_evicted - self.num_dropped - len(self._lru)
 
     def tenant_blocks(self, tenant: str | None) -> int:
         entries = self._by_tenant.get(tenant)

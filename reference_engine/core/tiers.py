@@ -98,6 +98,7 @@ class TierCounters:
     hit: int = 0  # found by a prefix lookup and loaded
     promoted: int = 0  # loads from this tier that completed
     failed: int = 0  # loads from this tier that failed (the request recomputed)
+    corrupt_served: int = 0  # failed, and served anyway (fallback off: a broken target)
     slower: int = 0  # found, but re-prefilling was faster: recomputed
     load_s: float = 0.0  # sum of load durations (queueing included) of loads from this tier
 
@@ -128,7 +129,7 @@ class TieredCache:
             Tier.DISK: WriteChannel(cfg.disk_write_gbps * 1e9, backlog_s, self.block_bytes),
         }
         self._reads = {
-            Tier.HOST: ReadChannel(self.host_link_bytes_per_s),
+            Tier.HOST: ReadChannel((cfg.host_read_gbps * 1e9) if cfg.host_read_gbps else self.host_link_bytes_per_s),
             Tier.DISK: ReadChannel(cfg.disk_read_gbps * 1e9),
         }
         self.counters = {t: TierCounters() for t in _LOWER}
@@ -224,7 +225,6 @@ class TieredCache:
             store = self.stores[tier]
             for i in picked:
                 store.touch(keys[i])
-            store.num_hits += len(picked)
             self.counters[tier].hit += len(picked)
             self._promotions.append(
                 TierTransfer(
@@ -244,29 +244,39 @@ class TieredCache:
         draw = stable_id(f"{self.config.failure_seed}:{request_id}:{first_block}") / float(1 << 63)
         return draw < rate
 
-    def note_slower(self, sources: Sequence[Tier]) -> None:
+    def worth_loading(self, load_s: float, prefill_s: float, sources: Sequence[Tier]) -> bool:
+        """The "offload or re-prefill" rule (docs/policies.md): load when the load ends before
+        re-prefilling would and within `max_load_wait_ms`; else count the blocks as recomputed.
+        A broken target (`fallback_to_recompute` off) loads whatever it finds."""
+        cfg = self.config
+        if not cfg.fallback_to_recompute or (load_s < prefill_s and load_s <= cfg.max_load_wait_ms / 1000):
+            return True
         for tier in set(sources):
             self.counters[tier].slower += sources.count(tier)
+        return False
 
-    def finish_load(self, load: TierLoad) -> bool:
-        """The load's end: True when every block arrived intact; on failure the tiers forget the
-        blocks (their copies are suspect) and the caller recomputes them."""
-        ok = not load.failed and all(
-            self.stores[t].verify(k) for k, t in zip(load.keys, load.sources) if k in self.stores[t]
+    def finish_load(self, load: TierLoad) -> str:
+        """The load's end: `ok` when every block arrived intact (its tier still attached, its
+        checksum right); else `failed`: the tiers forget the blocks (their copies are suspect)
+        and the caller recomputes them, or, with the fallback off, `served_corrupt`."""
+        intact = not load.failed and all(
+            self.stores[t].attached and (k not in self.stores[t] or self.stores[t].verify(k))
+            for k, t in zip(load.keys, load.sources)
         )
+        outcome = "ok" if intact else "failed" if self.config.fallback_to_recompute else "served_corrupt"
         for tier in set(load.sources):
             n, c = load.blocks_from(tier), self.counters[tier]
             c.load_s += load.ready_s - load.start_s
-            if ok:
+            if intact:
                 c.promoted += n
-                self.stores[tier].num_loaded += n
-            else:
-                c.failed += n
-                picked = [k for k, t in zip(load.keys, load.sources) if t is tier]
-                gone = self.stores[tier].drop(picked)
-                if gone:
-                    self._drops.append(TierDrop(tier, gone))
-        return ok
+                continue
+            c.failed += n
+            if outcome == "served_corrupt":
+                c.corrupt_served += n
+            gone = self.stores[tier].drop([k for k, t in zip(load.keys, load.sources) if t is tier])
+            if gone:
+                self._drops.append(TierDrop(tier, gone))
+        return outcome
 
     # --------------------------------------------------------------- chaos
     def detach(self, tier: Tier) -> None:
@@ -308,6 +318,7 @@ class TieredCache:
             tier.value: {
                 "capacity_blocks": self.capacity_blocks(tier),
                 "used_blocks": self.used_blocks(tier),
+                "leaked_blocks": self.stores[tier].num_leaked,
                 **dataclasses.asdict(self.counters[tier]),
             }
             for tier in _LOWER

@@ -2,8 +2,6 @@
 eviction (bounded write-back, host to disk), promotion by prefix hit (the request waits without
 holding the step), and the fallbacks to recompute (slower than re-prefill, failed load)."""
 
-import random
-
 import pytest
 
 from reference_engine import with_overrides
@@ -11,9 +9,7 @@ from reference_engine.core.tier_store import TierStore
 from reference_engine.core.tiers import WriteChannel
 from reference_engine.executors.base import Tier
 from reference_engine.request import RequestState
-from tests.helpers import TENANTS, Driver, small_config
-
-PROMPT_TOKENS = 1500  # 94 blocks of 16 tokens: ten prompts overflow a 1,024-block pool
+from tests.helpers import TENANTS, Driver, distinct_prompts, serve_rounds, small_config, tiered_driver
 
 
 # ------------------------------------------------------------------ the store
@@ -56,27 +52,6 @@ def test_write_channel_bounds_the_backlog():
 
 
 # ----------------------------------------------------------------- the engine
-def _driver(**tiers) -> Driver:
-    tenants = {name: dict(t) for name, t in TENANTS.items()}
-    tenants["acme"]["max_kv_share"] = 1.0
-    overrides = {f"tiers.{k}": v for k, v in {"max_write_backlog_ms": 1000, **tiers}.items()}
-    return Driver(small_config(1024, tenants=tenants, **{k.replace(".", "__"): v for k, v in overrides.items()}))
-
-
-def _prompts(n: int) -> list[list[int]]:
-    rng = random.Random(0)
-    return [[rng.randrange(100, 1000) for _ in range(PROMPT_TOKENS)] for _ in range(n)]
-
-
-def _serve(d: Driver, prompts: list[list[int]], rounds: int = 2) -> list:
-    out = []
-    for rnd in range(rounds):
-        for p in prompts:
-            out.append(d.core.add_request(tenant="acme", prompt_token_ids=[*p, rnd], max_new_tokens=4))
-            d.run()
-    return out
-
-
 def _check_clean(d: Driver) -> None:
     core = d.core
     core.pool.check_invariants()
@@ -96,13 +71,13 @@ def _loads(d: Driver, reason: str) -> dict[str, int]:
 def test_without_tiers_a_cyclic_reuse_never_hits():
     d = Driver(small_config(1024, tenants={**TENANTS, "acme": {**TENANTS["acme"], "max_kv_share": 1.0}}))
     assert d.core.tiers is None
-    reqs = _serve(d, _prompts(12))
+    reqs = serve_rounds(d, distinct_prompts(12))
     assert sum(r.num_prefix_hit_tokens for r in reqs) == 0 and d.core.pool.num_evicted_cached > 0
 
 
 def test_evicted_blocks_are_demoted_and_promoted_back():
-    d = _driver(host_gib=4.0)
-    reqs = _serve(d, _prompts(12))
+    d = tiered_driver(host_gib=4.0)
+    reqs = serve_rounds(d, distinct_prompts(12))
     host = d.core.tiers.counters[Tier.HOST]
     # every eviction written back, or found there already (a promoted block keeps its copy)
     assert host.demoted + host.touched == d.core.pool.num_evicted_cached and host.touched > 0
@@ -115,9 +90,9 @@ def test_evicted_blocks_are_demoted_and_promoted_back():
 
 
 def test_a_request_waits_for_its_load_without_holding_the_step():
-    d = _driver(host_gib=4.0)
-    prompts = _prompts(12)
-    _serve(d, prompts, rounds=1)
+    d = tiered_driver(host_gib=4.0)
+    prompts = distinct_prompts(12)
+    serve_rounds(d, prompts, rounds=1)
     core = d.core
     runner = core.add_request(tenant="acme", prompt_token_ids=list(range(100, 120)), max_new_tokens=64)
     d.step()  # the runner's prompt: it decodes from now on
@@ -134,8 +109,8 @@ def test_a_request_waits_for_its_load_without_holding_the_step():
 
 
 def test_host_evictions_demote_to_disk_and_disk_hits_load():
-    d = _driver(host_gib=0.1, disk_gib=4.0, disk_read_gbps=25.0)  # a striped NVMe: loads beat re-prefill
-    _serve(d, _prompts(12))
+    d = tiered_driver(host_gib=0.1, disk_gib=4.0, disk_read_gbps=25.0)  # a striped NVMe: loads beat re-prefill
+    serve_rounds(d, distinct_prompts(12))
     host, disk = d.core.tiers.counters[Tier.HOST], d.core.tiers.counters[Tier.DISK]
     assert disk.demoted > 0 and disk.promoted > 0
     assert d.core.tiers.used_blocks(Tier.HOST) <= d.core.tiers.capacity_blocks(Tier.HOST)
@@ -145,17 +120,17 @@ def test_host_evictions_demote_to_disk_and_disk_hits_load():
 
 
 def test_write_back_beyond_its_bandwidth_is_dropped_and_counted():
-    d = _driver(host_gib=4.0, host_write_gbps=0.01, max_write_backlog_ms=0)
-    _serve(d, _prompts(12))
+    d = tiered_driver(host_gib=4.0, host_write_gbps=0.01, max_write_backlog_ms=0)
+    serve_rounds(d, distinct_prompts(12))
     host = d.core.tiers.counters[Tier.HOST]
     assert host.write_dropped > 0
     assert host.demoted + host.touched + host.write_dropped == d.core.pool.num_evicted_cached
 
 
 def test_a_load_slower_than_prefill_recomputes():
-    d = _driver(host_gib=4.0, disk_gib=0.0)
+    d = tiered_driver(host_gib=4.0, disk_gib=0.0)
     d.core.tiers._reads[Tier.HOST].bytes_per_s = 1e6  # a crawling link: re-prefill wins
-    reqs = _serve(d, _prompts(12))
+    reqs = serve_rounds(d, distinct_prompts(12))
     host = d.core.tiers.counters[Tier.HOST]
     assert host.promoted == 0 and host.slower == 12 * 93
     assert "host" in _loads(d, "slower_than_prefill")
@@ -165,8 +140,8 @@ def test_a_load_slower_than_prefill_recomputes():
 
 @pytest.mark.parametrize("rate", [1.0, 0.5])
 def test_a_failed_load_falls_back_to_recompute_and_forgets_the_blocks(rate):
-    d = _driver(host_gib=4.0, load_failure_rate=rate)
-    reqs = _serve(d, _prompts(12))
+    d = tiered_driver(host_gib=4.0, load_failure_rate=rate)
+    reqs = serve_rounds(d, distinct_prompts(12))
     host = d.core.tiers.counters[Tier.HOST]
     assert host.failed > 0 and (host.promoted == 0) == (rate == 1.0)
     assert all(r.state is RequestState.FINISHED and r.num_output_tokens == 4 for r in reqs)
@@ -176,17 +151,17 @@ def test_a_failed_load_falls_back_to_recompute_and_forgets_the_blocks(rate):
 def test_failures_are_deterministic():
     runs = []
     for _ in range(2):
-        d = _driver(host_gib=4.0, load_failure_rate=0.5, failure_seed=3)
-        _serve(d, _prompts(12))
+        d = tiered_driver(host_gib=4.0, load_failure_rate=0.5, failure_seed=3)
+        serve_rounds(d, distinct_prompts(12))
         runs.append((d.core.tiers.counters[Tier.HOST], _loads(d, "failed")))
     assert runs[0] == runs[1]
 
 
 def test_scoping_holds_below_the_gpu():
     """Another tenant's identical prompt never loads acme's demoted blocks."""
-    d = _driver(host_gib=4.0)
-    prompts = _prompts(12)
-    _serve(d, prompts, rounds=1)
+    d = tiered_driver(host_gib=4.0)
+    prompts = distinct_prompts(12)
+    serve_rounds(d, prompts, rounds=1)
     r = d.core.add_request(tenant="globex", prompt_token_ids=[*prompts[0], 5], max_new_tokens=4)
     d.run()
     assert r.num_prefix_hit_tokens == 0 and not _loads(d, "ok")

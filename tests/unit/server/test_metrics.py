@@ -7,7 +7,7 @@ from record.events import Event, EventKind
 from reference_engine.core.engine import EngineCore
 from reference_engine.executors.base import Tier
 from reference_engine.server.metrics import EngineMetrics
-from tests.helpers import small_config
+from tests.helpers import distinct_prompts, serve_rounds, small_config, tiered_driver
 from tests.unit.server.server_support import ACME, ADMIN, chat, server_config, serving
 
 pytestmark = pytest.mark.anyio
@@ -109,10 +109,8 @@ def test_every_event_kind_updates_the_metrics_without_error():
 
 def test_tier_metrics_use_vllm_offloading_names():
     """With a host tier, loads and demotions show under vLLM's offloading names and per tier."""
-    from tests.unit.reference_engine.test_tiers import _driver, _prompts, _serve
-
-    d = _driver(host_gib=4.0)
-    _serve(d, _prompts(12))
+    d = tiered_driver(host_gib=4.0)
+    serve_rounds(d, distinct_prompts(12))
     core, tiers = d.core, d.core.tiers
     host = tiers.counters[Tier.HOST]
     m = samples(EngineMetrics(core, "m").render(with_tenants=False).decode())
