@@ -15,7 +15,9 @@ One `schedule(now)` builds the next step under a token budget, in this order:
    limit allows (admission rules), batch not paused, and no preemption happened this step; a
    chat-sized prompt starts whole or waits a step (never on a step's last scraps); the batch
    share of the budget (`min_batch_token_share`) goes to the batch head however many
-   higher-priority requests wait ahead of it.
+   higher-priority requests wait ahead of it. A start whose prefix goes on in a KV tier below
+   the GPU (`core/tiers.py`) loads those blocks first when that beats re-prefilling them: the
+   request holds its slot and runs nothing until the load ends, which is one of the timers.
 
 **A plan holds for several steps** when the caller can take them (replay: `schedule(now,
 stop_s)`): every rule's owner says how long its decision stands — a running request until it
@@ -784,6 +786,7 @@ class Scheduler:
                 self.kv.truncate(r, load.first_block, now_s, self._meta(r))
             else:
                 self.kv.register_full_blocks(r)
+                r.num_prefix_hit_tokens += len(load.keys) * self.kv.block_tokens  # cached, not computed
             self._emit_load(r, now_s, load.sources, len(load.keys), load.ready_s - load.start_s, outcome)
 
     def _emit_load(

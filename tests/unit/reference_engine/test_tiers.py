@@ -86,6 +86,8 @@ def test_evicted_blocks_are_demoted_and_promoted_back():
     assert all(r.state is RequestState.FINISHED for r in reqs)
     # the second round found each prompt below the GPU: 93 of its 94 blocks (one token is computed)
     assert host.promoted == 12 * 93
+    # loaded tokens are cached tokens for the client (usage.prompt_tokens_details.cached_tokens)
+    assert [r.num_prefix_hit_tokens for r in reqs[12:]] == [93 * 16] * 12
     _check_clean(d)
 
 
