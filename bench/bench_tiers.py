@@ -4,9 +4,10 @@ simulated H100 (docs/policies.md, "KV tiers: offload or re-prefill").
     .venv/bin/python bench/bench_tiers.py                       # the whole trace at 0.6x its rate
     .venv/bin/python bench/bench_tiers.py --limit 2000          # its first 2,000 requests
 
-Replays `configs/tiered.toml` (lru; Llama-3.1-8B bf16 KV, 128 KiB per token, on one H100) three
-times: the GPU pool alone, with a 512 GiB host tier (4.2M tokens), and with 512 GiB host + 4 TiB
-disk (38M tokens). Prints, side by side: the hit ratio by tier (prompt tokens served by the GPU
+Replays `configs/tiered.toml` (lru; Llama-3.1-8B bf16 KV, 128 KiB per token, on one H100) with
+the GPU pool alone (`gpu`), a 512 GiB host tier (`host`, 4.2M tokens), 512 GiB host + 4 TiB disk
+(`host+disk`, 38M tokens) on one NVMe drive, and on four striped (`host+disk4`). Prints, side by
+side: the hit ratio by tier (prompt tokens served by the GPU
 pool, loaded from host, from disk), TTFT P50 / P95, goodput, requests answered, and the blocks
 and bytes each tier took in and gave back, with its loads that fell back to recompute.
 """
@@ -29,10 +30,13 @@ from reference_engine import load_config, with_overrides  # noqa: E402
 from reference_engine.memory import MemoryPlan  # noqa: E402
 
 DEFAULT_TRACE = REPO.parent / "shared" / "traces" / "mooncake_fast25" / "conversation_trace.jsonl"
-SETUPS = {  # name -> (host GiB, disk GiB)
-    "GPU only": (0.0, 0.0),
-    "+ host 512 GiB": (512.0, 0.0),
-    "+ host 512 GiB + disk 4 TiB": (512.0, 4096.0),
+# one Gen4 NVMe drive: the config's defaults (6 GB/s read, 3 GB/s write); four striped: 4x both
+STRIPED = {"tiers.disk_read_gbps": 24.0, "tiers.disk_write_gbps": 12.0}
+SETUPS: dict[str, dict[str, float]] = {
+    "gpu": {"tiers.host_gib": 0.0},
+    "host": {"tiers.host_gib": 512.0},
+    "host+disk": {"tiers.host_gib": 512.0, "tiers.disk_gib": 4096.0},
+    "host+disk4": {"tiers.host_gib": 512.0, "tiers.disk_gib": 4096.0, **STRIPED},
 }
 
 
@@ -42,6 +46,7 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--config", type=Path, default=REPO / "configs" / "tiered.toml")
     p.add_argument("--limit", type=int, default=None, help="first N requests only")
     p.add_argument("--rate-scale", type=float, default=0.6, help="0.6: below the simulated H100's prefill ceiling")
+    p.add_argument("--setup", action="append", choices=sorted(SETUPS), help="default: every setup, in order")
     return p.parse_args()
 
 
@@ -56,8 +61,8 @@ def main() -> None:
     print(f"{args.trace.name}: {len(trace.requests)} requests, rate x{args.rate_scale}, config {args.config.name}")
     print("| setup | hit ratio | gpu | host | disk | TTFT P50 / P95 ms | goodput req/s | ok | tiers |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for name, (host, disk) in SETUPS.items():
-        config = with_overrides(base, {"tiers.host_gib": host, "tiers.disk_gib": disk})
+    for name in args.setup or SETUPS:
+        config = with_overrides(base, SETUPS[name])
         with tempfile.TemporaryDirectory() as tmp:
             result = run_replay(trace, config, ReplaySettings(rate_scale=args.rate_scale), Path(tmp) / "run")
             record = RunRecord.load(result.run_dir)

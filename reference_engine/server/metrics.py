@@ -340,18 +340,20 @@ def _tier_families(tiers: TieredCache, block_tokens: int, model: list[str]) -> I
         "promoted": "Blocks loaded from the tier into the GPU",
         "failed": "Blocks of failed loads from the tier (recomputed)",
         "slower": "Blocks found in the tier but re-prefilled: faster than loading",
+        "touched": "Blocks demoted while the tier still held them: no write",
+        "corrupt_served": "Blocks of failed loads served anyway (fallback off: a broken target)",
     }
     families = {k: CounterMetricFamily(f"kvgate_kv_tier_{k}_blocks", h, labels=["tier"]) for k, h in per_tier.items()}
-    for tier, c in tiers.counters.items():
+    for tier, counts in tiers.counters.items():
         if tier not in tiers.stores:
             continue
         out, into = _TRANSFER[tier]
-        moved.add_metric([*model, out], c.demoted * tiers.block_bytes)
-        moved.add_metric([*model, into], c.promoted * tiers.block_bytes)
-        timed.add_metric([*model, into], c.load_s)
+        moved.add_metric([*model, out], counts.demoted * tiers.block_bytes)
+        moved.add_metric([*model, into], counts.promoted * tiers.block_bytes)
+        timed.add_metric([*model, into], counts.load_s)
         usage.add_metric([tier.value], tiers.used_blocks(tier) / max(1, tiers.capacity_blocks(tier)))
         for k, family in families.items():
-            family.add_metric([tier.value], getattr(c, k))
+            family.add_metric([tier.value], getattr(counts, k))
     yield from (moved, timed, usage, *families.values())
     if Tier.HOST in tiers.stores:
         host = GaugeMetricFamily(
