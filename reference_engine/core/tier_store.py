@@ -18,18 +18,14 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from typing import TypeVar
+
+T = TypeVar("T", bound=tuple)
 
 
 def content_checksum(key: int) -> int:
     """The checksum the sim stores with a block: its content is a function of its key."""
     return (key * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) & 0xFFFFFFFFFFFFFFFF
-
-
-@dataclass(slots=True)
-class TierEntry:
-    tenant: str | None
-    checksum: int
 
 
 class TierStore:
@@ -40,7 +36,7 @@ class TierStore:
         self.name = name
         self.capacity_blocks = capacity_blocks
         self._caps = dict(tenant_caps)
-        self._lru: OrderedDict[int, TierEntry] = OrderedDict()
+        self._lru: OrderedDict[int, tuple[str | None, int]] = OrderedDict()  # key -> (tenant, checksum)
         self._by_tenant: dict[str | None, OrderedDict[int, None]] = {}
         self.attached = True
         # every block that came in went out by one of two ways or is still here (`num_leaked`)
@@ -67,36 +63,82 @@ class TierStore:
         """Mark `key` most recently used; False when the tier does not hold it."""
         if key not in self._lru:
             return False
-        entry = self._lru[key]
         self._lru.move_to_end(key)
-        self._by_tenant[entry.tenant].move_to_end(key)
+        self._by_tenant[self._lru[key][0]].move_to_end(key)
         return True
 
-    def put(self, key: int, tenant: str | None) -> list[tuple[int, str | None]]:
-        """Store a block not held yet; returns the (key, tenant) of the blocks evicted to make
-        room, oldest first: the tenant's own oldest when it is at its cap, else the tier's."""
-        assert key not in self._lru, "put() a key the tier does not hold (touch() otherwise)"
+    def not_held(self, items: list[T]) -> list[T]:
+        """Of `items` (tuples whose first field is a key), those the tier does not hold; the
+        ones it holds are touched. One pass at C speed for the common all-new batch."""
+        lru = self._lru
+        if lru.keys().isdisjoint([it[0] for it in items]):
+            return items
+        return [it for it in items if not self.touch(it[0])]
+
+    def put_many(self, items: Sequence[tuple[int, str | None]]) -> list[tuple[int, str | None]]:
+        """Store each (key, tenant) of `items` in order (none held yet); returns the (key,
+        tenant) of the blocks evicted to make room, oldest first: the tenant's own oldest when it
+        is at its cap, else the tier's. One call per eviction batch (the demotion path)."""
         evicted: list[tuple[int, str | None]] = []
-        if self.capacity_blocks <= 0:
-            return [(key, tenant)]
-        cap = self._caps.get(tenant) if tenant is not None else None
-        own = self._by_tenant.setdefault(tenant, OrderedDict())
-        if cap is not None and len(own) >= cap:
-            if cap <= 0:
-                return [(key, tenant)]
-            evicted.append(self._pop(next(iter(own))))
-        while len(self._lru) >= self.capacity_blocks:
-            evicted.append(self._pop(next(iter(self._lru))))
-        self._lru[key] = TierEntry(tenant, content_checksum(key))
-        own[key] = None
-        self.num_stored += 1
-        self.num_evicted += len(evicted)
+        lru, by_tenant, caps, capacity = self._lru, self._by_tenant, self._caps, self.capacity_blocks
+        if self._put_one_tenant(items, evicted):
+            return evicted
+        stored = 0
+        for key, tenant in items:
+            assert key not in lru, "put_many() keys the tier does not hold (touch() otherwise)"
+            cap = caps.get(tenant) if tenant is not None else None
+            if capacity <= 0 or cap is not None and cap <= 0:
+                evicted.append((key, tenant))  # it cannot hold it at all: passed on unstored
+                continue
+            own = by_tenant.get(tenant)
+            if own is None:
+                own = by_tenant[tenant] = OrderedDict()
+            if cap is not None and len(own) >= cap:
+                evicted.append(self._pop(next(iter(own))))
+            while len(lru) >= capacity:
+                old, (owner, _) = lru.popitem(last=False)
+                del by_tenant[owner][old]
+                evicted.append((old, owner))
+            lru[key] = (tenant, content_checksum(key))
+            own[key] = None
+            stored += 1
+        self.num_stored += stored
+        self.num_evicted += len(evicted) - (len(items) - stored)
         return evicted
 
+    def _put_one_tenant(self, items: Sequence[tuple[int, str | None]], evicted: list[tuple[int, str | None]]) -> bool:
+        """`put_many`'s common case in bulk: one tenant, under its cap, a batch the tier can hold.
+        The same blocks go in the same order (the oldest `len + n - capacity` first). False, and
+        nothing done, for any other batch."""
+        n, lru, capacity = len(items), self._lru, self.capacity_blocks
+        if not n or n > capacity:
+            return False
+        tenant = items[0][1]
+        if [t for _, t in items].count(tenant) != n:
+            return False
+        own = self._by_tenant.get(tenant)
+        cap = self._caps.get(tenant) if tenant is not None else None
+        if cap is not None and (own is not None and len(own) or 0) + n > cap:
+            return False
+        if own is None:
+            own = self._by_tenant[tenant] = OrderedDict()
+        by_tenant = self._by_tenant
+        for _ in range(len(lru) + n - capacity):
+            old, (owner, _) = lru.popitem(last=False)
+            del by_tenant[owner][old]
+            evicted.append((old, owner))
+        keys = [k for k, _ in items]
+        assert lru.keys().isdisjoint(keys), "put_many() keys the tier does not hold (touch() otherwise)"
+        lru.update(zip(keys, [(tenant, content_checksum(k)) for k in keys]))
+        own.update(dict.fromkeys(keys))
+        self.num_stored += n
+        self.num_evicted += len(evicted)
+        return True
+
     def _pop(self, key: int) -> tuple[int, str | None]:
-        entry = self._lru.pop(key)
-        del self._by_tenant[entry.tenant][key]
-        return key, entry.tenant
+        tenant = self._lru.pop(key)[0]
+        del self._by_tenant[tenant][key]
+        return key, tenant
 
     def drop(self, keys: Sequence[int]) -> list[int]:
         """Forget `keys` (those it holds); returns them."""
@@ -113,13 +155,13 @@ class TierStore:
     def verify(self, key: int) -> bool:
         """Whether the block stored under `key` still holds that key's content."""
         entry = self._lru.get(key)
-        return entry is not None and entry.checksum == content_checksum(key)
+        return entry is not None and entry[1] == content_checksum(key)
 
     def check_invariants(self) -> None:
         """O(n) self-check for tests: the tenant orders partition the tier, within every cap."""
         assert len(self._lru) <= max(0, self.capacity_blocks)
         assert sum(len(v) for v in self._by_tenant.values()) == len(self._lru)
         for tenant, keys in self._by_tenant.items():
-            assert all(self._lru[k].tenant == tenant for k in keys)
+            assert all(self._lru[k][0] == tenant for k in keys)
             cap = self._caps.get(tenant) if tenant is not None else None
             assert cap is None or len(keys) <= cap, (tenant, len(keys), cap)

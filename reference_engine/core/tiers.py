@@ -137,6 +137,7 @@ class TieredCache:
         self._promotions: list[TierTransfer] = []
         self._drops: list[TierDrop] = []
         self.num_queried_blocks = 0  # blocks looked up below the GPU (past its hits)
+        self._route()
 
     # ------------------------------------------------------------- demotion
     def demote(self, keys: list[int], tenants: list[str | None], blocks: list[int], now_s: float) -> None:
@@ -144,24 +145,26 @@ class TieredCache:
         self._write(Tier.GPU, list(zip(keys, tenants, blocks)), now_s)
 
     def _next_below(self, tier: Tier) -> Tier | None:
+        """Where blocks leaving `tier` go: the next attached tier below it, if any."""
         below = _LOWER if tier is Tier.GPU else _LOWER[_LOWER.index(tier) + 1 :]
         return next((t for t in below if t in self.stores and self.stores[t].attached), None)
 
+    def _route(self) -> None:
+        self._below = {t: self._next_below(t) for t in (Tier.GPU, *_LOWER)}
+
     def _write(self, src: Tier, items: list[tuple[int, str | None, int]], now_s: float) -> None:
-        dst = self._next_below(src)
+        dst = self._below[src]
         if dst is None:
             if src is not Tier.GPU:
                 self._drops.append(TierDrop(src, [k for k, _, _ in items]))
             return
         store, counters = self.stores[dst], self.counters[dst]
-        fresh = [it for it in items if not store.touch(it[0])]
+        fresh = store.not_held(items)
         counters.touched += len(items) - len(fresh)
         taken = self._writes[dst].admit(len(fresh), now_s)
         counters.write_dropped += len(fresh) - taken
         accepted = fresh[:taken]
-        evicted: list[tuple[int, str | None]] = []
-        for key, tenant, _ in accepted:
-            evicted.extend(store.put(key, tenant))
+        evicted = store.put_many([(k, t) for k, t, _ in accepted])
         if evicted:
             in_batch = {k for k, _, _ in accepted}.intersection(k for k, _ in evicted)
             if in_batch:  # evicted by its own batch (a tenant cap smaller than the batch): never written
@@ -284,12 +287,14 @@ class TieredCache:
         store = self.stores[tier]
         gone = store.drop_all()
         store.attached = False
+        self._route()
         if gone:
             self._drops.append(TierDrop(tier, gone))
 
     def reattach(self, tier: Tier) -> None:
         """The tier is back, empty."""
         self.stores[tier].attached = True
+        self._route()
 
     # ---------------------------------------------------------------- plans
     def take_moves(self, plan: StepPlan) -> None:

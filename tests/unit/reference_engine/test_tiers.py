@@ -16,30 +16,30 @@ from tests.helpers import TENANTS, Driver, distinct_prompts, serve_rounds, small
 def test_store_evicts_lru_and_touch_refreshes():
     s = TierStore("host", 3, {})
     for k in (1, 2, 3):
-        assert s.put(k, "a") == []
+        assert s.put_many([(k, "a")]) == []
     assert s.touch(1) and not s.touch(9)
-    assert s.put(4, "a") == [(2, "a")]  # 1 was touched: 2 is the oldest
+    assert s.put_many([(4, "a")]) == [(2, "a")]  # 1 was touched: 2 is the oldest
     assert 1 in s and 2 not in s and len(s) == 3
     s.check_invariants()
 
 
 def test_store_tenant_cap_evicts_the_tenants_own_oldest():
     s = TierStore("host", 10, {"a": 2, "b": 5})
-    s.put(1, "a")
-    s.put(2, "b")
-    s.put(3, "a")
-    assert s.put(4, "a") == [(1, "a")]  # a is at its cap: its own oldest goes, not b's
+    s.put_many([(1, "a")])
+    s.put_many([(2, "b")])
+    s.put_many([(3, "a")])
+    assert s.put_many([(4, "a")]) == [(1, "a")]  # a is at its cap: its own oldest goes, not b's
     assert s.tenant_blocks("a") == 2 and s.tenant_blocks("b") == 1
-    s.put(5, None)  # public blocks are uncapped
+    s.put_many([(5, None)])  # public blocks are uncapped
     s.check_invariants()
 
 
 def test_store_drop_and_verify():
     s = TierStore("disk", 4, {})
-    s.put(7, "a")
+    s.put_many([(7, "a")])
     assert s.verify(7) and not s.verify(8)
     assert s.drop([7, 8]) == [7] and len(s) == 0 and s.num_dropped == 1
-    s.put(1, "a")
+    s.put_many([(1, "a")])
     assert s.drop_all() == [1]
 
 
