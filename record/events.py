@@ -40,6 +40,13 @@ it. The catalogue below is the single place that says which kinds exist and what
     worker_died           -          -       worker (the `worker` column), reason = signal/exit
     reservation_released  yes        yes     num_blocks, reason = worker_lost | finished
     orphan_reconciled     -          -       num_blocks freed by the periodic orphan check
+    tier_load             yes        yes     prefix blocks found in a tier below the GPU: mode = host |
+                                             disk, num_blocks / num_tokens / num_bytes from that tier,
+                                             latency_s = load time (queueing included; for
+                                             slower_than_prefill the time it would have taken),
+                                             reason = ok | failed | slower_than_prefill (the two
+                                             recomputed instead; the last also past max_load_wait_ms)
+                                             | served_corrupt (failed, served anyway: fallback off)
 """
 
 from __future__ import annotations
@@ -68,6 +75,7 @@ class EventKind(str, Enum):
     WORKER_DIED = "worker_died"
     RESERVATION_RELEASED = "reservation_released"
     ORPHAN_RECONCILED = "orphan_reconciled"
+    TIER_LOAD = "tier_load"
 
 
 @dataclass(frozen=True, slots=True)

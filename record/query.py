@@ -116,12 +116,21 @@ def events_of(record: RunRecord, *kinds: str) -> pd.DataFrame:
 
 
 def prefix_hit_rate(record: RunRecord, window: Window) -> float | None:
-    """Prefix-cache hit tokens / prompt tokens of the requests scheduled in `window`.
+    """Prefix-cache hit tokens / prompt tokens of the requests scheduled in `window`, every tier
+    together (`prefix_hit_rates_by_tier`). None when nothing was scheduled in the window or the
+    prompt sizes are unknown."""
+    by_tier = prefix_hit_rates_by_tier(record, window)
+    return None if by_tier is None else sum(by_tier.values())
 
-    Hits are the `num_tokens` of `scheduled` events; a request's prompt is the `num_tokens` of
-    the event it emitted on arrival, `admitted` or `queued` (one or the other, never both).
-    None when nothing was scheduled in the window or the prompt sizes are unknown. `WHOLE_RUN`
-    takes every event, with or without a time."""
+
+def prefix_hit_rates_by_tier(record: RunRecord, window: Window) -> dict[str, float] | None:
+    """Of the prompt tokens of the requests scheduled in `window`, the share each tier served:
+    `gpu` from the `num_tokens` of `scheduled` events (hits in the GPU pool), `host` and `disk`
+    from their `tier_load` events that ended `ok` (blocks loaded back from a lower tier; those
+    that failed or were slower than re-prefilling were computed). A request's prompt is the
+    `num_tokens` of the event it emitted on arrival, `admitted` or `queued` (one or the other,
+    never both). None when nothing was scheduled in the window or the prompt sizes are unknown.
+    `WHOLE_RUN` takes every event, with or without a time."""
     events = record.events
     scheduled = events[events["kind"] == "scheduled"]
     if window != WHOLE_RUN:
@@ -130,7 +139,14 @@ def prefix_hit_rate(record: RunRecord, window: Window) -> float | None:
         return None
     arrivals = events[events["kind"].isin(("admitted", "queued"))].drop_duplicates("request_id")
     prompt_tokens = arrivals.set_index("request_id")["num_tokens"].reindex(scheduled["request_id"]).sum()
-    return float(scheduled["num_tokens"].fillna(0).sum() / prompt_tokens) if prompt_tokens else None
+    if not prompt_tokens:
+        return None
+    rates = {"gpu": float(scheduled["num_tokens"].fillna(0).sum() / prompt_tokens)}
+    loads = events[(events["kind"] == "tier_load") & (events["reason"] == "ok")]
+    loads = loads[loads["request_id"].isin(scheduled["request_id"])]
+    for tier, tokens in loads.groupby("mode")["num_tokens"].sum().items():
+        rates[str(tier)] = float(tokens / prompt_tokens)
+    return rates
 
 
 def counter_prefix_hit_rate(meta: RunMeta) -> float | None:

@@ -75,6 +75,8 @@ def comparison_metrics(runs: Sequence[ComparedRun]) -> list[Metric]:
     eviction_reasons = sorted({k for s in summaries for k in (s.evicted_sessions_by_reason or {})})
     reasons = sorted({k for s in summaries for k in s.rejections})
     tenants = sorted({k for s in summaries for k in s.rejections_by_tenant})
+    lower = {k for s in summaries for k in (s.prefix_hit_ratio_by_tier or {})} - {"gpu"}
+    tiers = ["gpu", *sorted(lower)] if lower else []  # one row per tier once any run has a lower one
     return [
         *_pressure_rows(),
         Metric(
@@ -85,6 +87,17 @@ def comparison_metrics(runs: Sequence[ComparedRun]) -> list[Metric]:
             Better.HIGHER,
             "the number eviction_thrash reports and bounds by min_prefix_hit_rate",
             deciding=True,
+        ),
+        *(
+            Metric(
+                f"prefix_hit_ratio:{tier}",
+                f"prefix hit ratio: {tier}",
+                _by_key(lambda r, k: (r.summary.prefix_hit_ratio_by_tier or {}).get(k), tier),
+                share,
+                Better.HIGHER,
+                "the row above, by the tier the hit tokens came from (host, disk: loaded back)",
+            )
+            for tier in tiers
         ),
         *(
             Metric(

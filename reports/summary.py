@@ -20,6 +20,7 @@ from record.query import (
     load_window,
     percentile,
     prefix_hit_rate,
+    prefix_hit_rates_by_tier,
     requests_in_phase,
     ttft_ms,
     window_duration_s,
@@ -38,6 +39,7 @@ class RunSummary:
     peak_live_blocks: float | None
     p95_ttft_ms: dict[str, float]  # load phase, per traffic class that had answers
     prefix_hit_ratio: float | None  # hit tokens / prompt tokens of the requests scheduled under load
+    prefix_hit_ratio_by_tier: dict[str, float] | None  # the same, per tier that served them (gpu, host, disk)
     evicted_blocks: float | None  # `evicted` events: retained state (idle sessions, ...)
     evicted_sessions_by_reason: dict[str, int] | None  # `evicted` events per reason, whole run
     evicted_cached_blocks: float | None  # cached prefix blocks reclaimed (meta.final run total)
@@ -73,6 +75,7 @@ def summarize(record: RunRecord) -> RunSummary:
         peak_live_blocks=float(samples["live_blocks"].max()) if samples["live_blocks"].notna().any() else None,
         p95_ttft_ms=p95,
         prefix_hit_ratio=prefix_hit_rate(record, load_window(meta)) if engine else None,
+        prefix_hit_ratio_by_tier=prefix_hit_rates_by_tier(record, load_window(meta)) if engine else None,
         evicted_blocks=float(evicted["num_blocks"].fillna(1).sum()) if engine else None,
         evicted_sessions_by_reason=_counts(evicted["reason"].fillna("unknown")) if engine else None,
         evicted_cached_blocks=meta.final.get("num_evicted_cached_blocks"),

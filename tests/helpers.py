@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping
 from typing import Any
 
 from reference_engine import EngineConfig, EngineCore, VirtualClock, with_overrides
 from reference_engine.memory import GIB
+from reference_engine.request import Request
 
 # 16-token blocks of Llama-3.1-8B bf16 KV are 2 MiB: 1024 blocks = 2 GiB.
 BLOCK_BYTES = 16 * 131072
@@ -72,3 +74,29 @@ def access(index: Any, key: Any, now_s: float, meta: Any = None) -> None:
 
     index.remove(key, now_s)
     index.insert([key], meta if meta is not None else EntryMeta(), now_s)
+
+
+def tiered_driver(**tiers: Any) -> Driver:
+    """A 1,024-block pool with KV tiers (`tiers.<key>` = value) whose tenant acme may use all of
+    it (so the tiers' tenant caps never bind), and write-back with a generous backlog."""
+    tenants = {name: dict(t) for name, t in TENANTS.items()}
+    tenants["acme"]["max_kv_share"] = 1.0
+    overrides = {f"tiers.{k}": v for k, v in {"max_write_backlog_ms": 1000, **tiers}.items()}
+    return Driver(small_config(1024, {"tenants": tenants, **overrides}))
+
+
+def distinct_prompts(n: int, num_tokens: int = 1500) -> list[list[int]]:
+    """`n` seeded random prompts; 1,500 tokens are 94 blocks: ten overflow a 1,024-block pool."""
+    rng = random.Random(0)
+    return [[rng.randrange(100, 1000) for _ in range(num_tokens)] for _ in range(n)]
+
+
+def serve_rounds(d: Driver, prompts: list[list[int]], rounds: int = 2) -> list[Request]:
+    """Serve each prompt (one token added per round, so only its blocks repeat) as acme, one
+    after another, for `rounds` rounds: a cyclic reuse an LRU pool smaller than it never hits."""
+    out = []
+    for rnd in range(rounds):
+        for p in prompts:
+            out.append(d.core.add_request(tenant="acme", prompt_token_ids=[*p, rnd], max_new_tokens=4))
+            d.run()
+    return out

@@ -316,6 +316,11 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.1%}"
 
 
+def _by_tier(rates: dict[str, float] | None) -> str:
+    """'gpu 5.9% host 12.7%': the hit rate split by the tier the hit tokens came from."""
+    return "-" if not rates else " ".join(f"{tier} {_pct(rate)}" for tier, rate in rates.items())
+
+
 def _print_run(console: Console, result: ReplayResult, slo_s: float | None) -> None:
     s = ReplaySummary.from_record(RunRecord.load(result.run_dir), slo_s)
     meta = result.meta
@@ -328,6 +333,7 @@ def _print_run(console: Console, result: ReplayResult, slo_s: float | None) -> N
         ("rejections by tenant", ", ".join(f"{k} {v}" for k, v in s.rejections_by_tenant.items()) or "none"),
         ("TTFT P50 / P95 ms, all ok", f"{_ms(s.ttft_p50_s)} / {_ms(s.ttft_p95_s)}"),
         ("prefix hit rate (tokens)", _pct(s.hit_rate)),
+        ("hit rate by tier", _by_tier(s.hit_rate_by_tier)),
         ("evicted blocks", f"{s.num_evicted_blocks:,}"),
         (
             "peak live memory",
@@ -360,6 +366,7 @@ def _print_comparison(console: Console, results: Sequence[ReplayResult], summari
         ("config", lambda r, s: Path(r.meta.config_path).name),
         ("policy", lambda r, s: s.policy),
         ("hit rate", lambda r, s: _pct(s.hit_rate)),
+        ("by tier", lambda r, s: _by_tier(s.hit_rate_by_tier)),
         ("evicted blk", lambda r, s: f"{s.num_evicted_blocks:,}"),
         ("TTFT P50 ms", lambda r, s: _ms(s.ttft_p50_s)),
         ("TTFT P95 ms", lambda r, s: _ms(s.ttft_p95_s)),

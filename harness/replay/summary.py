@@ -2,7 +2,9 @@
 
 prefix hit rate   Σ hit tokens of `scheduled` events / Σ prompt tokens of those requests
                   (their `admitted`/`queued` events; record.query.prefix_hit_rate over the
-                  whole run); None without scheduled requests
+                  whole run), every tier together; None without scheduled requests
+hit rate by tier  the same split by where the hit tokens came from: gpu (the pool), host and
+                  disk (blocks loaded back from the tiers below, `tier_load` events)
 evicted blocks    cached prefix blocks the pool dropped (`meta.final`, replay and reference
                   targets) + blocks of `evicted` events (idle sessions)
 TTFT P50 / P95    over requests with status ok, all classes together, never interpolated
@@ -24,7 +26,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from gates import load_thresholds
-from record.query import WHOLE_RUN, percentile, prefix_hit_rate
+from record.query import WHOLE_RUN, percentile, prefix_hit_rate, prefix_hit_rates_by_tier
 from record.run_record import RunRecord
 
 
@@ -36,6 +38,7 @@ class ReplaySummary:
     num_requests: int
     num_ok: int
     hit_rate: float | None
+    hit_rate_by_tier: dict[str, float] | None  # gpu, and host / disk where the config has them
     num_evicted_blocks: int
     ttft_p50_s: float | None
     ttft_p95_s: float | None
@@ -66,6 +69,7 @@ class ReplaySummary:
             num_requests=len(req),
             num_ok=len(ok),
             hit_rate=prefix_hit_rate(record, WHOLE_RUN),
+            hit_rate_by_tier=prefix_hit_rates_by_tier(record, WHOLE_RUN),
             num_evicted_blocks=int(meta.final.get("num_evicted_cached_blocks", 0))
             + int(ev.loc[ev["kind"] == "evicted", "num_blocks"].fillna(0).sum()),
             ttft_p50_s=percentile(ttft, 50) if len(ttft) else None,

@@ -64,7 +64,7 @@ def _table(title: str, model: type[BaseModel]) -> list[str]:
         for name, f in model.model_fields.items()
         if not (isinstance(f.default, BaseModel))
     ]
-    doc = (model.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
+    doc = " ".join(line.strip() for line in (model.__doc__ or "").strip().split("\n\n")[0].splitlines())
     out = [f"## `[{title}]`", ""]
     if doc:
         out += [doc, ""]

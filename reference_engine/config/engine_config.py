@@ -229,6 +229,49 @@ class PreemptionConfig(ConfigTable):
     min_batch_token_share: float = Field(0.05, ge=0, le=1, description="step budget batch keeps while it waits")
 
 
+class TiersConfig(ConfigTable):
+    """KV tiers below the GPU pool. Host DRAM and disk keep the cached prefix blocks the pool
+    evicts (each tier in LRU order with its own capacity, each tenant at most its `max_kv_share`
+    of it; write-back bounded by bandwidth and backlog); a later prefix hit loads them back when
+    that ends before re-prefilling them would, and recomputes otherwise or when the load fails
+    (docs/policies.md, "KV tiers: offload or re-prefill"). The host tier is its own share of host
+    memory, apart from `preemption.host_swap_gib`: swap space holds the only copy of a preempted
+    request's KV and is needed at the peaks that preempt, which are also when the pool evicts
+    most; one shared budget would let cached copies push preempted requests into recompute just
+    then. The engine's host memory is `host_swap_gib + host_gib`.
+    """
+
+    host_gib: float = Field(0, ge=0, description="host memory for evicted prefix blocks (0: no host tier)")
+    disk_gib: float = Field(0, ge=0, description="disk space for blocks the host tier evicts (0: no disk tier)")
+    host_write_gbps: float | None = Field(
+        None, gt=0, description="GPU-to-host write-back bandwidth, GB/s (None: the GPU's host link)"
+    )
+    host_read_gbps: float | None = Field(
+        None, gt=0, description="host-to-GPU load bandwidth, GB/s (None: the GPU's host link)"
+    )
+    disk_write_gbps: float = Field(3.0, gt=0, description="host-to-disk write-back bandwidth, GB/s")
+    disk_read_gbps: float = Field(6.0, gt=0, description="disk-to-GPU load bandwidth, GB/s (NVMe Gen4 read)")
+    max_write_backlog_ms: float = Field(
+        50, ge=0, description="write-back queued beyond this is dropped, not demoted (counted)"
+    )
+    max_load_wait_ms: float = Field(
+        2000, gt=0, description="a load that would end later than this is not started: the tokens are recomputed"
+    )
+    load_failure_rate: float = Field(
+        0,
+        ge=0,
+        le=1,
+        description="share of loads whose copy arrives corrupt (seeded, deterministic; its checksum "
+        "tells): chaos testing",
+    )
+    failure_seed: int = Field(0, description="seed of the injected load failures")
+    fallback_to_recompute: bool = Field(
+        True,
+        description="off only to build a broken target: every load found is waited for however "
+        "slow, and one that failed is served as it arrived",
+    )
+
+
 class TenantConfig(ConfigTable):
     api_keys: list[str] = Field(min_length=1, description="Bearer keys that identify the tenant")
     traffic_class: TrafficClass = Field(
@@ -378,6 +421,7 @@ class EngineConfig(ConfigTable):
     admission: AdmissionConfig = AdmissionConfig()
     preemption: PreemptionConfig = PreemptionConfig()
     prefix_cache: PrefixCacheConfig = PrefixCacheConfig()
+    tiers: TiersConfig = TiersConfig()
     tenants: dict[str, TenantConfig] = {}
     server: ServerConfig = ServerConfig()
     sim: SimConfig = SimConfig()

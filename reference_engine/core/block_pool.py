@@ -21,7 +21,7 @@ and survives it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import compress, count
 from operator import gt
 from typing import cast
@@ -48,6 +48,9 @@ class BlockPool:
         self.live_by_tenant: dict[str | None, int] = {}
         self.num_alloc_failures = 0
         self.num_evicted_cached = 0
+        # Told (keys, tenants, block ids, time) of the cached blocks it evicts, before their
+        # content is reused: the KV tiers below demote them there (core/tiers.py).
+        self.on_evict: Callable[[list[int], list[str | None], list[int], float], None] | None = None
         self.num_prefix_queries = 0  # blocks looked up
         self.num_prefix_hits = 0  # blocks found
         # Changes whenever a block may gain or lose a second reference: every incref, every
@@ -128,6 +131,9 @@ class BlockPool:
         victims = self._cached.pop_victims(num, now_s)
         h2b, hashes = self._hash_to_block, self._hash
         hashed = cast("list[int]", hashes)  # the cached tier holds hashed blocks only: victims have one
+        if self.on_evict is not None and victims:
+            owner = self._tenant
+            self.on_evict([hashed[b] for b in victims], [owner[b] for b in victims], list(victims), now_s)
         for b in victims:
             del h2b[hashed[b]]
             hashes[b] = None

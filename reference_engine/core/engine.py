@@ -42,6 +42,7 @@ from reference_engine.core.scheduler import RequestOutput, Scheduler
 from reference_engine.core.sessions import SessionStore
 from reference_engine.core.snapshot import PolicyStats, UsageSnapshot, take_policy_stats, take_snapshot
 from reference_engine.core.tenants import TenantRegistry, TenantState
+from reference_engine.core.tiers import TieredCache
 from reference_engine.core.watermarks import PressureLevel, Watermarks
 from reference_engine.executors.base import BlockCopy, Executor, ScheduledChunk, StepOutcome, StepPlan
 from reference_engine.executors.registry import make_executor
@@ -128,6 +129,7 @@ class EngineCore:
         )
         self.executor = executor or make_executor(config, self.memory)
         self.host = HostTier(config.preemption.host_swap_gib * GIB)
+        self.tiers = self._make_tiers()
         self.scheduler = Scheduler(
             config,
             self.memory,
@@ -140,6 +142,7 @@ class EngineCore:
             self.events,
             self.executor,
             self.host,
+            self.tiers,
         )
         self._ids = itertools.count()
         self._in_flight: InFlightStep | None = None
@@ -148,6 +151,21 @@ class EngineCore:
         self.num_steps = 0
         self.num_computed_tokens = 0  # KV tokens computed by every step: prefill, decode and recompute
         self.num_rejected: dict[str, int] = {}
+
+    def _make_tiers(self) -> TieredCache | None:
+        """The host and disk tiers the config asks for, fed by the pool's evictions; None when
+        it asks for neither (or prefix caching is off: there is nothing to keep)."""
+        cfg = self.config.tiers
+        if not (cfg.host_gib or cfg.disk_gib) or not self.kv.prefix_cache:
+            return None
+        tiers = TieredCache(
+            cfg,
+            self.memory.bytes_per_block,
+            self.memory.gpu.host_link_gbps * 1e9,
+            {t.name: t.config.max_kv_share for t in self.tenants},
+        )
+        self.pool.on_evict = tiers.demote
+        return tiers
 
     # ---------------------------------------------------------------- intake
     def authenticate(self, api_key: str | None) -> TenantState:
@@ -375,6 +393,8 @@ class EngineCore:
         now = self.clock.now()
         self.scheduler.level = self.marks.level(self.pool.num_live)
         plan = self.scheduler.schedule(now, stop_s)
+        if self.tiers is not None:
+            self.tiers.take_moves(plan)
         if plan.is_empty():
             return None
         try:

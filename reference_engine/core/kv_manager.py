@@ -128,6 +128,16 @@ class KVCacheManager:
         self.pool.decref(blocks, now_s)
         return True
 
+    def truncate(self, r: Request, num_blocks: int, now_s: float, meta: EntryMeta) -> None:
+        """Keep only `r`'s first `num_blocks` blocks and the tokens they hold (a load from a lower
+        tier failed: the blocks after them never received their content)."""
+        dropped = r.block_ids[num_blocks:]
+        if dropped:
+            self.pool.decref(dropped, now_s, meta)
+        r.block_ids = r.block_ids[:num_blocks]
+        r.num_computed_tokens = num_blocks * self.block_tokens
+        r.num_registered_blocks = min(r.num_registered_blocks, num_blocks)
+
     def free(self, r: Request, now_s: float, meta: EntryMeta) -> int:
         """Drop all of `r`'s references; returns blocks that left the live state."""
         if not r.block_ids:

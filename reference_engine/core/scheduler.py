@@ -16,7 +16,9 @@ One `schedule(now)` builds the next step under a token budget, in this order:
    limit allows (admission rules), batch not paused, and no preemption happened this step; a
    chat-sized prompt starts whole or waits a step (never on a step's last scraps); the batch
    share of the budget (`min_batch_token_share`) goes to the batch head however many
-   higher-priority requests wait ahead of it.
+   higher-priority requests wait ahead of it. A start whose prefix goes on in a KV tier below
+   the GPU (`core/tiers.py`) loads those blocks first when that beats re-prefilling them: the
+   request holds its slot and runs nothing until the load ends, which is one of the timers.
 
 **A plan holds for several steps** when the caller can take them (replay: `schedule(now,
 stop_s)`): every rule's owner says how long its decision stands — a running request until it
@@ -51,9 +53,18 @@ from reference_engine.core.kv_manager import KVCacheManager
 from reference_engine.core.preemption import choose_mode, pick_victim
 from reference_engine.core.sessions import Session, SessionStore
 from reference_engine.core.tenants import TenantRegistry
+from reference_engine.core.tiers import TieredCache, TierLoad
 from reference_engine.core.waiting_queue import WaitingQueue
 from reference_engine.core.watermarks import PressureLevel, Watermarks
-from reference_engine.executors.base import BlockCopy, Executor, KVCompaction, ScheduledChunk, StepOutcome, StepPlan
+from reference_engine.executors.base import (
+    BlockCopy,
+    Executor,
+    KVCompaction,
+    ScheduledChunk,
+    StepOutcome,
+    StepPlan,
+    Tier,
+)
 from reference_engine.memory import MemoryPlan
 from reference_engine.policies.base import EntryMeta
 from reference_engine.policies.policy import Compressor, Policy
@@ -89,6 +100,7 @@ class Scheduler:
         events: EventLog,
         executor: Executor,
         host: HostTier,
+        tiers: TieredCache | None = None,
     ) -> None:
         self.config = config
         self.plan = plan
@@ -102,6 +114,8 @@ class Scheduler:
         self.events = events
         self.executor = executor
         self.host = host
+        self.tiers = tiers
+        self.loads: dict[str, TierLoad] = {}  # request id -> its blocks on their way from a lower tier
         self.max_num_seqs = config.engine.max_num_seqs
         self.token_budget = config.engine.max_num_batched_tokens
         self.long_prefill_cap = config.engine.long_prefill_token_threshold
@@ -183,6 +197,7 @@ class Scheduler:
         if prev is RequestState.RUNNING or prev is RequestState.RECOMPUTING:
             del self.running[r.request_id]
             self.prefilling.pop(r.request_id, None)
+            self.loads.pop(r.request_id, None)  # its blocks never became a prefix: freed below
         elif prev is RequestState.SWAPPED:
             del self.swapped[r.request_id]
             self.host.drop(r.swapped_bytes)
@@ -244,6 +259,8 @@ class Scheduler:
         """The next time something changes without an arrival or a step: a queue deadline or an
         idle session's expiry. A driver on a virtual clock jumps there when the engine is idle."""
         times = [t for t in (self.waiting.next_deadline_s(), self.sessions.next_expiry_s()) if t is not None]
+        if self.loads:
+            times.append(min(load.ready_s for load in self.loads.values()))
         return min(times) if times else None
 
     # -------------------------------------------------------------- schedule
@@ -255,6 +272,8 @@ class Scheduler:
         if self._compactions:
             plan.compactions = self._take_compactions()
         self._housekeeping(now_s)
+        if self.loads:
+            self._finish_loads(now_s)
         preempted = self._relieve_pressure(now_s, plan)
         budget = self.token_budget
         scheduled: set[str] = set()
@@ -262,12 +281,14 @@ class Scheduler:
         # decodes first (one token each; max_num_seqs <= the budget, so all fit), then prefill
         # chunks in the order they started: a long prompt never stalls the streams already running
         prefills: list[Request] = []
+        loads = self.loads
         for r in list(running.values()):  # a copy: preemption edits `running`
             if r.request_id not in running:
                 continue
             n = r.num_prompt_tokens + len(r.output_token_ids) - r.num_computed_tokens
             if n > 1:
-                prefills.append(r)
+                if r.request_id not in loads:  # a request waiting for its load runs nothing
+                    prefills.append(r)
             elif n == 1:
                 if self._schedule_chunk(r, 1, now_s, scheduled, plan):
                     budget -= 1
@@ -283,10 +304,11 @@ class Scheduler:
                 preempted = True
         if preempted:
             return plan
-        num_running_chunks, budget_left = len(plan.chunks), budget
+        num_running_chunks, num_running, budget_left = len(plan.chunks), len(running), budget
         budget = self._swap_in(now_s, plan, budget)
         self._start_waiting(now_s, plan, budget)
-        if stop_s is not None and len(plan.chunks) == num_running_chunks and not (plan.swap_in or self.swapped):
+        started = len(plan.chunks) != num_running_chunks or len(running) != num_running  # a load starts no chunk
+        if stop_s is not None and not started and not (plan.swap_in or self.swapped):
             plan.num_steps = self._num_steps_held(plan, budget_left)
             if plan.num_steps > 1:
                 timer = self.next_timer_s()
@@ -562,6 +584,8 @@ class Scheduler:
         )
         if r.approximate and mode is not PreemptionKind.KILL:
             mode = PreemptionKind.SWAP if self.host.can_hold(kv_bytes) else PreemptionKind.RECOMPUTE
+        if self.loads.pop(r.request_id, None) is not None and mode is PreemptionKind.SWAP:
+            mode = PreemptionKind.RECOMPUTE  # its loaded blocks have not arrived: nothing to swap
         num_blocks = len(r.block_ids)
         r.num_preemptions += 1
         r.consecutive_preemptions += 1
@@ -666,12 +690,14 @@ class Scheduler:
             if budget <= 0 or len(self.running) >= self.max_num_seqs or len(put_back) >= _MAX_SKIPS_PER_STEP:
                 put_back.append(r)
                 break
+            num_chunks = len(plan.chunks)
             if room <= 0 or self._would_start_on_scraps(r, room) or not self._try_start(r, now_s, plan, room):
                 put_back.append(r)
                 if now_s - r.queued_s >= self.preempt_cfg.aging_s and not self._held_below_hard_limit(r):
                     break  # it has waited long enough: nothing behind it may overtake it now
                 continue
-            budget -= plan.chunks[-1].num_new_tokens
+            if len(plan.chunks) > num_chunks:  # not when it waits for a load from a lower tier
+                budget -= plan.chunks[-1].num_new_tokens
             if r.traffic_class is TrafficClass.BATCH:
                 reserved_for_batch = 0
         for r in put_back:
@@ -701,8 +727,9 @@ class Scheduler:
         if self.admission.enabled and self._over_class_limit(r, self.projected_blocks()):
             return False
         hits = self.kv.take_prefix_hits(r, now_s) if r.num_computed_tokens == 0 and not r.block_ids else 0
+        loading = self.tiers is not None and r.first_scheduled_s is None and self._start_load(r, now_s)
         n = min(r.num_tokens - r.num_computed_tokens, budget)
-        while not self.kv.allocate(r, n, now_s):
+        while not loading and not self.kv.allocate(r, n, now_s):
             short = self.kv.new_blocks_needed(r, n) - self.pool.num_allocatable
             if not (self.reclaimable_blocks() and self.evict_sessions(short, now_s, "capacity")):
                 self.kv.free(r, now_s, self._meta(r))
@@ -724,8 +751,74 @@ class Scheduler:
             r.state = RequestState.RUNNING
             self.events.emit(now_s, EventKind.SCHEDULED, num_tokens=hits, **common)
         self.running[r.request_id] = r
-        plan.chunks.append(ScheduledChunk(r, n))
+        if not loading:
+            plan.chunks.append(ScheduledChunk(r, n))
         return True
+
+    # ------------------------------------------------------------ tier loads
+    def _start_load(self, r: Request, now_s: float) -> bool:
+        """Continue `r`'s prefix match (GPU hits taken) into the tiers below; when blocks are found
+        and loading them ends before re-prefilling them would, give them fresh GPU blocks and start
+        the load: `r` then runs nothing until it ends (`_finish_loads`). Only a first start loads
+        (a recompute after preemption takes the GPU's hits alone)."""
+        tiers, kv, bt = self.tiers, self.kv, self.kv.block_tokens
+        assert tiers is not None
+        if not kv.prefix_cache or r.approximate or r.num_computed_tokens != len(r.block_ids) * bt:
+            return False
+        first = len(r.block_ids)
+        keys = r.block_hashes[first : (r.num_tokens - 1) // bt]
+        sources = tiers.match(keys) if keys else []
+        if not sources:
+            return False
+        keys = keys[: len(sources)]
+        load_s = tiers.price_load(sources, now_s) - now_s
+        if not tiers.worth_loading(
+            load_s, self.executor.prefill_time_s(len(keys) * bt, r.num_computed_tokens), sources
+        ):
+            self._emit_load(r, now_s, sources, len(sources), load_s, "slower_than_prefill")
+            return False
+        if not kv.allocate(r, len(keys) * bt, now_s):
+            return False
+        load = tiers.start_load(r.request_id, keys, sources, r.block_ids[first:], first, now_s)
+        r.num_computed_tokens += len(keys) * bt
+        self.loads[r.request_id] = load
+        return True
+
+    def _finish_loads(self, now_s: float) -> None:
+        """Loads that ended by `now_s`: their blocks join the prefix cache, or, when the load
+        failed, are freed and their tokens computed again."""
+        tiers = self.tiers
+        assert tiers is not None
+        for rid, load in [(rid, load) for rid, load in self.loads.items() if load.ready_s <= now_s]:
+            del self.loads[rid]
+            r = self.requests[rid]
+            outcome = tiers.finish_load(load)
+            if outcome == "failed":
+                self.kv.truncate(r, load.first_block, now_s, self._meta(r))
+            else:
+                self.kv.register_full_blocks(r)
+                r.num_prefix_hit_tokens += len(load.keys) * self.kv.block_tokens  # cached, not computed
+            self._emit_load(r, now_s, load.sources, len(load.keys), load.ready_s - load.start_s, outcome)
+
+    def _emit_load(
+        self, r: Request, now_s: float, sources: list[Tier], num_blocks: int, load_s: float, reason: str
+    ) -> None:
+        """One `tier_load` event per source tier: blocks, tokens, bytes, load time, outcome."""
+        for tier in sorted(set(sources), key=lambda t: t.value, reverse=True):
+            n = sources[:num_blocks].count(tier)
+            self.events.emit(
+                now_s,
+                EventKind.TIER_LOAD,
+                request_id=r.request_id,
+                tenant=r.tenant,
+                traffic_class=r.traffic_class.value,
+                mode=tier.value,
+                num_blocks=n,
+                num_tokens=n * self.kv.block_tokens,
+                num_bytes=int(n * self.plan.bytes_per_block),
+                latency_s=load_s,
+                reason=reason,
+            )
 
     # ---------------------------------------------------------------- update
     def update(self, plan: StepPlan, outcome: StepOutcome, boundaries_s: Sequence[float]) -> list[RequestOutput]:

@@ -26,6 +26,8 @@ from prometheus_client.registry import Collector
 
 from record.events import Event, EventKind
 from reference_engine.core.engine import EngineCore
+from reference_engine.core.tiers import TieredCache
+from reference_engine.executors.base import Tier
 
 # vLLM's TTFT buckets, so dashboards built for vLLM read ours the same way.
 TTFT_BUCKETS = (
@@ -268,6 +270,8 @@ class _StateCollector(Collector):
         yield GaugeMetricFamily(
             "kvgate_host_swap_used_bytes", "KV bytes held on the host tier", value=s.host_used_bytes
         )
+        if core.tiers is not None:
+            yield from _tier_families(core.tiers, core.memory.block_tokens, [self.model_name])
         yield CounterMetricFamily(
             "kvgate_recompute_tokens",
             "Tokens recomputed after recompute preemptions",
@@ -304,3 +308,62 @@ class _StateCollector(Collector):
             c = CounterMetricFamily(metric, help_text, labels=["model_name"])
             c.add_metric(name, value)
             yield c
+
+
+# transfer_type labels: vLLM's GPU_to_CPU / CPU_to_GPU, and the same for the disk tier
+_TRANSFER = {Tier.HOST: ("GPU_to_CPU", "CPU_to_GPU"), Tier.DISK: ("CPU_to_DISK", "DISK_to_GPU")}
+
+
+def _tier_families(tiers: TieredCache, block_tokens: int, model: list[str]) -> Iterator[Metric]:
+    """The KV tiers below the GPU: vLLM's offloading names where it has them (external prefix
+    cache hits and queries in tokens, bytes and seconds moved per transfer type, host cache
+    usage), `kvgate_kv_tier_*{tier}` for the rest."""
+    hits = sum(c.promoted for c in tiers.counters.values()) * block_tokens
+    for metric, help_text, value in (
+        (
+            "vllm:external_prefix_cache_queries",
+            "External prefix cache queries, in tokens.",
+            tiers.num_queried_blocks * block_tokens,
+        ),
+        ("vllm:external_prefix_cache_hits", "External prefix cache hits, in loaded tokens.", hits),
+    ):
+        c = CounterMetricFamily(metric, help_text, labels=["model_name"])
+        c.add_metric(model, value)
+        yield c
+    moved = CounterMetricFamily(
+        "vllm:kv_offload_total_bytes", "KV bytes moved, by transfer type.", labels=["model_name", "transfer_type"]
+    )
+    timed = CounterMetricFamily(
+        "vllm:kv_offload_total_time",
+        "Seconds spent loading KV, by transfer type.",
+        labels=["model_name", "transfer_type"],
+    )
+    usage = GaugeMetricFamily("kvgate_kv_tier_usage_perc", "Share of a tier's blocks in use (0..1).", labels=["tier"])
+    per_tier = {
+        "demoted": "Blocks written into the tier (demotions)",
+        "write_dropped": "Evicted blocks the write-back could not take: dropped",
+        "hit": "Blocks a prefix lookup found in the tier and loaded",
+        "promoted": "Blocks loaded from the tier into the GPU",
+        "failed": "Blocks of failed loads from the tier (recomputed)",
+        "slower": "Blocks found in the tier but re-prefilled: faster than loading",
+        "touched": "Blocks demoted while the tier still held them: no write",
+        "corrupt_served": "Blocks of failed loads served anyway (fallback off: a broken target)",
+    }
+    families = {k: CounterMetricFamily(f"kvgate_kv_tier_{k}_blocks", h, labels=["tier"]) for k, h in per_tier.items()}
+    for tier, counts in tiers.counters.items():
+        if tier not in tiers.stores:
+            continue
+        out, into = _TRANSFER[tier]
+        moved.add_metric([*model, out], counts.demoted * tiers.block_bytes)
+        moved.add_metric([*model, into], counts.promoted * tiers.block_bytes)
+        timed.add_metric([*model, into], counts.load_s)
+        usage.add_metric([tier.value], tiers.used_blocks(tier) / max(1, tiers.capacity_blocks(tier)))
+        for k, family in families.items():
+            family.add_metric([tier.value], getattr(counts, k))
+    yield from (moved, timed, usage, *families.values())
+    if Tier.HOST in tiers.stores:
+        host = GaugeMetricFamily(
+            "vllm:kv_offload_cpu_cache_usage_perc", "Host (CPU) KV offload cache usage (0..1).", labels=["model_name"]
+        )
+        host.add_metric(model, tiers.used_blocks(Tier.HOST) / max(1, tiers.capacity_blocks(Tier.HOST)))
+        yield host

@@ -86,6 +86,26 @@ def test_event_driven_equals_step_by_step_under_pressure(tmp_path, policy):
     assert fast_calls <= slow_calls
 
 
+def test_tiers_replay_fused_exactly_as_step_by_step(tmp_path):
+    """A small pool in front of a host and a disk tier, with slow disk writes and injected load
+    failures: demotions (at each eviction's time, step boundaries included), loads that end
+    between steps, fallbacks to recompute, the same record either way."""
+    overrides = {
+        **PRESSURE,
+        "tiers.host_gib": 1.0,
+        "tiers.disk_gib": 16.0,
+        "tiers.disk_write_gbps": 0.5,
+        "tiers.load_failure_rate": 0.2,
+    }
+    config = with_overrides(load_config(CONFIGS / "tiered.toml"), overrides)
+    (fast, slow), (fast_calls, slow_calls) = replay_both(tmp_path, load_trace(MOONCAKE, limit=100), config)
+    assert_same_record(fast, slow)
+    loads = fast.events[fast.events["kind"] == "tier_load"]
+    assert {("host", "ok"), ("disk", "ok")} <= set(zip(loads["mode"], loads["reason"]))
+    assert "failed" in set(loads["reason"])
+    assert fast_calls < slow_calls
+
+
 def spy_steps(monkeypatch) -> list:
     """Every `StepOutput` the engine returns while the test runs."""
     step, outputs = EngineCore.step, []

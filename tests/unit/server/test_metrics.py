@@ -5,8 +5,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from record.events import Event, EventKind
 from reference_engine.core.engine import EngineCore
+from reference_engine.executors.base import Tier
 from reference_engine.server.metrics import EngineMetrics
-from tests.helpers import small_config
+from tests.helpers import distinct_prompts, serve_rounds, small_config, tiered_driver
 from tests.unit.server.server_support import ACME, ADMIN, chat, server_config, serving
 
 pytestmark = pytest.mark.anyio
@@ -104,3 +105,23 @@ def test_every_event_kind_updates_the_metrics_without_error():
         ]
     )
     assert metrics.registry.get_sample_value("kvgate_swap_out_bytes_total") == 4096
+
+
+def test_tier_metrics_use_vllm_offloading_names():
+    """With a host tier, loads and demotions show under vLLM's offloading names and per tier."""
+    d = tiered_driver(host_gib=4.0)
+    serve_rounds(d, distinct_prompts(12))
+    core, tiers = d.core, d.core.tiers
+    host = tiers.counters[Tier.HOST]
+    m = samples(EngineMetrics(core, "m").render(with_tenants=False).decode())
+    bt = core.pool.block_tokens
+    assert value(m, "vllm:external_prefix_cache_hits_total", model_name="m") == host.promoted * bt > 0
+    assert value(m, "vllm:external_prefix_cache_queries_total", model_name="m") >= host.promoted * bt
+    moved = value(m, "vllm:kv_offload_total_bytes_total", model_name="m", transfer_type="GPU_to_CPU")
+    assert moved == host.demoted * tiers.block_bytes
+    assert value(m, "vllm:kv_offload_total_time_total", model_name="m", transfer_type="CPU_to_GPU") == host.load_s
+    assert value(m, "kvgate_kv_tier_promoted_blocks_total", tier="host") == host.promoted
+    assert value(m, "kvgate_kv_tier_usage_perc", tier="host") == pytest.approx(
+        tiers.used_blocks(Tier.HOST) / tiers.capacity_blocks(Tier.HOST)
+    )
+    assert 0 < value(m, "vllm:kv_offload_cpu_cache_usage_perc", model_name="m") < 1
