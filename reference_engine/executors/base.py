@@ -81,8 +81,9 @@ class TierTransfer:
 @dataclass(slots=True)
 class TierDrop:
     """Blocks a lower tier forgets (evicted from its last tier, or their tier was detached),
-    applied after the plan's transfers out of the GPU and between lower tiers. A transfer moves
-    a block: the source tier no longer holds it, so a drop names only the tier that does."""
+    applied after the plan's transfers out of the GPU and between lower tiers. A demotion or a
+    move between lower tiers moves a block (the lower source no longer holds it); a promotion
+    copies it (tiers are inclusive: the lower tier keeps it). A drop names a tier that holds it."""
 
     tier: Tier
     keys: list[int]

@@ -11,10 +11,11 @@ hash). This module holds those blocks and moves their bytes:
   inside `disk_parent` (default: the system temporary directory) and removes on `close` — or,
   if nobody calls it, when the store is garbage-collected or the process exits.
 
-Tiers are exclusive: a transfer *moves* a block, so after it the key lives in `dst` and no
-longer in `src` (the device side is the engine's block pool: its freed blocks are its own
-business). A lower tier forgets a block only by moving it or by a `TierDrop`. Writing a key a
-tier already holds replaces it (same key, same content).
+As the engine's tiers (core/tiers.py): a demotion or a move between lower tiers *moves* a block
+(after it the key lives in `dst` and no longer in a lower `src`; the device side is the engine's
+block pool), and a promotion *copies* it (the lower tier keeps its copy, so the block's next
+eviction costs no write). A lower tier forgets a block only by moving it down or by a
+`TierDrop`. Writing a key a tier already holds replaces it (same key, same content).
 
 `TierStore.apply` runs a plan's tier work around the executor's compactions and swaps, in the
 order `TierTransfer` prescribes:
@@ -86,16 +87,15 @@ class TierStore:
                 self._forget(d.tier, key)
 
     def apply_promotions(self, transfers: Sequence[TierTransfer]) -> None:
-        """Every transfer into the device: all read and checked first, then written, then forgotten."""
+        """Every transfer into the device: all read and checked first, then written; the lower
+        tiers keep their copies."""
         promotions = [t for t in transfers if t.dst is Tier.GPU]
-        loaded: list[tuple[Tier, int, int, Tensor]] = []  # (src, key, device block, host copy)
+        loaded: list[tuple[int, Tensor]] = []  # (device block, host copy)
         for t in promotions:
             assert len(t.keys) == len(t.device_blocks), "one device block per key"
-            loaded.extend((t.src, key, b, self._get(t.src, key)) for key, b in zip(t.keys, t.device_blocks))
-        for _, _, b, block in loaded:
+            loaded.extend((b, self._get(t.src, key)) for key, b in zip(t.keys, t.device_blocks))
+        for b, block in loaded:
             self.cache.copy_in(block, [b])
-        for src, key, _, _ in loaded:
-            self._forget(src, key)
 
     # ------------------------------------------------------------ inspection
     def keys(self, tier: Tier) -> set[int]:
