@@ -779,8 +779,16 @@ class Scheduler:
             return False
         if not kv.allocate(r, len(keys) * bt, now_s):
             return False
+        # The allocation's evictions may have pushed a found block down a tier, or out of them
+        # all: the load reads each block where it is now (the one place an executor finds it).
+        sources = tiers.locate(keys)
+        if len(sources) < len(keys):
+            kv.truncate(r, first + len(sources), now_s, self._meta(r))
+            keys = keys[: len(sources)]
+            if not keys:
+                return False
         load = tiers.start_load(r.request_id, keys, sources, r.block_ids[first:], first, now_s)
-        r.num_computed_tokens += len(keys) * bt
+        r.num_computed_tokens = len(r.block_ids) * bt
         self.loads[r.request_id] = load
         return True
 

@@ -190,10 +190,14 @@ class TieredCache:
 
     # ------------------------------------------------------------ promotion
     def match(self, keys: Sequence[int]) -> list[Tier]:
+        """A prefix lookup (counted): where each leading key of `keys` lives, see `locate`."""
+        self.num_queried_blocks += len(keys)
+        return self.locate(keys)
+
+    def locate(self, keys: Sequence[int]) -> list[Tier]:
         """Where each leading key of `keys` lives (host first), up to the first in no tier."""
         out: list[Tier] = []
         host, disk = self._attached(Tier.HOST), self._attached(Tier.DISK)
-        self.num_queried_blocks += len(keys)
         for k in keys:
             if host is not None and k in host:
                 out.append(Tier.HOST)
