@@ -836,6 +836,9 @@ class Scheduler:
         request, sample a prompt's first token or compact one (`_num_steps_held`), so the
         steps before it change counters only."""
         num_steps, t_end_s = outcome.num_steps, boundaries_s[-1]
+        if outcome.failed_promotions:
+            for load in self.loads.values():  # known failed now; recomputed when the load ends
+                load.failed = load.failed or not outcome.failed_promotions.isdisjoint(load.keys)
         if num_steps > 1:
             self._grow_later_steps(plan, boundaries_s)
         outputs: list[RequestOutput] = []

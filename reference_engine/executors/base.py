@@ -141,6 +141,9 @@ class StepOutcome:
     # received, summed over the step's queries; from the sim, the same in closed form. One
     # executor gives one kind for every request. Supplied when the policy needs it (h2o).
     attention: Mapping[str, Sequence[float]] | Mapping[str, SyntheticAttention] | None = None
+    # Content keys the plan's promotions could not bring back (a lower tier's copy missing or
+    # corrupt): their device blocks were not written, and the loads holding them must recompute.
+    failed_promotions: frozenset[int] = frozenset()
 
     @property
     def num_steps(self) -> int:

@@ -37,12 +37,12 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 from torch import Tensor
 
-from record.errors import ConfigError, DeviceOutOfMemoryError, InvalidRequestError
+from record.errors import ConfigError, DeviceOutOfMemoryError, InvalidRequestError, TierBlockError
 from reference_engine.catalog import DType
 from reference_engine.config import EngineConfig, PolicyName
 from reference_engine.config.engine_config import TorchTiming
@@ -170,7 +170,9 @@ class TorchExecutor:
                 self.tiers.apply_outbound(plan.tier_transfers, plan.tier_drops)
                 self._compact(plan)
                 self._swap(plan)
-                self.tiers.apply_promotions(plan.tier_transfers)
+                failed_promotions = self.tiers.apply_promotions(plan.tier_transfers)
+                if failed_promotions:
+                    _refuse_unwritten(plan.chunks, failed_promotions)
                 sampled, attention = self._forward(plan.chunks)
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
@@ -181,7 +183,7 @@ class TorchExecutor:
                 f"over {len(plan.chunks)} sequences: {err}"
             ) from None
         duration = self._pricing.execute(plan).duration_s if self._modeled else time.perf_counter() - t0
-        return StepOutcome([duration], sampled, attention)
+        return StepOutcome([duration], sampled, attention, frozenset(failed_promotions))
 
     def _compact(self, plan: StepPlan) -> None:
         if not plan.compactions:
@@ -272,3 +274,16 @@ def _token_slice(r: Request, start: int, n: int) -> list[int]:
     if end <= len(prompt):
         return prompt[start:end]
     return prompt[start:] + r.output_token_ids[max(0, start - len(prompt)) : end - len(prompt)]
+
+
+def _refuse_unwritten(chunks: Sequence[ScheduledChunk], failed: Mapping[int, int]) -> None:
+    """A wrong block is never served: the engine computes nothing over blocks still loading, so a
+    chunk reading a block whose promotion failed means it did not wait, and the step stops."""
+    unwritten = set(failed.values())
+    for c in chunks:
+        if not unwritten.isdisjoint(c.request.block_ids):
+            raise TierBlockError(
+                f"request {c.request.request_id} would read a block its promotion did not bring back",
+                tier="gpu",
+                key=next(k for k, b in failed.items() if b in c.request.block_ids),
+            )

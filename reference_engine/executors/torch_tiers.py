@@ -23,14 +23,15 @@ order `TierTransfer` prescribes:
     demotions (out of the device) and moves between lower tiers, in list order
     drops
     (compactions, swaps: the executor's own)
-    promotions (into the device), all or nothing
+    promotions (into the device), each block read and checked before it is written
 
-A promotion is read and checked in full before any device block is written or any tier forgets
-anything, so when one block is missing or corrupt `TierBlockError` leaves the device blocks and
-the tiers as they were (the earlier phases of the plan stay applied). A move between lower tiers
-that cannot read its block raises at that block, with the moves listed before it applied.
-Dropping a key a tier does not hold raises too: the engine and the executor disagree about what
-the tier holds.
+A promoted block that is missing or corrupt is not written: `apply_promotions` returns its key
+(the step's `failed_promotions`), the tier forgets it, and the engine recomputes the load that
+held it (the request waits for its load and reads none of its blocks before then, so nothing
+read the unwritten block). The engine's later drop of such a key is expected. A move between
+lower tiers that cannot read its block raises at that block, with the moves listed before it
+applied; dropping any other key a tier does not hold raises too: the engine and the executor
+disagree about what the tier holds.
 
 Costs: a demotion or promotion is one device copy per block; disk adds one file write or read
 and one SHA-256 pass per block. Lookups are dict operations, O(1) per key.
@@ -65,6 +66,7 @@ class TierStore:
         self._pin = cache.device.type == "cuda"
         self._host: dict[int, Tensor] = {}
         self._disk: set[int] = set()
+        self._lost: set[tuple[Tier, int]] = set()  # failed promotions: forgotten, the engine's drop to come
         self._disk_parent = disk_parent
         self._dir: Path | None = None
         self._cleanup: weakref.finalize | None = None
@@ -86,16 +88,30 @@ class TierStore:
             for key in d.keys:
                 self._forget(d.tier, key)
 
-    def apply_promotions(self, transfers: Sequence[TierTransfer]) -> None:
-        """Every transfer into the device: all read and checked first, then written; the lower
-        tiers keep their copies."""
-        promotions = [t for t in transfers if t.dst is Tier.GPU]
-        loaded: list[tuple[int, Tensor]] = []  # (device block, host copy)
-        for t in promotions:
+    def apply_promotions(self, transfers: Sequence[TierTransfer]) -> dict[int, int]:
+        """Every transfer into the device; the lower tiers keep their copies. Returns the keys
+        whose block could not be read (missing or corrupt), each with the device block left
+        unwritten; the tier forgets them."""
+        failed: dict[int, int] = {}
+        for t in transfers:
+            if t.dst is not Tier.GPU:
+                continue
             assert len(t.keys) == len(t.device_blocks), "one device block per key"
-            loaded.extend((b, self._get(t.src, key)) for key, b in zip(t.keys, t.device_blocks))
-        for b, block in loaded:
-            self.cache.copy_in(block, [b])
+            for key, b in zip(t.keys, t.device_blocks):
+                try:
+                    block = self._get(t.src, key)
+                except TierBlockError:
+                    failed[key] = b
+                    self._lose(t.src, key)
+                    continue
+                self.cache.copy_in(block, [b])
+        return failed
+
+    def _lose(self, tier: Tier, key: int) -> None:
+        held = self._host if tier is Tier.HOST else self._disk
+        if key in held:
+            self._forget(tier, key)
+        self._lost.add((tier, key))
 
     # ------------------------------------------------------------ inspection
     def keys(self, tier: Tier) -> set[int]:
@@ -141,6 +157,9 @@ class TierStore:
 
     def _forget(self, tier: Tier, key: int) -> None:
         held = self._host if tier is Tier.HOST else self._disk
+        if (tier, key) in self._lost and key not in held:  # the engine forgets a block whose load failed
+            self._lost.discard((tier, key))
+            return
         if key not in held:
             raise TierBlockError(
                 f"{tier.value} tier was told to forget block {key}, which it does not hold", tier=tier.value, key=key

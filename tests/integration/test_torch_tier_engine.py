@@ -24,14 +24,19 @@ PREFIX = list(range(100, 164))  # four full blocks
 FILLERS = [list(range(1_000 * i, 1_000 * i + 96)) for i in range(1, 9)]  # 56 blocks: the prefix is evicted
 
 
-def answer(config_overrides: dict, *, evict: bool) -> tuple[list[int], object]:
-    """B's tokens after A sent the prefix (and, with `evict`, fillers pushed it out of the pool)."""
+def answer(config_overrides: dict, *, evict: bool, corrupt: bool = False) -> tuple[list[int], object]:
+    """B's tokens after A sent the prefix (and, with `evict`, fillers pushed it out of the pool;
+    with `corrupt`, one bit of every block file on disk flipped behind the engine's back)."""
     core = make_core(torch_config(48, **config_overrides))
     core.add_request(tenant="acme", prompt_token_ids=list(PREFIX), max_new_tokens=4)
     run_to_end(core)
     for filler in FILLERS if evict else []:
         core.add_request(tenant="globex", prompt_token_ids=filler, max_new_tokens=4)
         run_to_end(core)
+    for path in sorted(core.executor.tiers.disk_dir.iterdir()) if corrupt else []:
+        raw = bytearray(path.read_bytes())
+        raw[-7] ^= 0x01
+        path.write_bytes(raw)
     b = core.add_request(tenant="acme", prompt_token_ids=[*PREFIX, *range(7, 27)], max_new_tokens=6)
     run_to_end(core)
     return list(b.output_token_ids), core
@@ -50,3 +55,11 @@ def test_a_prefix_loaded_back_from_a_tier_answers_as_one_never_evicted(tiers: di
     assert counters.promoted >= len(PREFIX) // BLOCK_TOKENS - (source is Tier.DISK), counters
     assert counters.failed == 0 and counters.slower == 0
     assert loaded == kept == cold
+
+
+def test_a_block_corrupt_on_disk_is_never_served_the_load_recomputes() -> None:
+    kept, _ = answer({}, evict=False)
+    loaded, core = answer(DISK, evict=True, corrupt=True)
+    disk = core.tiers.counters[Tier.DISK]
+    assert disk.failed >= 1 and disk.corrupt_served == 0, disk
+    assert loaded == kept  # recomputed from the tokens, as if never cached

@@ -89,12 +89,12 @@ def test_a_key_a_tier_does_not_hold_is_refused(tmp_path, tier):
     store = TierStore(cache, disk_parent=str(tmp_path))
     store.apply_outbound([down(Tier.GPU, tier, [1], [1])], [])
     before = cache.data.clone()
-    with pytest.raises(TierBlockError, match="holds no block 2") as err:
-        store.apply_promotions([down(tier, Tier.GPU, [1, 2], [5, 6])])
-    assert (err.value.tier, err.value.key) == (tier.value, 2)
-    assert torch.equal(cache.data, before) and store.keys(tier) == {1}, "all or nothing"
+    assert store.apply_promotions([down(tier, Tier.GPU, [1, 2], [5, 6])]) == {2: 6}
+    assert torch.equal(cache.data[:, :, 6], before[:, :, 6]), "the failed block is not written"
+    assert torch.equal(cache.data[:, :, 5], before[:, :, 1]) and store.keys(tier) == {1}
+    store.apply_outbound([], [TierDrop(tier, [2])])  # the engine forgets the failed load's key: expected
     with pytest.raises(TierBlockError, match="does not hold"):
-        store.apply_outbound([], [TierDrop(tier, [2])])
+        store.apply_outbound([], [TierDrop(tier, [2])])  # once; after that, a disagreement
     with pytest.raises(TierBlockError, match="holds no block 2"):
         store.apply_outbound([down(tier, Tier.DISK if tier is Tier.HOST else Tier.HOST, [2])], [])
 
@@ -104,9 +104,8 @@ def test_a_file_deleted_behind_the_stores_back_is_refused(tmp_path):
     store.apply_outbound([down(Tier.GPU, Tier.DISK, [1], [1])], [])
     for p in store.disk_dir.iterdir():
         p.unlink()
-    with pytest.raises(TierBlockError, match="missing"):
-        store.apply_promotions([down(Tier.DISK, Tier.GPU, [1], [2])])
-    store.apply_outbound([], [TierDrop(Tier.DISK, [1])])  # the engine may still forget it
+    assert store.apply_promotions([down(Tier.DISK, Tier.GPU, [1], [2])]) == {1: 2}
+    store.apply_outbound([], [TierDrop(Tier.DISK, [1])])  # the engine forgets the failed load's key
     assert store.keys(Tier.DISK) == set()
 
 
@@ -115,8 +114,8 @@ def test_another_blocks_file_under_a_keys_name_is_refused(tmp_path):
     store.apply_outbound([down(Tier.GPU, Tier.DISK, [1, 2], [1, 2])], [])
     one, two = (store.disk_dir / f"{k:x}.kvblock" for k in (1, 2))
     two.write_bytes(one.read_bytes())  # a stale or misplaced file: block 1's bytes under key 2
-    with pytest.raises(TierBlockError, match="'key': 1"):
-        store.apply_promotions([down(Tier.DISK, Tier.GPU, [2], [3])])
+    assert store.apply_promotions([down(Tier.DISK, Tier.GPU, [2], [3])]) == {2: 3}
+    assert store.keys(Tier.DISK) == {1}, "the tier forgets a block it could not serve"
 
 
 def test_close_removes_the_disk_directory_and_forgets_every_block(tmp_path):
