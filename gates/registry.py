@@ -20,6 +20,7 @@ from gates.checks.prefix_isolation import PrefixIsolationGate
 from gates.checks.recompute_tax import RecomputeTaxGate
 from gates.checks.rejections import RejectionsGate
 from gates.checks.tenant_share import TenantShareGate
+from gates.checks.tier_loads import TierLoadsGate
 from record.errors import UnknownNameError
 
 
@@ -49,6 +50,7 @@ GATES: dict[str, Gate] = _register(
     ApproximateAnswersGate(),
     RecomputeTaxGate(),
     CapacityAfterDrainGate(),
+    TierLoadsGate(),
 )
 
 

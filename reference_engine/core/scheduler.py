@@ -770,27 +770,43 @@ class Scheduler:
         sources = tiers.match(keys) if keys else []
         if not sources:
             return False
-        keys = keys[: len(sources)]
-        load_s = tiers.price_load(sources, now_s) - now_s
-        if not tiers.worth_loading(
-            load_s, self.executor.prefill_time_s(len(keys) * bt, r.num_computed_tokens), sources
-        ):
-            self._emit_load(r, now_s, sources, len(sources), load_s, "slower_than_prefill")
+        found, n = sources, self._loadable(r, sources, now_s)
+        if n and kv.allocate(r, n * bt, now_s):
+            # The allocation's evictions may have pushed a found block down a tier, or out of
+            # them all: the load reads each block where it is now (the one place an executor
+            # finds it), if that is still worth it.
+            sources = tiers.locate(keys[:n])
+            n = self._loadable(r, sources, now_s)
+            kv.truncate(r, first + n, now_s, self._meta(r))
+        elif n:
+            return False  # no room for the blocks: the request waits, as any that does not fit
+        if n < len(found):  # the rest (or all) is recomputed: loading it would be slower
+            tiers.count_slower(found[n:])
+            load_s = tiers.price_load(found, now_s) - now_s
+            self._emit_load(r, now_s, found[n:], len(found) - n, load_s, "slower_than_prefill")
+        if not n:
             return False
-        if not kv.allocate(r, len(keys) * bt, now_s):
-            return False
-        # The allocation's evictions may have pushed a found block down a tier, or out of them
-        # all: the load reads each block where it is now (the one place an executor finds it).
-        sources = tiers.locate(keys)
-        if len(sources) < len(keys):
-            kv.truncate(r, first + len(sources), now_s, self._meta(r))
-            keys = keys[: len(sources)]
-            if not keys:
-                return False
+        keys, sources = keys[:n], sources[:n]
         load = tiers.start_load(r.request_id, keys, sources, r.block_ids[first:], first, now_s)
         r.num_computed_tokens = len(r.block_ids) * bt
         self.loads[r.request_id] = load
         return True
+
+    def _loadable(self, r: Request, sources: list[Tier], now_s: float) -> int:
+        """How many leading blocks found below are worth loading: all, else those before the
+        first on disk. The tiers' links run in parallel, so a prefix whose tail went down to a
+        slow disk can take longer to load than to re-prefill while its head, still in host
+        memory, loads in a fraction of that; 0 when neither is worth it."""
+        tiers, bt = self.tiers, self.kv.block_tokens
+        assert tiers is not None
+        head = sources.index(Tier.DISK) if Tier.DISK in sources else len(sources)
+        for n in dict.fromkeys((len(sources), head)):
+            if not n:
+                continue
+            load_s = tiers.price_load(sources[:n], now_s) - now_s
+            if tiers.worth_loading(load_s, self.executor.prefill_time_s(n * bt, r.num_computed_tokens)):
+                return n
+        return 0
 
     def _finish_loads(self, now_s: float) -> None:
         """Loads that ended by `now_s`: their blocks join the prefix cache, or, when the load

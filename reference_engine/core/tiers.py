@@ -251,16 +251,17 @@ class TieredCache:
         draw = stable_id(f"{self.config.failure_seed}:{request_id}:{first_block}") / float(1 << 63)
         return draw < rate
 
-    def worth_loading(self, load_s: float, prefill_s: float, sources: Sequence[Tier]) -> bool:
+    def worth_loading(self, load_s: float, prefill_s: float) -> bool:
         """The "offload or re-prefill" rule (docs/policies.md): load when the load ends before
-        re-prefilling would and within `max_load_wait_ms`; else count the blocks as recomputed.
-        A broken target (`fallback_to_recompute` off) loads whatever it finds."""
+        re-prefilling would and within `max_load_wait_ms`. A broken target
+        (`fallback_to_recompute` off) loads whatever it finds."""
         cfg = self.config
-        if not cfg.fallback_to_recompute or (load_s < prefill_s and load_s <= cfg.max_load_wait_ms / 1000):
-            return True
+        return not cfg.fallback_to_recompute or (load_s < prefill_s and load_s <= cfg.max_load_wait_ms / 1000)
+
+    def count_slower(self, sources: Sequence[Tier]) -> None:
+        """Blocks found below but recomputed, since loading them was not worth it."""
         for tier in set(sources):
             self.counters[tier].slower += sources.count(tier)
-        return False
 
     def finish_load(self, load: TierLoad) -> str:
         """The load's end: `ok` when every block arrived intact (its tier still attached, its

@@ -210,6 +210,30 @@ def _recompute_pressure() -> list[Send]:
     return [Send(0.02 * i, ("acme", "globex")[i % 2], 1_000, 4_000) for i in range(120)]
 
 
+def _tier_chaos() -> list[Send]:
+    # 48 two-turn conversations over four tenants: 16K-token first turns, then each one back 40 s
+    # later with 512 tokens more. The 780K tokens of first turns overflow the 432K-token pool, so
+    # the idle conversations are evicted to the tiers the scenario adds, and their second turns
+    # find their prefixes there: in a small host, or on a disk whose read link is cut tenfold
+    # (16K tokens take 3.6 s to load, longer than re-prefilling them), with a quarter of the
+    # loads arriving corrupt.
+    tenants = ("acme", "globex", "initech", "umbrella")
+    return [
+        Send(0.25 * i + 40.0 * turn, tenants[i % 4], 16_384 + 512 * turn, 32, session=f"t{i}")
+        for i in range(48)
+        for turn in range(2)
+    ]
+
+
+TIER_CHAOS = {
+    "tiers.host_gib": 4.0,
+    "tiers.disk_gib": 256.0,
+    "tiers.disk_read_gbps": 0.6,
+    "tiers.max_write_backlog_ms": 5000,
+    "tiers.load_failure_rate": 0.25,
+}
+
+
 REPLAY_SCENARIOS: dict[str, ReplayScenario] = {
     s.name: s
     for s in (
@@ -225,6 +249,7 @@ REPLAY_SCENARIOS: dict[str, ReplayScenario] = {
         ReplayScenario("conversations", _conversations),
         ReplayScenario("chat_rush", _chat_rush),
         ReplayScenario("long_chats", _long_chats),
+        ReplayScenario("tier_chaos", _tier_chaos, TIER_CHAOS),
         ReplayScenario(
             "recompute_pressure",
             _recompute_pressure,
@@ -435,6 +460,7 @@ GATE_TRUTH: dict[str, Truth] = {
         Truth("recompute_tax", "recompute_pressure", "every preemption recomputes: a fifth of the compute"),
         Truth("capacity_after_drain", "hang_ups", "abandoned answers hold slots and blocks after the cooldown"),
         Truth("prefix_isolation", "hang_ups", "every block is shared: tenant B and salt B hit A's probe prompt"),
+        Truth("tier_loads", "tier_chaos", "loads from a cut disk link are waited for, corrupt ones served"),
     )
 }
 
