@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from reference_engine import EngineConfig, EngineCore, VirtualClock, with_overrides
@@ -65,6 +65,17 @@ class Driver:
         self._n += 1
         ids = kw.pop("prompt_token_ids", None) or [10_000 + self._n * 100_003 + i for i in range(prompt_len)]
         return self.core.add_request(tenant=tenant, prompt_token_ids=ids, max_new_tokens=max_new, **kw)
+
+
+def steps_of(d: Driver, r: Any) -> Iterator[tuple[int, bool]]:
+    """Step `d` until `r` finishes: after each step, the tokens `r` has seen and whether that
+    step dropped some of its KV (a token-level policy compacted it)."""
+    while d.core.has_work():
+        dropped = r.num_dropped_tokens
+        d.step()
+        if r.is_finished:
+            return
+        yield r.num_computed_tokens, r.num_dropped_tokens > dropped
 
 
 def access(index: Any, key: Any, now_s: float, meta: Any = None) -> None:

@@ -341,12 +341,10 @@ class EngineCore:
         blocks at that moment and, for a tenant_quota, the limit that refused it."""
         self.num_rejected[err.code] = self.num_rejected.get(err.code, 0) + 1
         self.tenants[r.tenant].num_rejected[err.code] = self.tenants[r.tenant].num_rejected.get(err.code, 0) + 1
-        self.events.emit(
+        self.events.emit_for(
             now,
             EventKind.REJECTED,
-            request_id=r.request_id,
-            tenant=r.tenant,
-            traffic_class=r.traffic_class.value,
+            r,
             num_tokens=r.num_prompt_tokens,
             num_blocks=r.estimated_blocks or None,
             reason=err.code,
@@ -364,12 +362,10 @@ class EngineCore:
         now = self.clock.now()
         if r.cancel_received_s is None:
             r.cancel_received_s = now
-            self.events.emit(
+            self.events.emit_for(
                 now,
                 EventKind.CANCEL_RECEIVED,
-                request_id=r.request_id,
-                tenant=r.tenant,
-                traffic_class=r.traffic_class.value,
+                r,
             )
         if self._in_flight is not None:
             self._deferred_aborts.append(request_id)

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from record.events import Event, EventKind
+from reference_engine.request import Request
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +40,12 @@ class EventLog:
         self._ring.append(event)
         self.counts[kind] += 1
         return event
+
+    def emit_for(self, t_s: float, kind: EventKind, r: Request, **columns) -> Event:
+        """An event about request `r`: its id, tenant and traffic class, and `columns`."""
+        return self.emit(
+            t_s, kind, request_id=r.request_id, tenant=r.tenant, traffic_class=r.traffic_class.value, **columns
+        )
 
     @property
     def next_cursor(self) -> int:

@@ -229,25 +229,17 @@ class Scheduler:
         tenant.reserved_blocks -= r.estimated_blocks
         tenant.gpu_time_s += r.gpu_time_s
         del self.requests[r.request_id]
-        ev = self.events.emit
-        common = dict(request_id=r.request_id, tenant=r.tenant, traffic_class=r.traffic_class.value)
+        ev = self.events.emit_for
         latency = None if r.cancel_received_s is None else now_s - r.cancel_received_s
         if num_blocks or r.cancel_received_s is not None:
-            ev(
-                now_s,
-                EventKind.BLOCKS_RELEASED,
-                num_blocks=num_blocks,
-                latency_s=latency,
-                reason=reason.value,
-                **common,
-            )
+            ev(now_s, EventKind.BLOCKS_RELEASED, r, num_blocks=num_blocks, latency_s=latency, reason=reason.value)
         ev(
             now_s,
             EventKind.FINISHED,
+            r,
             num_tokens=r.num_output_tokens,
             latency_s=now_s - r.arrival_s,
             reason=reason.value,
-            **common,
         )
 
     def _release_pending(self, r: Request) -> None:
@@ -446,12 +438,10 @@ class Scheduler:
 
     def _housekeeping(self, now_s: float) -> None:
         for r in self.waiting.expired(now_s):
-            self.events.emit(
+            self.events.emit_for(
                 now_s,
                 EventKind.REJECTED,
-                request_id=r.request_id,
-                tenant=r.tenant,
-                traffic_class=r.traffic_class.value,
+                r,
                 reason="queue_deadline",
                 client_request_id=r.client_request_id,
             )
@@ -590,16 +580,9 @@ class Scheduler:
         r.num_preemptions += 1
         r.consecutive_preemptions += 1
         self.num_preemptions[mode] += 1
-        common = dict(request_id=r.request_id, tenant=r.tenant, traffic_class=r.traffic_class.value)
         discarded = r.num_computed_tokens if mode is PreemptionKind.RECOMPUTE else 0  # computed again on resume
-        self.events.emit(
-            now_s,
-            EventKind.PREEMPTED,
-            mode=mode.value,
-            num_blocks=num_blocks,
-            num_tokens=discarded,
-            reason=reason,
-            **common,
+        self.events.emit_for(
+            now_s, EventKind.PREEMPTED, r, mode=mode.value, num_blocks=num_blocks, num_tokens=discarded, reason=reason
         )
         if mode is PreemptionKind.KILL:  # finish() takes it out of the running set and frees it
             self.finish(r, FinishReason.PREEMPTED, now_s, detail="killed to free KV memory")
@@ -614,7 +597,7 @@ class Scheduler:
             self.kv.free(r, now_s, self._meta(r))
             r.state = RequestState.SWAPPED
             self.swapped[r.request_id] = r
-            self.events.emit(now_s, EventKind.SWAPPED, num_blocks=num_blocks, num_bytes=kv_bytes, **common)
+            self.events.emit_for(now_s, EventKind.SWAPPED, r, num_blocks=num_blocks, num_bytes=kv_bytes)
         else:
             r.recompute_tokens += discarded
             self.recompute_tokens += discarded
@@ -629,7 +612,7 @@ class Scheduler:
             # preemption it cannot fit, and the chats behind it can and leave quickly.
             r.state, r.queued_s = RequestState.PREEMPTED, now_s
             self.waiting.push(r)
-        self.events.emit(now_s, EventKind.BLOCKS_RELEASED, num_blocks=num_blocks, reason="preempted", **common)
+        self.events.emit_for(now_s, EventKind.BLOCKS_RELEASED, r, num_blocks=num_blocks, reason="preempted")
 
     def _swap_in(self, now_s: float, plan: StepPlan, budget: int) -> int:
         for r in list(self.swapped.values()):
@@ -646,12 +629,10 @@ class Scheduler:
             r.num_swapped_blocks = 0
             r.state = RequestState.RUNNING
             self.running[r.request_id] = r
-            self.events.emit(
+            self.events.emit_for(
                 now_s,
                 EventKind.RESUMED,
-                request_id=r.request_id,
-                tenant=r.tenant,
-                traffic_class=r.traffic_class.value,
+                r,
                 mode=PreemptionKind.SWAP.value,
             )
             n = min(r.num_tokens - r.num_computed_tokens, budget)
@@ -743,13 +724,12 @@ class Scheduler:
             r.first_scheduled_s = now_s
             r.num_prefix_hit_tokens = hits
         self.prefilling[r.request_id] = r
-        common = dict(request_id=r.request_id, tenant=r.tenant, traffic_class=r.traffic_class.value)
         if r.state is RequestState.PREEMPTED:
             r.state = RequestState.RECOMPUTING
-            self.events.emit(now_s, EventKind.RESUMED, mode=PreemptionKind.RECOMPUTE.value, num_tokens=hits, **common)
+            self.events.emit_for(now_s, EventKind.RESUMED, r, mode=PreemptionKind.RECOMPUTE.value, num_tokens=hits)
         else:
             r.state = RequestState.RUNNING
-            self.events.emit(now_s, EventKind.SCHEDULED, num_tokens=hits, **common)
+            self.events.emit_for(now_s, EventKind.SCHEDULED, r, num_tokens=hits)
         self.running[r.request_id] = r
         if not loading:
             plan.chunks.append(ScheduledChunk(r, n))
@@ -830,12 +810,10 @@ class Scheduler:
         """One `tier_load` event per source tier: blocks, tokens, bytes, load time, outcome."""
         for tier in sorted(set(sources), key=lambda t: t.value, reverse=True):
             n = sources[:num_blocks].count(tier)
-            self.events.emit(
+            self.events.emit_for(
                 now_s,
                 EventKind.TIER_LOAD,
-                request_id=r.request_id,
-                tenant=r.tenant,
-                traffic_class=r.traffic_class.value,
+                r,
                 mode=tier.value,
                 num_blocks=n,
                 num_tokens=n * self.kv.block_tokens,
@@ -922,12 +900,10 @@ class Scheduler:
         out = RequestOutput(r, tokens)
         if r.first_token_s is None:
             r.first_token_s = t_end_s
-            self.events.emit(
+            self.events.emit_for(
                 t_end_s,
                 EventKind.FIRST_TOKEN,
-                request_id=r.request_id,
-                tenant=r.tenant,
-                traffic_class=r.traffic_class.value,
+                r,
                 latency_s=t_end_s - r.arrival_s,
             )
         if len(r.output_token_ids) >= r.output_limit or r.num_tokens >= max_ctx:
@@ -956,12 +932,10 @@ class Scheduler:
             self._compactions.append(move)
         dropped = before - r.num_kv_tokens
         self.approximated_tokens += dropped
-        self.events.emit(
+        self.events.emit_for(
             now_s,
             EventKind.APPROXIMATED,
-            request_id=r.request_id,
-            tenant=r.tenant,
-            traffic_class=r.traffic_class.value,
+            r,
             num_tokens=dropped,
             num_blocks=released,
             mode=self.policy.name,

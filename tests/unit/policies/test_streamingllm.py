@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from reference_engine import ConfigError, EngineCore, EventKind
-from tests.helpers import Driver, small_config
+from tests.helpers import Driver, small_config, steps_of
 
 SINKS, WINDOW, BT = 4, 64, 16
 
@@ -28,13 +28,8 @@ def test_a_long_sequence_keeps_exactly_its_sinks_and_window():
     d = streaming()
     r = d.add(prompt_len=100, max_new=60)
     compactions = 0
-    while d.core.has_work():
-        dropped = r.num_dropped_tokens
-        d.step()
-        if r.is_finished:
-            break
-        n_seen = r.num_computed_tokens
-        if r.num_dropped_tokens > dropped:  # compacted in this step: exactly sinks + window
+    for n_seen, compacted in steps_of(d, r):
+        if compacted:  # exactly sinks + window
             compactions += 1
             expected = np.concatenate((np.arange(SINKS), np.arange(n_seen - WINDOW, n_seen)))
             assert np.array_equal(r.kv_positions(), expected)

@@ -7,7 +7,7 @@ import pytest
 from reference_engine import ConfigError, EngineCore, EventKind
 from reference_engine.policies.lru_queue import LruQueueIndex
 from reference_engine.tokenizer import apply_chat_template
-from tests.helpers import Driver, small_config
+from tests.helpers import Driver, small_config, steps_of
 
 WINDOW, BT, POOL = 64, 16, 1024
 SYSTEM = "you are a careful assistant who answers every question in full sentences " * 4
@@ -31,13 +31,8 @@ def test_a_long_history_rolls_its_oldest_kv_out_down_to_the_window():
     d = zones()
     r = d.add(prompt_len=100, max_new=60)
     compactions = 0
-    while d.core.has_work():
-        dropped = r.num_dropped_tokens
-        d.step()
-        if r.is_finished:
-            break
-        n_seen = r.num_computed_tokens
-        if r.num_dropped_tokens > dropped:  # no sinks: exactly the last WINDOW tokens, in order
+    for n_seen, compacted in steps_of(d, r):
+        if compacted:  # no sinks: exactly the last WINDOW tokens, in order
             compactions += 1
             assert np.array_equal(r.kv_positions(), np.arange(n_seen - WINDOW, n_seen))
             assert d.core.snapshot().compacted_blocks == len(r.block_ids) == WINDOW // BT
