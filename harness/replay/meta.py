@@ -44,7 +44,7 @@ def final_state(core: EngineCore) -> dict[str, Any]:
         "num_engine_steps": core.num_steps,
         "num_rejected": dict(core.num_rejected),
         "policy_stats": dataclasses.asdict(core.policy_stats()),
-        **({"tiers": core.tiers.stats(), "tier_loads_in_flight": len(sched.loads)} if core.tiers is not None else {}),
+        **core.tier_state(),
     }
 
 

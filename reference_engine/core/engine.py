@@ -26,6 +26,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from record.errors import CapacityError, ConfigError, DeviceOutOfMemoryError, RequestError
 from record.events import EventKind
@@ -505,6 +506,13 @@ class EngineCore:
     # ------------------------------------------------------------ observation
     def snapshot(self) -> UsageSnapshot:
         return take_snapshot(self)
+
+    def tier_state(self) -> dict[str, Any]:
+        """The KV tiers as a run record keeps them after the drain (`meta.final`): each tier's
+        usage and counters, and the loads still in flight; empty without tiers."""
+        if self.tiers is None:
+            return {}
+        return {"tiers": self.tiers.stats(), "tier_loads_in_flight": len(self.scheduler.loads)}
 
     def policy_stats(self) -> PolicyStats:
         """The counters that compare policies: evictions by reason, hits, re-prefill, approximation."""

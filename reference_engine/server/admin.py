@@ -80,6 +80,7 @@ async def get_snapshot(state: Admin) -> dict:
         "usage": snap.usage,
         "active_blocks": snap.active_blocks,
         "num_open_streams": state.loop.num_open_streams,
+        **state.core.tier_state(),
         **_clock(state),
     }
 

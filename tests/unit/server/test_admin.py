@@ -54,3 +54,13 @@ async def test_snapshot_ledger_config_and_workers_describe_this_engine():
         assert cfg["digest"] == config_digest(config) and cfg["config"]["engine"]["max_num_seqs"] == 32
         [worker] = (await client.get("/admin/workers", headers=ADMIN)).json()["workers"]
         assert worker["pid"] == os.getpid() and worker["state"] == "ready"
+
+
+async def test_the_snapshot_carries_the_kv_tiers_when_the_engine_has_them():
+    async with serving(server_config()) as (client, _):
+        assert "tiers" not in (await client.get("/admin/snapshot", headers=ADMIN)).json()
+    async with serving(server_config(tiers__host_gib=1.0)) as (client, app):
+        await client.post("/v1/chat/completions", json=chat(max_tokens=2), headers=ACME)
+        snap = (await client.get("/admin/snapshot", headers=ADMIN)).json()
+        assert snap["tiers"] == app.state.kvgate.core.tiers.stats() and snap["tier_loads_in_flight"] == 0
+        assert snap["tiers"]["host"]["leaked_blocks"] == 0 and snap["tiers"]["host"]["capacity_blocks"] > 0
