@@ -3,7 +3,7 @@ import itertools
 import pytest
 
 from gates import evaluate
-from gates.comparison import goodput_shortfalls, measured_goodput
+from gates.comparison import Goodput, goodput_shortfalls, measured_goodput
 from tests.fixtures.records import RecordBuilder
 
 
@@ -37,8 +37,9 @@ def test_a_candidate_below_the_best_baseline_beyond_the_noise_falls_short(judged
     [short] = goodput_shortfalls(candidates, baselines)
     assert (short.candidate.policy, short.candidate.fraction, short.candidate.num_offered) == ("h2o", 0.25, 120)
     assert (short.baseline.policy, short.baseline.fraction, short.baseline.num_offered) == ("vllm_like", 0.75, 40)
-    # 2 standard errors: 2 × sqrt(0.25 × 0.75 / 120 + 0.75 × 0.25 / 40) ≈ 15.8 points, far below 50
-    assert short.noise == pytest.approx(0.158, abs=0.001)
+    # 2 standard errors, each share taken as (served + 1) / (offered + 2):
+    # 2 × sqrt(31/122 × 91/122 / 122 + 31/42 × 11/42 / 42) ≈ 15.7 points, far below 50
+    assert short.noise == pytest.approx(0.157, abs=0.001)
     assert "below the baseline vllm_like" in short.explanation()
 
 
@@ -52,3 +53,11 @@ def test_without_a_measured_baseline_nothing_falls_short(judged, tmp_path):
     assert measured_goodput(unmeasured) is None
     assert goodput_shortfalls([judged("h2o", 90)], [unmeasured]) == []
     assert goodput_shortfalls([judged("h2o", 90)], []) == []
+
+
+def test_a_baseline_that_served_all_of_a_few_requests_is_not_certain():
+    # 5 of 8 (62.5 %) against all of 5: by the plain formula the baseline has no variance and
+    # 37.5 points would be "beyond the noise" (±34); adjusted, the noise is ±41
+    candidate, baseline = Goodput("c", "lru", 5 / 8, 8), Goodput("b", "none", 1.0, 5)
+    noise = 2 * (candidate.variance() + baseline.variance()) ** 0.5
+    assert noise == pytest.approx(0.407, abs=0.001) and 1.0 - 5 / 8 < noise
