@@ -763,7 +763,7 @@ class Scheduler:
         if n < len(found):  # the rest (or all) is recomputed: loading it would be slower
             tiers.count_slower(found[n:])
             load_s = tiers.price_load(found, now_s) - now_s
-            self._emit_load(r, now_s, found[n:], len(found) - n, load_s, "slower_than_prefill")
+            self._emit_load(r, now_s, found[n:], load_s, "slower_than_prefill")
         if not n:
             return False
         keys, sources = keys[:n], sources[:n]
@@ -802,14 +802,13 @@ class Scheduler:
             else:
                 self.kv.register_full_blocks(r)
                 r.num_prefix_hit_tokens += len(load.keys) * self.kv.block_tokens  # cached, not computed
-            self._emit_load(r, now_s, load.sources, len(load.keys), load.ready_s - load.start_s, outcome)
+            self._emit_load(r, now_s, load.sources, load.ready_s - load.start_s, outcome)
 
-    def _emit_load(
-        self, r: Request, now_s: float, sources: list[Tier], num_blocks: int, load_s: float, reason: str
-    ) -> None:
-        """One `tier_load` event per source tier: blocks, tokens, bytes, load time, outcome."""
+    def _emit_load(self, r: Request, now_s: float, sources: list[Tier], load_s: float, reason: str) -> None:
+        """One `tier_load` event per source tier of `sources` (one per block): blocks, tokens,
+        bytes, load time, outcome."""
         for tier in sorted(set(sources), key=lambda t: t.value, reverse=True):
-            n = sources[:num_blocks].count(tier)
+            n = sources.count(tier)
             self.events.emit_for(
                 now_s,
                 EventKind.TIER_LOAD,
