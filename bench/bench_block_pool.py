@@ -6,7 +6,8 @@ sha256 as vLLM computes it.
     .venv/bin/python bench/bench_block_pool.py --hash-only
     .venv/bin/python bench/bench_block_pool.py --warm-only
 
-Operations (each timed over `--ops` blocks, reported in µs per block):
+Operations (each timed over `--ops` blocks, reported in CPU µs per block, for `LruIndex` and on a
+second line for the engine's blocks-tier `LruQueueIndex`):
 - allocate: take blocks from the free pool (a 2K-token sequence = 128 blocks per call)
 - free:     release them (hashed, so they enter the cached tier)
 - hit:      a prefix hit on cached blocks (they leave the cached tier: the O(n) trap of a list)
@@ -42,12 +43,13 @@ import hashlib
 import pickle
 import random
 import time
+from collections.abc import Callable
 
 from reference_engine.config import TrafficClass
 from reference_engine.core.block_pool import BlockPool
 from reference_engine.core.prefix_hash import BlockHasher
-from reference_engine.policies.base import IndexKind, LruIndex
-from reference_engine.policies.lru_queue import make_lru_index
+from reference_engine.policies.base import EvictionIndex, IndexKind, LruIndex
+from reference_engine.policies.lru_queue import LruQueueIndex, make_lru_index
 from reference_engine.request import Request
 from reference_engine.stable_id import stable_id
 
@@ -154,21 +156,26 @@ class VllmStylePool:
         self.append_n([b for b in reversed(blocks) if b.ref_cnt == 0])
 
 
-def _timed(fn, clock=time.perf_counter) -> float:
-    """Time of `fn()` on `clock` (wall time by default) with the cyclic GC off, as `timeit` does:
-    a gen-2 collection walks every live container, which would charge the pool for the
-    benchmark's own garbage."""
+def _timed(fn) -> float:
+    """CPU time of `fn()` (on a shared machine the wall clock also counts the waits for a core)
+    with the cyclic GC off, as `timeit` does: a gen-2 collection walks every live container,
+    which would charge the pool for the benchmark's own garbage."""
     gc.disable()
     try:
-        t = clock()
+        t = time.process_time()
         fn()
-        return clock() - t
+        return time.process_time() - t
     finally:
         gc.enable()
 
 
-def bench_kvgate(num_blocks: int, ops: int) -> dict[str, float]:
-    pool = BlockPool(num_blocks, 16, LruIndex())
+def bench_kvgate(
+    num_blocks: int, ops: int, make_index: Callable[[], EvictionIndex[int]] = LruIndex
+) -> dict[str, float]:
+    """CPU µs per block; every block hit is evicted later, so a lazy-deletion index (the
+    engine's `LruQueueIndex`) pays both its costs: a stale count per hit, a skipped copy per
+    eviction."""
+    pool = BlockPool(num_blocks, 16, make_index())
     calls = ops // SEQ_BLOCKS
     seqs: list[list[int]] = []
     res = {"allocate": _timed(lambda: seqs.extend(pool.allocate(SEQ_BLOCKS, "t", 0.0) for _ in range(calls)))}
@@ -218,14 +225,10 @@ def bench_warm(num_blocks: int, ops: int, seed: int) -> dict[str, float]:
         pool.decref(blocks, 1.0)
     pool.allocate(pool.num_free, "t", 1.0)  # the remainder below one sequence: now only cached blocks are left
     held: list[list[int]] = []
-    res = {
-        "evict": _timed(
-            lambda: held.extend(pool.allocate(SEQ_BLOCKS, "t", 2.0) for _ in range(calls)), time.process_time
-        )
-    }
+    res = {"evict": _timed(lambda: held.extend(pool.allocate(SEQ_BLOCKS, "t", 2.0) for _ in range(calls)))}
     for blocks, hashes in zip(held, fresh):
         pool.register_many(blocks, hashes)
-    res["cache+free"] = _timed(lambda: [pool.decref(blocks, 3.0) for blocks in held], time.process_time)
+    res["cache+free"] = _timed(lambda: [pool.decref(blocks, 3.0) for blocks in held])
     vpool = VllmStylePool(num_blocks)
     for hashes in fill:
         blocks = vpool.get_new_blocks(SEQ_BLOCKS)
@@ -233,12 +236,10 @@ def bench_warm(num_blocks: int, ops: int, seed: int) -> dict[str, float]:
         vpool.free_blocks(blocks)
     vpool.get_new_blocks(num_blocks % SEQ_BLOCKS)  # the unhashed remainder, at the head of the queue
     vheld: list[list[VllmBlock]] = []
-    res["vllm evict"] = _timed(
-        lambda: vheld.extend(vpool.get_new_blocks(SEQ_BLOCKS) for _ in range(calls)), time.process_time
-    )
+    res["vllm evict"] = _timed(lambda: vheld.extend(vpool.get_new_blocks(SEQ_BLOCKS) for _ in range(calls)))
     for blocks, hashes in zip(vheld, fresh):
         vpool.cache_full_blocks(blocks, hashes)
-    res["vllm cache+free"] = _timed(lambda: [vpool.free_blocks(blocks) for blocks in vheld], time.process_time)
+    res["vllm cache+free"] = _timed(lambda: [vpool.free_blocks(blocks) for blocks in vheld])
     assert pool.num_evicted_cached == calls * SEQ_BLOCKS and pool.num_cached == num_blocks // SEQ_BLOCKS * SEQ_BLOCKS
     return {k: v / (calls * SEQ_BLOCKS) * 1e6 for k, v in res.items()}
 
@@ -298,8 +299,8 @@ def bench_hash(num_prompts: int, prompt_tokens: int, block_tokens: int = 16) -> 
                 ).digest()
 
     times = {
-        "kvgate": _timed(lambda: [hasher.extend(r) for r in requests], time.process_time),
-        "vllm_sha256": _timed(vllm_sha256, time.process_time),
+        "kvgate": _timed(lambda: [hasher.extend(r) for r in requests]),
+        "vllm_sha256": _timed(vllm_sha256),
     }
     assert all(len(r.block_hashes) == prompt_tokens // block_tokens for r in requests)
     return {k: v / num_blocks * 1e6 for k, v in times.items()}
@@ -340,6 +341,7 @@ def main() -> None:
     for n in sizes:
         ops = min(args.ops, n // 2 // SEQ_BLOCKS * SEQ_BLOCKS)  # leave room to fill the rest for `evict`
         ours = _best_of(args.repeat, lambda n=n, ops=ops: bench_kvgate(n, ops))
+        queue = _best_of(args.repeat, lambda n=n, ops=ops: bench_kvgate(n, ops, LruQueueIndex))
         naive = _best_of(args.repeat, lambda n=n, ops=ops: bench_naive(n, ops)) if n <= args.naive_max else None
         base = base or ours
         cells = []
@@ -349,6 +351,7 @@ def main() -> None:
                 cell += f"/{naive[k]:.2f}={naive[k] / ours[k]:.0f}x"
             cells.append(f"{cell:>16}")
         print(f"{n:>9} | " + " | ".join(cells))
+        print(f"{'':>9} | " + " | ".join(f"{queue[k]:>16.3f}" for k in kinds) + "   (LruQueueIndex)")
     print(
         "flatness (cost at the largest size / cost at the smallest):",
         ", ".join(f"{k} {ours[k] / base[k]:.2f}" for k in kinds),
