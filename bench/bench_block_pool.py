@@ -5,6 +5,7 @@ sha256 as vLLM computes it.
     .venv/bin/python bench/bench_block_pool.py [--sizes 10000,100000,1000000] [--ops 20000]
     .venv/bin/python bench/bench_block_pool.py --hash-only
     .venv/bin/python bench/bench_block_pool.py --warm-only
+    .venv/bin/python bench/bench_block_pool.py --dict-only    # where the warm evict's growth goes
 
 Operations (each timed over `--ops` blocks, reported in CPU µs per block, for `LruIndex` and on a
 second line for the engine's blocks-tier `LruQueueIndex`):
@@ -20,7 +21,9 @@ engine's are) and cached, the state of a busy engine's prefix cache, then
 for kvgate's BlockPool with the engine's own blocks-tier index (`LruQueueIndex`) and for a
 faithful small copy of vLLM v1's design (`VllmStylePool`: a doubly-linked free queue of block
 objects, hashed blocks in it until reused, a dict from hash to block), in the same run. Flatness
-is the cost at the largest size over the cost at the smallest (target ≤ 1.2).
+is the cost at the largest size over the cost at the smallest (target ≤ 1.2). `--dict-only`
+times the hash -> block dict alone, as the pool deletes from it (eagerly) and as lazy deletion
+would (dead entries kept, swept once per pool's worth of evictions).
 
 Hash: CPU µs per 16-token block for kvgate's BLAKE2b chain from a secret root
 (`BlockHasher.extend` over 2K-token prompts, what the engine runs per request, block hashes as
@@ -268,6 +271,53 @@ def report_warm(sizes: list[int], ops: int, repeat: int) -> None:
     )
 
 
+def bench_dict_delete(num_blocks: int, ops: int, seed: int) -> dict[str, float]:
+    """CPU ns per block of what a warm evict does to the hash -> block dict (delete the
+    victim's random 128-bit key, clear its hash) and of registering the new hash, against lazy
+    deletion (keep the dead entry, clear only the block's hash, and sweep the dict once per
+    pool's worth of evictions: amortised O(1)). Says whether lazy deletion removes evict's
+    growth with the pool or only moves it."""
+    rng = random.Random(seed)
+    fill = [rng.getrandbits(128) for _ in range(num_blocks)]
+    fresh = [rng.getrandbits(128) for _ in range(ops)]
+    victims = list(range(ops))  # least recently used first = registration order
+    h2b, hashes = dict(zip(fill, range(num_blocks))), list(fill)
+
+    def evict() -> None:
+        for b in victims:
+            del h2b[hashes[b]]
+            hashes[b] = None
+
+    def evict_lazily() -> None:
+        for b in victims:
+            hashes[b] = None
+
+    def register() -> None:
+        for b, h in zip(victims, fresh):
+            hashes[b] = h
+            h2b[h] = b
+
+    res = {"eager evict": _timed(evict), "eager register": _timed(register)}
+    h2b, hashes = dict(zip(fill, range(num_blocks))), list(fill)
+    res["lazy evict"] = _timed(evict_lazily)
+    res["lazy register"] = _timed(register)
+    sweep = _timed(lambda: {h: b for h, b in h2b.items() if hashes[b] == h})
+    res["lazy sweep"] = sweep / num_blocks * ops  # one sweep per `num_blocks` evictions
+    return {k: v / ops * 1e9 for k, v in res.items()}
+
+
+def report_dict_delete(sizes: list[int], ops: int, repeat: int) -> None:
+    best = {n: _best_of(repeat, lambda n=n: bench_dict_delete(n, min(ops, n // 2), seed=n)) for n in sizes}
+    print(f"hash -> block dict, CPU ns per evicted block (best of {repeat}):")
+    for n, b in best.items():
+        eager = b["eager evict"] + b["eager register"]
+        lazy = b["lazy evict"] + b["lazy register"] + b["lazy sweep"]
+        print(
+            f"{n:>9} | " + ", ".join(f"{k} {v:.0f}" for k, v in b.items()) + f" | evict + register: eager {eager:.0f},"
+            f" lazy (with its sweep) {lazy:.0f}"
+        )
+
+
 def _hash_request(tokens: list[int]) -> Request:
     return Request(
         request_id="bench",
@@ -320,11 +370,15 @@ def main() -> None:
     ap.add_argument("--naive-max", type=int, default=100_000, help="skip the naive pool above this size (it is O(n))")
     ap.add_argument("--hash-only", action="store_true", help="only the prefix-cache hash comparison")
     ap.add_argument("--warm-only", action="store_true", help="only the warm-pool evict and cache+free comparison")
+    ap.add_argument("--dict-only", action="store_true", help="only the hash-dict delete: eager vs lazy deletion")
     ap.add_argument("--warm-ops", type=int, default=16_384, help="blocks per operation kind on the warm pool")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     if args.warm_only:
         report_warm(sizes, args.warm_ops, max(args.repeat, 5))
+        return
+    if args.dict_only:
+        report_dict_delete(sizes, args.warm_ops, max(args.repeat, 5))
         return
     h = _best_of(args.repeat, lambda: bench_hash(64, 2048))
     print(
