@@ -113,7 +113,7 @@ class EngineLoop:
         self.engine_clock_offset_unix = time.time() - core.clock.now()
         self.ready = False
         self.num_step_errors = 0
-        self.num_resyncs = 0  # steps started now because the loop was more than MAX_BEHIND_S behind
+        self.num_resyncs = 0  # times the loop came over MAX_BEHIND_S late after a step: it went on from now
         self._observers: list[LoopObserver] = []
         self._streams: dict[str, RequestStream] = {}
         self._cursor = core.events.next_cursor
