@@ -5,8 +5,10 @@ sha256 as vLLM computes it.
     .venv/bin/python bench/bench_block_pool.py [--sizes 10000,100000,1000000] [--ops 20000]
     .venv/bin/python bench/bench_block_pool.py --hash-only
     .venv/bin/python bench/bench_block_pool.py --warm-only
+    .venv/bin/python bench/bench_block_pool.py --dict-only    # where the warm evict's growth goes
 
-Operations (each timed over `--ops` blocks, reported in µs per block):
+Operations (each timed over `--ops` blocks, reported in CPU µs per block, for `LruIndex` and on a
+second line for the engine's blocks-tier `LruQueueIndex`):
 - allocate: take blocks from the free pool (a 2K-token sequence = 128 blocks per call)
 - free:     release them (hashed, so they enter the cached tier)
 - hit:      a prefix hit on cached blocks (they leave the cached tier: the O(n) trap of a list)
@@ -19,7 +21,9 @@ engine's are) and cached, the state of a busy engine's prefix cache, then
 for kvgate's BlockPool with the engine's own blocks-tier index (`LruQueueIndex`) and for a
 faithful small copy of vLLM v1's design (`VllmStylePool`: a doubly-linked free queue of block
 objects, hashed blocks in it until reused, a dict from hash to block), in the same run. Flatness
-is the cost at the largest size over the cost at the smallest (target ≤ 1.2).
+is the cost at the largest size over the cost at the smallest (target ≤ 1.2). `--dict-only`
+times the hash -> block dict alone, as the pool deletes from it (eagerly) and as lazy deletion
+would (dead entries kept, swept once per pool's worth of evictions).
 
 Hash: CPU µs per 16-token block for kvgate's BLAKE2b chain from a secret root
 (`BlockHasher.extend` over 2K-token prompts, what the engine runs per request, block hashes as
@@ -42,12 +46,13 @@ import hashlib
 import pickle
 import random
 import time
+from collections.abc import Callable
 
 from reference_engine.config import TrafficClass
 from reference_engine.core.block_pool import BlockPool
 from reference_engine.core.prefix_hash import BlockHasher
-from reference_engine.policies.base import IndexKind, LruIndex
-from reference_engine.policies.lru_queue import make_lru_index
+from reference_engine.policies.base import EvictionIndex, IndexKind, LruIndex
+from reference_engine.policies.lru_queue import LruQueueIndex, make_lru_index
 from reference_engine.request import Request
 from reference_engine.stable_id import stable_id
 
@@ -154,21 +159,26 @@ class VllmStylePool:
         self.append_n([b for b in reversed(blocks) if b.ref_cnt == 0])
 
 
-def _timed(fn, clock=time.perf_counter) -> float:
-    """Time of `fn()` on `clock` (wall time by default) with the cyclic GC off, as `timeit` does:
-    a gen-2 collection walks every live container, which would charge the pool for the
-    benchmark's own garbage."""
+def _timed(fn) -> float:
+    """CPU time of `fn()` (on a shared machine the wall clock also counts the waits for a core)
+    with the cyclic GC off, as `timeit` does: a gen-2 collection walks every live container,
+    which would charge the pool for the benchmark's own garbage."""
     gc.disable()
     try:
-        t = clock()
+        t = time.process_time()
         fn()
-        return clock() - t
+        return time.process_time() - t
     finally:
         gc.enable()
 
 
-def bench_kvgate(num_blocks: int, ops: int) -> dict[str, float]:
-    pool = BlockPool(num_blocks, 16, LruIndex())
+def bench_kvgate(
+    num_blocks: int, ops: int, make_index: Callable[[], EvictionIndex[int]] = LruIndex
+) -> dict[str, float]:
+    """CPU µs per block; every block hit is evicted later, so a lazy-deletion index (the
+    engine's `LruQueueIndex`) pays both its costs: a stale count per hit, a skipped copy per
+    eviction."""
+    pool = BlockPool(num_blocks, 16, make_index())
     calls = ops // SEQ_BLOCKS
     seqs: list[list[int]] = []
     res = {"allocate": _timed(lambda: seqs.extend(pool.allocate(SEQ_BLOCKS, "t", 0.0) for _ in range(calls)))}
@@ -218,14 +228,10 @@ def bench_warm(num_blocks: int, ops: int, seed: int) -> dict[str, float]:
         pool.decref(blocks, 1.0)
     pool.allocate(pool.num_free, "t", 1.0)  # the remainder below one sequence: now only cached blocks are left
     held: list[list[int]] = []
-    res = {
-        "evict": _timed(
-            lambda: held.extend(pool.allocate(SEQ_BLOCKS, "t", 2.0) for _ in range(calls)), time.process_time
-        )
-    }
+    res = {"evict": _timed(lambda: held.extend(pool.allocate(SEQ_BLOCKS, "t", 2.0) for _ in range(calls)))}
     for blocks, hashes in zip(held, fresh):
         pool.register_many(blocks, hashes)
-    res["cache+free"] = _timed(lambda: [pool.decref(blocks, 3.0) for blocks in held], time.process_time)
+    res["cache+free"] = _timed(lambda: [pool.decref(blocks, 3.0) for blocks in held])
     vpool = VllmStylePool(num_blocks)
     for hashes in fill:
         blocks = vpool.get_new_blocks(SEQ_BLOCKS)
@@ -233,12 +239,10 @@ def bench_warm(num_blocks: int, ops: int, seed: int) -> dict[str, float]:
         vpool.free_blocks(blocks)
     vpool.get_new_blocks(num_blocks % SEQ_BLOCKS)  # the unhashed remainder, at the head of the queue
     vheld: list[list[VllmBlock]] = []
-    res["vllm evict"] = _timed(
-        lambda: vheld.extend(vpool.get_new_blocks(SEQ_BLOCKS) for _ in range(calls)), time.process_time
-    )
+    res["vllm evict"] = _timed(lambda: vheld.extend(vpool.get_new_blocks(SEQ_BLOCKS) for _ in range(calls)))
     for blocks, hashes in zip(vheld, fresh):
         vpool.cache_full_blocks(blocks, hashes)
-    res["vllm cache+free"] = _timed(lambda: [vpool.free_blocks(blocks) for blocks in vheld], time.process_time)
+    res["vllm cache+free"] = _timed(lambda: [vpool.free_blocks(blocks) for blocks in vheld])
     assert pool.num_evicted_cached == calls * SEQ_BLOCKS and pool.num_cached == num_blocks // SEQ_BLOCKS * SEQ_BLOCKS
     return {k: v / (calls * SEQ_BLOCKS) * 1e6 for k, v in res.items()}
 
@@ -265,6 +269,53 @@ def report_warm(sizes: list[int], ops: int, repeat: int) -> None:
             for n in sizes
         )
     )
+
+
+def bench_dict_delete(num_blocks: int, ops: int, seed: int) -> dict[str, float]:
+    """CPU ns per block of what a warm evict does to the hash -> block dict (delete the
+    victim's random 128-bit key, clear its hash) and of registering the new hash, against lazy
+    deletion (keep the dead entry, clear only the block's hash, and sweep the dict once per
+    pool's worth of evictions: amortised O(1)). Says whether lazy deletion removes evict's
+    growth with the pool or only moves it."""
+    rng = random.Random(seed)
+    fill = [rng.getrandbits(128) for _ in range(num_blocks)]
+    fresh = [rng.getrandbits(128) for _ in range(ops)]
+    victims = list(range(ops))  # least recently used first = registration order
+    h2b, hashes = dict(zip(fill, range(num_blocks))), list(fill)
+
+    def evict() -> None:
+        for b in victims:
+            del h2b[hashes[b]]
+            hashes[b] = None
+
+    def evict_lazily() -> None:
+        for b in victims:
+            hashes[b] = None
+
+    def register() -> None:
+        for b, h in zip(victims, fresh):
+            hashes[b] = h
+            h2b[h] = b
+
+    res = {"eager evict": _timed(evict), "eager register": _timed(register)}
+    h2b, hashes = dict(zip(fill, range(num_blocks))), list(fill)
+    res["lazy evict"] = _timed(evict_lazily)
+    res["lazy register"] = _timed(register)
+    sweep = _timed(lambda: {h: b for h, b in h2b.items() if hashes[b] == h})
+    res["lazy sweep"] = sweep / num_blocks * ops  # one sweep per `num_blocks` evictions
+    return {k: v / ops * 1e9 for k, v in res.items()}
+
+
+def report_dict_delete(sizes: list[int], ops: int, repeat: int) -> None:
+    best = {n: _best_of(repeat, lambda n=n: bench_dict_delete(n, min(ops, n // 2), seed=n)) for n in sizes}
+    print(f"hash -> block dict, CPU ns per evicted block (best of {repeat}):")
+    for n, b in best.items():
+        eager = b["eager evict"] + b["eager register"]
+        lazy = b["lazy evict"] + b["lazy register"] + b["lazy sweep"]
+        print(
+            f"{n:>9} | " + ", ".join(f"{k} {v:.0f}" for k, v in b.items()) + f" | evict + register: eager {eager:.0f},"
+            f" lazy (with its sweep) {lazy:.0f}"
+        )
 
 
 def _hash_request(tokens: list[int]) -> Request:
@@ -298,8 +349,8 @@ def bench_hash(num_prompts: int, prompt_tokens: int, block_tokens: int = 16) -> 
                 ).digest()
 
     times = {
-        "kvgate": _timed(lambda: [hasher.extend(r) for r in requests], time.process_time),
-        "vllm_sha256": _timed(vllm_sha256, time.process_time),
+        "kvgate": _timed(lambda: [hasher.extend(r) for r in requests]),
+        "vllm_sha256": _timed(vllm_sha256),
     }
     assert all(len(r.block_hashes) == prompt_tokens // block_tokens for r in requests)
     return {k: v / num_blocks * 1e6 for k, v in times.items()}
@@ -319,11 +370,15 @@ def main() -> None:
     ap.add_argument("--naive-max", type=int, default=100_000, help="skip the naive pool above this size (it is O(n))")
     ap.add_argument("--hash-only", action="store_true", help="only the prefix-cache hash comparison")
     ap.add_argument("--warm-only", action="store_true", help="only the warm-pool evict and cache+free comparison")
+    ap.add_argument("--dict-only", action="store_true", help="only the hash-dict delete: eager vs lazy deletion")
     ap.add_argument("--warm-ops", type=int, default=16_384, help="blocks per operation kind on the warm pool")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     if args.warm_only:
         report_warm(sizes, args.warm_ops, max(args.repeat, 5))
+        return
+    if args.dict_only:
+        report_dict_delete(sizes, args.warm_ops, max(args.repeat, 5))
         return
     h = _best_of(args.repeat, lambda: bench_hash(64, 2048))
     print(
@@ -340,6 +395,7 @@ def main() -> None:
     for n in sizes:
         ops = min(args.ops, n // 2 // SEQ_BLOCKS * SEQ_BLOCKS)  # leave room to fill the rest for `evict`
         ours = _best_of(args.repeat, lambda n=n, ops=ops: bench_kvgate(n, ops))
+        queue = _best_of(args.repeat, lambda n=n, ops=ops: bench_kvgate(n, ops, LruQueueIndex))
         naive = _best_of(args.repeat, lambda n=n, ops=ops: bench_naive(n, ops)) if n <= args.naive_max else None
         base = base or ours
         cells = []
@@ -349,6 +405,7 @@ def main() -> None:
                 cell += f"/{naive[k]:.2f}={naive[k] / ours[k]:.0f}x"
             cells.append(f"{cell:>16}")
         print(f"{n:>9} | " + " | ".join(cells))
+        print(f"{'':>9} | " + " | ".join(f"{queue[k]:>16.3f}" for k in kinds) + "   (LruQueueIndex)")
     print(
         "flatness (cost at the largest size / cost at the smallest):",
         ", ".join(f"{k} {ours[k] / base[k]:.2f}" for k in kinds),

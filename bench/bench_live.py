@@ -3,7 +3,7 @@ what `kvgate serve` adds on top of its time model, per token and per request.
 
     .venv/bin/python bench/bench_live.py                      # 1/16/64/128/256 streams, ≈ 2 min
     .venv/bin/python bench/bench_live.py --streams 1,64 --seconds 4
-    .venv/bin/python bench/bench_live.py --timer              # the step timer's accuracy
+    .venv/bin/python bench/bench_live.py --timer              # the step timer; engine step period
     .venv/bin/python bench/bench_live.py --intake             # 400 × 32K-token prompts at once
 
 Client. An httpx streaming client reading SSE lines and parsing each chunk's JSON, as guidellm's
@@ -431,6 +431,64 @@ def timer_accuracy(step_ms: list[float], num: int) -> dict:
     return out
 
 
+def engine_step_timing(config_path: str, num_requests: int, max_tokens: int) -> dict:
+    """One stream through an in-process `EngineLoop` on the real clock (no HTTP): the engine's
+    mean step period (start to next start, on its own clock and on the wall clock) ÷ the mean
+    modelled step duration. 1.0 means a late timer wake-up did not delay the next step."""
+    from reference_engine import EngineCore
+    from reference_engine.server.engine_loop import EngineLoop
+
+    config = load_config(config_path)
+    tenant = next(iter(config.tenants))
+    steps: list[tuple[float, float, float, int]] = []  # (wall at begin, modelled start, end, tokens)
+
+    async def run() -> float:
+        loop = EngineLoop(EngineCore(config))
+        begin = loop.core.begin_step
+
+        def recording(*args, **kwargs):
+            wall = time.monotonic()
+            step = begin(*args, **kwargs)
+            if step is not None:
+                steps.append((wall, step.t_start_s, step.t_end_s, step.plan.num_tokens))
+            return step
+
+        loop.core.begin_step = recording  # type: ignore[method-assign]
+        await loop.start()
+        await asyncio.sleep(0.5)  # past the warm-up
+        cpu = time.process_time()
+        for _ in range(num_requests):
+            stream = loop.submit(
+                tenant=tenant, prompt_token_ids=list(range(64)), max_new_tokens=max_tokens, streaming=True
+            )
+            while not stream.finished:
+                await stream.wait(len(stream.request.output_token_ids))
+        cpu = time.process_time() - cpu
+        await loop.stop()
+        return cpu
+
+    cpu_s = asyncio.run(run())
+    # consecutive decode steps (one token each): a request's prefill starts when it arrives
+    pairs = [(a, b) for a, b in zip(steps, steps[1:]) if a[3] == b[3] == 1]
+    modelled = statistics.fmean(b[2] - b[1] for _, b in pairs)
+    engine_period = statistics.fmean(b[1] - a[1] for a, b in pairs)
+    wall_period = statistics.fmean(b[0] - a[0] for a, b in pairs)
+    out = {
+        "steps": len(pairs),
+        "modelled_ms": modelled * 1000,
+        "engine_period_over_modelled": engine_period / modelled,
+        "wall_period_over_modelled": wall_period / modelled,
+        "cpu_us_per_step": cpu_s / max(1, len(steps)) * 1e6,
+    }
+    print(
+        f"engine loop, 1 stream: {out['steps']} decode steps, modelled {out['modelled_ms']:.2f} ms; step period "
+        f"÷ modelled: engine clock {out['engine_period_over_modelled']:.3f}, wall clock "
+        f"{out['wall_period_over_modelled']:.3f}; CPU {out['cpu_us_per_step']:.0f} µs per step",
+        flush=True,
+    )
+    return out
+
+
 # --------------------------------------------------------------------------------- intake
 async def raw_request(port: int, key: str, body: bytes, label: str) -> tuple[float, int, float]:
     """(sent, status, answered) of one non-streaming request on a raw socket: no client-side
@@ -532,7 +590,7 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=1.5, help="seconds before the measured window")
     ap.add_argument("--max-tokens", type=int, default=64, help="output tokens per request")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--timer", action="store_true", help="only the step timer's accuracy")
+    ap.add_argument("--timer", action="store_true", help="only the step timer and the engine's step period")
     ap.add_argument("--intake", action="store_true", help="only the burst of long prompts")
     ap.add_argument("--intake-requests", type=int, default=400)
     ap.add_argument("--intake-tokens", type=int, default=32_000)
@@ -544,7 +602,10 @@ def main() -> None:
         serve_mock(args.port)
         return
     if args.timer:
-        result: object = timer_accuracy([6.0, 7.5, 9.0, 12.0], 400)
+        result: object = {
+            "timer": timer_accuracy([6.0, 7.5, 9.0, 12.0], 400),
+            "engine": engine_step_timing(args.config, 4, 128),
+        }
     elif args.intake:
         result = intake(args)
     else:

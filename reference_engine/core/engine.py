@@ -383,11 +383,20 @@ class EngineCore:
         s = self.scheduler
         return bool(s.running or len(s.waiting) or s.swapped)
 
-    def begin_step(self, stop_s: float | None = None) -> InFlightStep | None:
+    def begin_step(self, stop_s: float | None = None, start_s: float | None = None) -> InFlightStep | None:
         """Schedule and execute; with `stop_s`, the plan may hold for several steps, none of
-        which starts at or after it."""
+        which starts at or after it.
+
+        The step starts now, or at `start_s` (a live loop that woke late passes the previous
+        step's modelled end, as a GPU starts its next step when the last one ends), but never
+        before the newest logged event: an arrival or a cancel the step may act on was logged
+        when it happened, so no step serves a request before it arrived, and the log stays in
+        time order."""
         assert self._in_flight is None, "end_step() the step in flight first"
         now = self.clock.now()
+        if start_s is not None:
+            last_event_s = self.events.last_t_s
+            now = start_s if last_event_s is None else max(start_s, last_event_s)
         self.scheduler.level = self.marks.level(self.pool.num_live)
         plan = self.scheduler.schedule(now, stop_s)
         if self.tiers is not None:

@@ -48,6 +48,11 @@ class EventLog:
         )
 
     @property
+    def last_t_s(self) -> float | None:
+        """The time of the newest event (None before the first): O(1)."""
+        return self._ring[-1].t_s if self._ring else None
+
+    @property
     def next_cursor(self) -> int:
         return self._next_seq
 

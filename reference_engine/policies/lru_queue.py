@@ -54,7 +54,7 @@ class LruQueueIndex(Generic[K]):
         stale[key] = stale.get(key, 0) + 1
         self._len -= 1
         self._num_stale += 1
-        if self._num_stale > max(_COMPACT_AT, self._len):
+        if self._num_stale > self._len and self._num_stale > _COMPACT_AT:  # max() is a call: avoided
             self._drop_stale()
 
     def pop_victims(self, num_blocks: int, now_s: float, *, strict: bool = False) -> list[K]:
@@ -64,7 +64,7 @@ class LruQueueIndex(Generic[K]):
         queue, head, stale = self._queue, self._head, self._stale
         victims = queue[head : head + num]
         if stale and not stale.keys().isdisjoint(victims):
-            victims, head = self._pop_skipping_stale(num)
+            victims, head = self._take_live(num)
         else:
             head += num
         self._len -= num
@@ -78,39 +78,41 @@ class LruQueueIndex(Generic[K]):
         """The next victim, without popping it (None when empty): O(stale copies skipped)."""
         if not self._len:
             return None
-        queue, head = self._queue, self._head
-        while self._consume_stale(queue[head]):
-            head += 1
-        self._head = head
-        return queue[head]
+        [key], head = self._take_live(1)
+        self._head = head - 1  # the stale copies before it are gone, the key stays
+        return key
 
-    def _pop_skipping_stale(self, num: int) -> tuple[list[K], int]:
-        queue, head = self._queue, self._head
-        victims: list[K] = []
-        while len(victims) < num:
+    def _take_live(self, num: int) -> tuple[list[K], int]:
+        """The next `num` live keys from `_head` on and the position past the last of them,
+        consuming the stale copies passed on the way (`_head` itself is the caller's to move).
+        After a run of prefix hits every victim may have a stale copy ahead of it, so this loop
+        can see two keys per victim: it is written for speed (no call per key)."""
+        queue, head, stale = self._queue, self._head, self._stale
+        live: list[K] = []
+        append, get = live.append, stale.get
+        num_skipped = 0
+        while len(live) < num:
             key = queue[head]
             head += 1
-            if not self._consume_stale(key):
-                victims.append(key)
-        return victims, head
-
-    def _consume_stale(self, key: K) -> bool:
-        """True (and one stale copy fewer) if this copy of `key` is a stale one."""
-        stale = self._stale
-        copies = stale.get(key)
-        if copies is None:
-            return False
-        if copies == 1:
-            del stale[key]
-        else:
-            stale[key] = copies - 1
-        self._num_stale -= 1
-        return True
+            copies = get(key)
+            if copies is None:
+                append(key)
+                continue
+            num_skipped += 1
+            if copies == 1:
+                del stale[key]
+            else:
+                stale[key] = copies - 1
+        self._num_stale -= num_skipped
+        return live, head
 
     def _drop_stale(self) -> None:
-        """Rewrite the queue without its stale copies (afterwards `_stale` is empty)."""
-        self._queue = [key for key in self._queue[self._head :] if not self._consume_stale(key)]
+        """Rewrite the queue without its stale copies. Past the last live key only stale copies
+        are left (of keys not in the index), and they are all the stale counts still open."""
+        self._queue, _ = self._take_live(self._len)
         self._head = 0
+        self._stale.clear()
+        self._num_stale = 0
 
     def pop_overflow(self, now_s: float) -> list[K]:
         return []  # the blocks tier has no entry cap: the pool's size bounds it

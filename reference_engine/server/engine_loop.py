@@ -5,9 +5,14 @@ modelled GPU time pass for real.
                  -> wake the responses whose requests produced tokens or ended -> next step
 
 The core stamps every event with the step's *modelled* end time, so wall-clock TTFT and
-inter-token gaps follow the sim's time model. What the server adds on top is the time between
-one step's modelled end and the start of the next (CPU spent in HTTP handlers, JSON, sockets):
-`on_step(lag_s)` reports it for every step, so the metric that matters is measured, not guessed.
+inter-token gaps follow the sim's time model. While work goes on without a pause, each step
+starts at the previous one's modelled end, as a GPU starts its next step when the last one
+ends: a timer that fires late (by 1-4 ms) or a handler that holds the loop delays when the
+loop gets to the step, not the engine's time, so lateness never adds up step after step (the
+core still starts no step before an arrival or cancel it has logged). Only when the loop falls
+more than `MAX_BEHIND_S` behind the wall clock does it resync and start the step now.
+`on_step(lag_s)` reports, for every step, how late the loop came to it (CPU spent in HTTP
+handlers, JSON, sockets, timer slack), so the metric that matters is measured, not guessed.
 
 Handlers never step the core: they `submit` (admission runs synchronously and raises a
 `RequestError` straight away) and `abort`; both are plain calls, safe between awaits because
@@ -34,6 +39,14 @@ from reference_engine.request import FinishReason, Request
 log = logging.getLogger("kvgate.engine")
 
 _BLOCKED_POLL_S = 0.005  # work waiting but nothing schedulable: re-check this often
+# How far the engine's time may trail the wall clock before the loop resyncs (starts the next
+# step now instead of at the previous step's modelled end). Ordinary lateness stays well below
+# it: a timer fires ≈ 0.7 ms late at P50 and ≈ 5 ms at P99 on a loaded 2-core machine
+# (bench/bench_live.py --timer), so a step never resyncs for that (which would bring the drift
+# back). Past it the CPU is starved, and catching up would stamp tokens this much before the
+# client can get them and send the steps in between back to back: 20 ms bounds both to about
+# two decode steps of the default time model.
+MAX_BEHIND_S = 0.020
 _ERROR_BACKOFF_S = 0.01
 
 
@@ -100,6 +113,7 @@ class EngineLoop:
         self.engine_clock_offset_unix = time.time() - core.clock.now()
         self.ready = False
         self.num_step_errors = 0
+        self.num_resyncs = 0  # times the loop came over MAX_BEHIND_S late after a step: it went on from now
         self._observers: list[LoopObserver] = []
         self._streams: dict[str, RequestStream] = {}
         self._cursor = core.events.next_cursor
@@ -205,7 +219,7 @@ class EngineLoop:
             freed = core.reconcile()
             if freed:
                 log.warning("orphan check released %d block references nobody owned", freed)
-        step = core.begin_step()
+        step = core.begin_step(start_s=self._continued_start_s(now))
         self.pump()
         if step is None:
             self._prev_step_end_s = None
@@ -214,12 +228,23 @@ class EngineLoop:
         started_after = self._prev_step_end_s if self._prev_step_end_s is not None else self._wake_requested_s
         self._wake_requested_s = None
         if started_after is not None:
-            self._observe_step(max(0.0, step.t_start_s - started_after))
+            self._observe_step(max(0.0, now - started_after))
         await self._sleep_until(step.t_end_s)
         out = core.end_step()
         self._prev_step_end_s = out.t_end_s
         self._deliver(out.outputs)
         self.pump()
+
+    def _continued_start_s(self, now: float) -> float | None:
+        """When the next step starts: at the last step's modelled end while work goes on and the
+        loop is at most MAX_BEHIND_S behind; None (now) after a pause or past that bound."""
+        prev_end = self._prev_step_end_s
+        if prev_end is None:
+            return None
+        if now - prev_end > MAX_BEHIND_S:
+            self.num_resyncs += 1
+            return None
+        return prev_end
 
     def _deliver(self, outputs: list) -> None:
         """Wake every stream that got a token in this step, every step: its writer sends it

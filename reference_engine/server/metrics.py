@@ -113,7 +113,7 @@ class EngineMetrics:
         )
         self.step_lag = Histogram(
             "kvgate_engine_step_lag_seconds",
-            "Time the server added before a step, beyond the time model",
+            "How late the loop came to a step after the last one's modelled end (or a wake-up)",
             buckets=LAG_BUCKETS,
             registry=r,
         )

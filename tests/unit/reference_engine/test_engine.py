@@ -43,6 +43,21 @@ def test_abort_during_a_step_in_flight_is_deferred_to_its_end(driver):
     assert driver.core.pool.num_live == 0 and r.is_finished
 
 
+def test_a_step_given_an_earlier_start_starts_there_but_never_before_a_logged_event(driver):
+    driver.add(prompt_len=200, max_new=100)
+    first = driver.core.begin_step()
+    driver.clock.advance(first.t_end_s - first.t_start_s + 0.004)  # the loop woke 4 ms late
+    driver.core.end_step()
+    second = driver.core.begin_step(start_s=first.t_end_s)
+    assert second.t_start_s == first.t_end_s
+    driver.clock.advance(second.t_end_s - second.t_start_s + 0.001)
+    driver.core.end_step()
+    driver.clock.advance(0.002)
+    late = driver.add(prompt_len=50, max_new=4)  # logged after the last step's end
+    third = driver.core.begin_step(start_s=second.t_end_s)
+    assert third.t_start_s == late.arrival_s == driver.clock.now() > second.t_end_s
+
+
 def test_prefix_hit_reuses_blocks_of_an_earlier_request(driver):
     ids = list(range(5000, 5000 + 160))
     a = driver.add(prompt_token_ids=ids, max_new=4)

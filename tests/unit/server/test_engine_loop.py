@@ -7,8 +7,9 @@ import pytest
 
 from record.events import EventKind
 from reference_engine import EngineCore
+from reference_engine.clock import VirtualClock
 from reference_engine.request import FinishReason
-from reference_engine.server.engine_loop import EngineLoop
+from reference_engine.server.engine_loop import MAX_BEHIND_S, EngineLoop
 from tests.unit.server.server_support import server_config, serving
 
 pytestmark = pytest.mark.anyio
@@ -176,3 +177,60 @@ async def test_a_client_that_hangs_up_is_aborted_in_the_engine(stream, prompt_le
         [released] = [e for e in core.events if e.kind is EventKind.BLOCKS_RELEASED]
         assert released.reason == "cancelled" and released.latency_s >= 0  # a release, however fast
         assert not core.scheduler.requests and core.snapshot().active_blocks == 0
+
+
+def loop_on_a_virtual_clock(late_s: float) -> tuple[EngineLoop, VirtualClock, list]:
+    """A loop stepped by hand on a virtual clock whose every step sleep wakes `late_s` after the
+    step's modelled end; returns the loop, the clock and the list its steps are recorded in."""
+    clock = VirtualClock()
+    loop = EngineLoop(EngineCore(server_config(), clock=clock))
+    steps: list = []
+    begin = loop.core.begin_step
+
+    def recording(*args, **kwargs):
+        step = begin(*args, **kwargs)
+        steps.append(step)
+        return step
+
+    async def late_sleep(t_end_s: float) -> None:
+        clock.advance_to(t_end_s + late_s)
+
+    loop.core.begin_step = recording  # type: ignore[method-assign]
+    loop._sleep_until = late_sleep  # type: ignore[method-assign]
+    return loop, clock, steps
+
+
+async def test_late_wakeups_do_not_add_up_while_work_goes_on():
+    loop, clock, steps = loop_on_a_virtual_clock(late_s=0.003)
+    lags = Recorder()
+    loop.add_observer(lags)
+    submit(loop, max_new_tokens=20)
+    for _ in range(6):
+        await loop._step_once()
+    assert all(b.t_start_s == a.t_end_s for a, b in zip(steps, steps[1:]))
+    assert clock.now() == pytest.approx(steps[-1].t_end_s + 0.003)  # one wake-up late, not six
+    assert lags.lags[1:] == pytest.approx([0.003] * 5) and loop.num_resyncs == 0
+
+
+async def test_a_step_never_starts_before_a_request_that_arrived_after_the_last_step():
+    loop, clock, steps = loop_on_a_virtual_clock(late_s=0.0)
+    submit(loop, max_new_tokens=20)
+    await loop._step_once()
+    clock.advance(0.001)
+    newcomer = submit(loop, max_new_tokens=20)
+    clock.advance(0.002)  # the loop comes to the next step 3 ms late
+    await loop._step_once()
+    assert steps[1].t_start_s == newcomer.request.arrival_s
+    assert newcomer.request.arrival_s - steps[0].t_end_s == pytest.approx(0.001)
+    assert [c.request for c in steps[1].plan.chunks].count(newcomer.request) == 1
+
+
+async def test_a_loop_far_behind_the_wall_clock_resyncs_instead_of_catching_up():
+    loop, clock, steps = loop_on_a_virtual_clock(late_s=0.0)
+    submit(loop, max_new_tokens=20)
+    await loop._step_once()
+    clock.advance(MAX_BEHIND_S * 2)  # a starved CPU, not a late timer
+    await loop._step_once()
+    await loop._step_once()
+    assert steps[1].t_start_s == steps[0].t_end_s + MAX_BEHIND_S * 2 and steps[2].t_start_s == steps[1].t_end_s
+    assert loop.num_resyncs == 1
