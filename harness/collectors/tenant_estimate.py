@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from harness.collectors.prometheus import Scrape
 from record.run_record import ESTIMATED_SOURCE, CollectorStatus, RunRecord, RunRecordWriter
 
 NAME = "tenant_estimate"
@@ -57,6 +58,20 @@ class PoolCapacity:
     @property
     def num_tokens(self) -> int:
         return self.num_blocks * self.block_tokens
+
+
+def scraped_pool(scrape: Scrape | None) -> PoolCapacity | None:
+    """The pool a target's /metrics states: vLLM's blocks (`vllm:cache_config_info`), SGLang's
+    tokens (`sglang:max_total_num_tokens`); None when it states neither."""
+    if scrape is None:
+        return None
+    num_blocks, block_tokens = scrape.info.get("num_blocks"), scrape.info.get("block_tokens")
+    if num_blocks and block_tokens:
+        return PoolCapacity(num_blocks, block_tokens, "vllm:cache_config_info")
+    pool_tokens = scrape.gauges.get("pool_tokens")
+    if pool_tokens:
+        return PoolCapacity(int(pool_tokens), 1, "sglang:max_total_num_tokens")
+    return None
 
 
 def estimate_tenant_rows(
