@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 
 from harness.collectors.engine_restarts import RestartWatch
-from harness.collectors.prometheus import Scrape
+from harness.collectors.prometheus import Scrape, parse_metrics
+from harness.collectors.tenant_estimate import PoolCapacity, scraped_pool
 
 URL = "http://engine.test"
 
@@ -65,3 +67,13 @@ def test_a_server_without_health_or_a_start_time_is_not_a_witness() -> None:
     assert watch.take_events() == []  # failures before any healthy answer are no outage
     status = watch.status()
     assert not status.available and "HTTP 404" in status.detail
+
+
+def test_a_recorded_vllm_scrape_gives_the_start_time_the_pool_and_the_preemption_counter() -> None:
+    text = (Path(__file__).resolve().parents[3] / "fixtures" / "engines" / "vllm_metrics.txt").read_text()
+    scrape = parse_metrics(text)
+    assert scrape.gauges["process_start_s"] == 1.79618567849e09 and scrape.counters["num_preemptions"] == 0
+    assert scraped_pool(scrape) == PoolCapacity(160, 128, "vllm:cache_config_info")
+    watch = RestartWatch(URL, transport=scripted([]))
+    watch.observe(scrape, 1.0)
+    assert watch.take_events() == [] and "process_start_time_seconds" in watch.status().detail
