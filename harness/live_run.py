@@ -20,7 +20,10 @@ changed, kept (secrets redacted) as `<run>/engine_config.json`, and `meta.live.e
 says what changed. The engine gets the plan's admin key (a fresh one per run) through its
 environment; no key is ever written under the run directory.
 
-Collectors (harness/collectors/live.py) run across all three. The record is complete even when
+Collectors (harness/collectors/live.py) run across all three. After the drain each tenant's KV
+is estimated from the client's own requests (harness/collectors/tenant_estimate.py): the only
+tenant view of a target without tenants, judged against `tenant_caps`, and beside the reference
+engine's own count a check of the estimate. The record is complete even when
 the run fails or is interrupted: the finally-block writes meta.json with what was measured and
 a note saying what went wrong ("run ended early: ...": `kvgate gate` never judges, so never
 passes, such a record); the reference engine, if this run started it, is stopped then.
