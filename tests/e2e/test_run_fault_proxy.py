@@ -1,7 +1,7 @@
 """A target that serves nothing fails: `kvgate run --target` through the fault proxy in front of
 `kvgate serve` exits 1 with the failing gates named, for every fault; the healthy passthrough
-passes (as a partial verdict: a server without kvgate's engine telemetry leaves most gates
-unmeasurable, and says so)."""
+passes on the gates it can measure (a server without kvgate's engine telemetry leaves half of
+them unmeasurable, and says so; no_oom rests on the restart watch, the proxy relaying /health)."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def test_a_target_that_serves_nothing_fails_with_the_gate_named(
     assert ",cancelled," not in requests  # the load cancels nothing: an open request at the stop is unfinished
 
 
-def test_the_healthy_passthrough_passes_as_a_partial_verdict_only_when_asked(engine: str, tmp_path: Path) -> None:
+def test_the_healthy_passthrough_passes_on_the_gates_it_can_measure(engine: str, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     result, verdict = run_through(engine, Fault.NONE, run_dir, "--allow-partial", "--require", "cancel_release")
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]  # required, not measurable
@@ -95,7 +95,8 @@ def test_the_healthy_passthrough_passes_as_a_partial_verdict_only_when_asked(eng
             timeout=120,
         )
 
-    partial = gate()
-    assert partial.returncode == 2 and "partial verdict" in partial.stderr, partial.stdout + partial.stderr
-    allowed = gate("--allow-partial")
-    assert allowed.returncode == 0 and "PASS" in allowed.stdout, allowed.stdout + allowed.stderr
+    # the restart watch makes no_oom measurable from outside: half the gates are measured, which
+    # is no partial verdict (that needs most of them unmeasurable: tests/unit/gates/test_gate_verdict.py)
+    judged = gate()
+    assert judged.returncode == 0 and "PASS" in judged.stdout, judged.stdout + judged.stderr
+    assert "partial" not in judged.stdout + judged.stderr
