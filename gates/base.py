@@ -108,7 +108,8 @@ class GateResult:
     measurements: tuple[Measurement, ...] = ()
     evidence: dict[str, Any] = field(default_factory=dict)
     sources: tuple[str, ...] = ()
-    """The data it rested on: labels of the gate's sources this record had (gates/sources.py)."""
+    """The data it rested on: labels of the sources the gate named (`resting_on`), else of all its
+    sources this record had (gates/evaluate.py; gates/sources.py)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "evidence", to_jsonable(self.evidence))
@@ -138,6 +139,10 @@ class GateResult:
 
     def with_outcome(self, outcome: Outcome, explanation: str) -> GateResult:
         return replace(self, outcome=outcome, explanation=explanation)
+
+    def resting_on(self, *sources: Source) -> GateResult:
+        """This result, naming the sources it used: a gate that prefers one source to another."""
+        return replace(self, sources=tuple(s.label for s in sources))
 
 
 Limits = Mapping[str, float]

@@ -4,8 +4,8 @@ Which gates run: all registered ones, or `only`; `require` names gates that must
 (a required gate that is not measurable fails); `allow_partial` accepts a verdict with most
 gates not measurable as a pass (gates/verdict.py). Each failed result names the config digest that
 ran, so a rollback can name what to go back from, and the sources it rested on
-(gates/sources.py). A gate that raises is a harness error
-(`GateError`), never a verdict.
+(gates/sources.py): the ones the gate named, else every source of the gate the record had. A
+gate that raises is a harness error (`GateError`), never a verdict.
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ def evaluate(
             result = gate.evaluate(record, thresholds.for_gate(name))
         except Exception as err:  # a crash is a harness error, whatever it was
             raise GateError(f"gate {name!r} could not read {record.dir}: {type(err).__name__}: {err}") from err
-        result = replace(result, sources=tuple(s.label for s in gate.sources if s.is_in(record.meta)))
+        if not result.sources:  # a gate that chose among its sources names the one it used
+            result = replace(result, sources=tuple(s.label for s in gate.sources if s.is_in(record.meta)))
         results.append(_settle(result, name in required, digest))
     return Verdict(
         record.meta.run_id,

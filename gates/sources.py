@@ -23,6 +23,10 @@ class Source(str, Enum):
     ENGINE_STATE = "engine_state"
     KV_EVENTS = "kv_events"
     PROBES = "probes"
+    TENANT_ESTIMATE = "tenant_estimate"
+    ENGINE_RESTARTS = "engine_restarts"
+    PREEMPTIONS = "preemptions"
+    TARGET_LOG = "target_log"
 
     @property
     def label(self) -> str:
@@ -34,10 +38,16 @@ class Source(str, Enum):
             return bool(meta.initial) and bool(meta.final)
         if self is Source.PROBES:
             return bool(meta.probes)
-        if self is Source.KV_EVENTS:
-            status = meta.collectors.get("kv_events")
+        if self in COLLECTED:
+            status = meta.collectors.get(self.value)
             return status is not None and status.available
         return bool(getattr(meta.signals, self.value))
+
+
+COLLECTED = frozenset(
+    {Source.KV_EVENTS, Source.TENANT_ESTIMATE, Source.ENGINE_RESTARTS, Source.PREEMPTIONS, Source.TARGET_LOG}
+)
+"""Sources a live run's collectors say they had in `meta.collectors` (keyed by the source's value)."""
 
 
 LABELS: dict[Source, str] = {
@@ -50,4 +60,8 @@ LABELS: dict[Source, str] = {
     Source.ENGINE_STATE: "engine pool state before and after the run",
     Source.KV_EVENTS: "the engine's KV cache events (vLLM over ZMQ)",
     Source.PROBES: "prefix-cache isolation probes before the load",
+    Source.TENANT_ESTIMATE: "per-tenant KV estimated from the client's in-flight requests",
+    Source.ENGINE_RESTARTS: "engine restarts seen from outside (process start time, /health)",
+    Source.PREEMPTIONS: "the engine's preemption counter (pressure, not OOM)",
+    Source.TARGET_LOG: "OOM patterns in the target's log (--target-log)",
 }

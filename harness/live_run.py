@@ -20,7 +20,10 @@ changed, kept (secrets redacted) as `<run>/engine_config.json`, and `meta.live.e
 says what changed. The engine gets the plan's admin key (a fresh one per run) through its
 environment; no key is ever written under the run directory.
 
-Collectors (harness/collectors/live.py) run across all three. The record is complete even when
+Collectors (harness/collectors/live.py) run across all three. After the drain each tenant's KV
+is estimated from the client's own requests (harness/collectors/tenant_estimate.py): the only
+tenant view of a target without tenants, judged against `tenant_caps`, and beside the reference
+engine's own count a check of the estimate. The record is complete even when
 the run fails or is interrupted: the finally-block writes meta.json with what was measured and
 a note saying what went wrong ("run ended early: ...": `kvgate gate` never judges, so never
 passes, such a record); the reference engine, if this run started it, is stopped then.
@@ -40,8 +43,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from harness.baseline import run_baseline
+from harness.collectors import tenant_estimate
 from harness.collectors.isolation import probe_isolation
 from harness.collectors.live import CollectorSettings, LiveCollectors
+from harness.collectors.tenant_estimate import PoolCapacity, record_tenant_estimate, scraped_pool
 from harness.live_meta import engine_config_of, live_meta, public_settings
 from harness.loadgen.request_log import tally
 from harness.loadgen.settings import LoadSettings
@@ -54,7 +59,7 @@ from harness.target import ReferenceEngine, Target, external_target
 from harness.token_counts import MeasuredTokens, measure_tokens
 from record.errors import KvgateError
 from record.pressure import record_pressure
-from record.run_record import ENDED_EARLY, Phase, RunMeta, RunRecordWriter
+from record.run_record import ENDED_EARLY, CollectorStatus, Phase, RunMeta, RunRecordWriter
 from reference_engine import EngineConfig
 from reference_engine.config import save_config
 
@@ -126,6 +131,12 @@ class LivePlan:
 
     kv_events_endpoint: str = ""
     """vLLM's KV cache events: tcp://host:port to connect to, listen:tcp://host:port to bind, or none."""
+    target_log: Path | None = None
+    """The server's log, tailed during the run for OOM lines (harness/collectors/target_log.py)."""
+    tenant_caps: Mapping[str, float] = field(default_factory=dict)
+    """On an external target: the KV share each tenant is held to, which the target itself does
+    not enforce (tenant_share judges the client's estimate against them); the reference
+    engine's caps are its config's."""
 
     def scenario_names(self) -> list[str]:
         return [self.open_loop.workload.name] if self.open_loop is not None else [s.name for s in self.scenarios]
@@ -217,6 +228,7 @@ def _record(
             api_key=tenants.all[0].key,
             fast_poll=fast_poll,
             kv_events_endpoint=plan.kv_events_endpoint,
+            target_log=plan.target_log,
         ),
         writer,
         started_unix,
@@ -332,10 +344,29 @@ def _record(
             live=live,
             config_is_label=is_label,
         )
-        meta = meta.model_copy(update={"collectors": {**collectors.statuses(), **probe_statuses}, "probes": probes})
+        estimate = _estimate_tenants(plan, writer, meta, collectors)
+        statuses = {**collectors.statuses(), **probe_statuses, tenant_estimate.NAME: estimate}
+        meta = meta.model_copy(update={"collectors": statuses, "probes": probes})
         writer.write_meta(meta)
         meta = meta.model_copy(update={"pressure": record_pressure(plan.run_dir)})
     return LiveResult(plan.run_dir, meta)
+
+
+def _estimate_tenants(
+    plan: LivePlan, writer: RunRecordWriter, meta: RunMeta, collectors: LiveCollectors
+) -> CollectorStatus:
+    """Each tenant's KV share estimated from the client's requests (tenant_estimate.py), over
+    the pool the engine's config or the target's /metrics states. Beside the reference engine's
+    own count it shows how close the estimate comes; on other targets it is the only one."""
+    if meta.pool is not None:
+        pool: PoolCapacity | None = PoolCapacity(meta.pool.num_blocks, meta.pool.block_tokens, "the engine's pool")
+    else:
+        pool = scraped_pool(collectors.scraper.last if collectors.scraper is not None else None)
+    caps = collectors.caps if collectors.admin is not None else dict(plan.tenant_caps)
+    try:
+        return record_tenant_estimate(plan.run_dir, writer, pool, caps)
+    except Exception as err:  # the record is written whatever the estimate does (a collector's rule)
+        return CollectorStatus(available=False, detail=f"the estimate failed: {type(err).__name__}: {err}")
 
 
 def _load(

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from record.run_record import ENGINE_SOURCE
+
 
 class Fields(Mapping[str, Any]):
     """A read-only mapping view of an object's attributes (a dataclass, properties included)."""
@@ -89,6 +91,7 @@ def tenant_rows(snap: Mapping[str, Any], t_s: float, caps: Mapping[str, float]) 
             "live_blocks": live.get(name, 0),
             "share": live.get(name, 0) / num_blocks,
             "cap": cap,
+            "source": ENGINE_SOURCE,
         }
         for name, cap in caps.items()
     ]

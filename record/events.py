@@ -47,6 +47,17 @@ it. The catalogue below is the single place that says which kinds exist and what
                                              reason = ok | failed | slower_than_prefill (the two
                                              recomputed instead; the last also past max_load_wait_ms)
                                              | served_corrupt (failed, served anyway: fallback off)
+
+Two kinds come from outside the engine (a target without kvgate's admin API; the harness
+stamps them with its own clock and numbers them apart from the engine's `seq`):
+
+    engine_restart        -          -       the engine went away: reason = process_start_time (the
+                                             scraped process start time changed) | health (/health
+                                             failed; latency_s = until it answered again, empty:
+                                             it never did before the run ended)
+    log_match             -          -       a known line in the target's log (--target-log):
+                                             reason = the pattern's name, mode = oom | pressure;
+                                             the line itself is never kept (it may hold keys)
 """
 
 from __future__ import annotations
@@ -76,6 +87,8 @@ class EventKind(str, Enum):
     RESERVATION_RELEASED = "reservation_released"
     ORPHAN_RECONCILED = "orphan_reconciled"
     TIER_LOAD = "tier_load"
+    ENGINE_RESTART = "engine_restart"
+    LOG_MATCH = "log_match"
 
 
 @dataclass(frozen=True, slots=True)

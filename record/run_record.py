@@ -90,7 +90,14 @@ SAMPLE_COLUMNS: tuple[str, ...] = (
     "source",
 )
 
-TENANT_SAMPLE_COLUMNS: tuple[str, ...] = ("t_s", "tenant", "live_blocks", "share", "cap")
+TENANT_SAMPLE_COLUMNS: tuple[str, ...] = ("t_s", "tenant", "live_blocks", "share", "cap", "source")
+"""source: `engine` (the engine's own count of each tenant's live blocks: admin API, replay) or
+`client_estimate` (ESTIMATED_SOURCE: the client's in-flight requests and their tokens, for a
+target that knows no tenants; harness/collectors/tenant_estimate.py). Empty in older records:
+the engine's."""
+
+ENGINE_SOURCE = "engine"
+ESTIMATED_SOURCE = "client_estimate"
 
 RECORD_EVENT_COLUMNS: tuple[str, ...] = WORKER_EVENT_COLUMNS
 
@@ -309,7 +316,7 @@ _DTYPES = {
         "worker": str,
     },
     "samples": {"level": str, "source": str},
-    "tenant_samples": {"tenant": str},
+    "tenant_samples": {"tenant": str, "source": str},
 }
 
 
@@ -348,6 +355,12 @@ class RunRecord:
 
     def verdict_path(self) -> Path:
         return self.dir / "verdict.json"
+
+    @staticmethod
+    def table(run_dir: str | Path, name: str) -> pd.DataFrame:
+        """One table of a run directory, read as `load` reads it: of a record still being
+        written, the rows flushed so far."""
+        return _read_table(Path(run_dir) / f"{name}.csv", TABLES[name], _DTYPES[name])
 
 
 def _read_table(path: Path, columns: tuple[str, ...], dtypes: dict) -> pd.DataFrame:

@@ -17,23 +17,31 @@ writer happen under one lock: the two threads never interleave rows.
 A target without the admin API gets its KV telemetry from outside (target_telemetry.py): the
 prefix-cache reset before the load, llama.cpp's /slots, vLLM's KV events,
 the leak check after the drain; with `fast_poll` (a cancel storm) its metrics are polled every
-`FAST_POLL_S`, so a release shows within tens of milliseconds. `statuses()` is meta.collectors.
+`FAST_POLL_S`, so a release shows within tens of milliseconds. Its OOM witnesses come from
+outside too: restarts (engine_restarts.py: the scraped process start time, /health on its own
+tick) and, with `target_log`, the server's log (target_log.py); both write `engine_restart`
+and `log_match` events, numbered apart from any engine's. `statuses()` is meta.collectors.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from harness.collectors import engine_restarts, target_log
 from harness.collectors.admin import AdminApi, AdminUnavailable
+from harness.collectors.engine_restarts import HEALTH_INTERVAL_S, RestartWatch
 from harness.collectors.events import EventCollector
 from harness.collectors.gpu import GpuSampler
 from harness.collectors.periodic import Periodic
 from harness.collectors.prometheus import PrometheusScraper, Scrape, ScrapeError
 from harness.collectors.snapshot import in_flight, pool_state, sample_row, tenant_rows
+from harness.collectors.target_log import LogTail
 from harness.collectors.target_telemetry import TargetTelemetry
 from record.run_record import CollectorStatus, RunRecordWriter, Signals
 from reference_engine.config import DEV_ADMIN_KEY
@@ -50,11 +58,14 @@ class CollectorSettings:
     api_key: str = ""  # the target's (a tenant's) key: /metrics, /slots and the reset send it
     fast_poll: bool = False
     kv_events_endpoint: str = ""
+    target_log: Path | None = None  # the server's log, tailed for OOM lines (kvgate run --target-log)
 
 
 FAST_POLL_S = 0.05
 """The metrics poll interval of an outside target during a cancel storm: release latency is
 bounded to within one interval (gates/held_requests.py)."""
+LOG_TAIL_S = 0.5
+"""How often the target's log is read: an OOM line's time is known to within this."""
 
 
 class LiveCollectors:
@@ -97,6 +108,9 @@ class LiveCollectors:
                 kv_events_endpoint=settings.kv_events_endpoint,
             )
         )
+        self.restarts = RestartWatch(settings.base_url, api_key=settings.api_key) if self.outside is not None else None
+        self.log_tail = LogTail(settings.target_log) if settings.target_log is not None else None
+        self._outside_seq = itertools.count()
         self.gpu = GpuSampler(settings.gpu_index)
         if not self.gpu.available:
             self.notes.append(f"GPU memory unavailable: {self.gpu.reason}")
@@ -110,6 +124,10 @@ class LiveCollectors:
             if self.settings.fast_poll and self.scraper is not None:
                 interval_s = min(interval_s, FAST_POLL_S)
         self._threads.append(Periodic("samples", interval_s, self.sample).start())
+        if self.restarts is not None:
+            self._threads.append(Periodic("health", HEALTH_INTERVAL_S, self.poll_health).start())
+        if self.log_tail is not None:
+            self._threads.append(Periodic("target_log", LOG_TAIL_S, self.poll_log).start())
 
     # ------------------------------------------------------------ the ticks
     def poll_events(self) -> None:
@@ -145,6 +163,15 @@ class LiveCollectors:
         if tenants and self.caps:
             self._append("tenant_samples", tenants)
 
+    def poll_health(self) -> None:
+        assert self.restarts is not None
+        self.restarts.poll_health(time.time() - self.started_unix)
+        self._append_outside(self.restarts.take_events())
+
+    def poll_log(self) -> None:
+        assert self.log_tail is not None
+        self._append_outside(self.log_tail.poll(time.time() - self.started_unix))
+
     def _scrape(self, now_s: float) -> Scrape | None:
         if self.scraper is None:
             return None
@@ -154,6 +181,9 @@ class LiveCollectors:
             self._failed("scrape", err)
             return None
         self.prometheus_ok = self.prometheus_ok or bool(scrape.dialect)
+        if self.restarts is not None:
+            self.restarts.observe(scrape, now_s)
+            self._append_outside(self.restarts.take_events())
         return scrape if self.outside is None else self.outside.complete(scrape)
 
     def _failed(self, source: str, err: Exception) -> None:
@@ -163,6 +193,12 @@ class LiveCollectors:
     def _append(self, table: str, rows: list[dict[str, Any]]) -> None:
         with self._lock:
             self.writer.append(table, rows)
+
+    def _append_outside(self, rows: list[dict[str, Any]]) -> None:
+        """Events seen from outside the engine, numbered in the order they are written."""
+        if rows:
+            with self._lock:
+                self.writer.append("events", [{**row, "seq": next(self._outside_seq)} for row in rows])
 
     # ------------------------------------------------------------ run phases
     def in_flight(self) -> int | None:
@@ -193,6 +229,9 @@ class LiveCollectors:
                     f"(last: {thread.last_error})"
                 )
         self._threads.clear()
+        if self.restarts is not None:
+            self.restarts.finish(time.time() - self.started_unix)
+            self._append_outside(self.restarts.take_events())
         for source, num in self._failures.items():
             self.notes.append(f"{source}: {num} failed (last: {self._last_failure[source]})")
         if self.events is not None and self.events.num_missed:
@@ -273,9 +312,21 @@ class LiveCollectors:
         }
         if self.outside is not None:
             out.update(self.outside.statuses())
+        if self.restarts is not None:
+            out[engine_restarts.NAME] = self.restarts.status()
+        if self.log_tail is not None:
+            out[target_log.NAME] = self.log_tail.status()
+        elif self.outside is not None:
+            out[target_log.NAME] = CollectorStatus(
+                available=False, detail="no --target-log FILE given (the server's log, tailed for OOM lines)"
+            )
         return out
 
     def close(self) -> None:
+        if self.restarts is not None:
+            self.restarts.close()
+        if self.log_tail is not None:
+            self.log_tail.close()
         if self.outside is not None:
             self.outside.close()
         if self.admin is not None:

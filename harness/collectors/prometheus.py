@@ -8,7 +8,9 @@ the KV pool, `vllm:num_requests_running`/`_waiting`) and SGLang (`sglang:token_u
 llama.cpp (`--metrics`) gives its queue (`llamacpp:requests_processing`/`_deferred`) and, in
 older builds only, `llamacpp:kv_cache_usage_ratio`; its usage otherwise comes from /slots
 (harness/collectors/llamacpp_slots.py). vLLM's pool size is a label of `vllm:cache_config_info`
-(`num_gpu_blocks`, `block_size`), read into `Scrape.info`. Series of several engines (a
+(`num_gpu_blocks`, `block_size`), read into `Scrape.info`; SGLang's is a gauge in tokens
+(`sglang:max_total_num_tokens`: `pool_tokens`). `process_start_time_seconds` (Python's
+prometheus client exports it: vLLM) shows a restart (engine_restarts.py). Series of several engines (a
 multi-worker router labels each with `worker`; data-parallel vLLM by `engine`) are summed, or
 averaged for ratios.
 
@@ -73,10 +75,16 @@ GAUGES: dict[str, tuple[Candidate, ...]] = {
     ),
     "num_swapped": (Candidate("kvgate_requests", {"state": "swapped"}), Candidate("vllm:num_requests_swapped")),
     "fragmentation": (Candidate("kvgate_kv_fragmentation_ratio", mean=True),),
+    "pool_tokens": (Candidate("sglang:max_total_num_tokens"),),
+    "process_start_s": (Candidate("process_start_time_seconds"),),
 }
 
 COUNTERS: dict[str, tuple[Candidate, ...]] = {
-    "num_preemptions": (Candidate("kvgate_preemptions_total"), Candidate("vllm:num_preemptions_total")),
+    "num_preemptions": (
+        Candidate("kvgate_preemptions_total"),
+        Candidate("vllm:num_preemptions_total"),
+        Candidate("sglang:num_retracted_requests_total"),  # SGLang retracts where vLLM preempts
+    ),
     "num_oom": (Candidate("kvgate_oom_total"),),
     "num_evicted_cached_blocks": (Candidate("kvgate_cached_blocks_evicted_total"),),
     "recompute_tokens": (Candidate("kvgate_recompute_tokens_total"),),

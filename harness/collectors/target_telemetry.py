@@ -144,6 +144,14 @@ class TargetTelemetry:
         if scrape is None:
             self._set("pool_state", False, f"{which}: no /metrics scrape")
             return {}
+        self._set(
+            "preemptions",
+            "num_preemptions" in scrape.counters,
+            "the preemption counter before the run and after the drain (pressure, not OOM)"
+            if "num_preemptions" in scrape.counters
+            else "no preemption counter in /metrics (vLLM: vllm:num_preemptions_total, "
+            "SGLang: sglang:num_retracted_requests_total)",
+        )
         pool = scrape_pool_state(scrape)
         if pool is None:
             self._set(

@@ -131,6 +131,8 @@ def run(args: argparse.Namespace) -> int:
                 "model": None,
                 "tenants": None,
                 "kv_events": "",
+                "target_log": None,
+                "tenant_caps": None,
                 "rate": None,  # the matrix drives locust's users, never an open-loop load
                 "trace": None,
             }

@@ -42,7 +42,7 @@ from harness.loadgen.open_loop import Workload
 from harness.loadgen.outcome import Status
 from harness.loadgen.prompts import DEFAULT_SYSTEM_PROMPT
 from harness.loadgen.settings import LoadSettings, SettingsError
-from harness.loadgen.tenants import TenantSpecError, format_tenants, tenants_of_config
+from harness.loadgen.tenants import TenantSpecError, format_tenants, parse_tenants, tenants_of_config
 from harness.open_load import DEFAULT_MAX_IN_FLIGHT, OpenLoad
 from harness.profiles import PROFILES, format_overrides, get_profile
 from harness.replay.loaders import AUTO, LOADERS, load_trace
@@ -87,6 +87,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="",
         help="vLLM's KV cache events: tcp://HOST:PORT to connect to a server whose --kv-events-config "
         "endpoint is tcp://*:PORT, listen:tcp://127.0.0.1:PORT for one that connects there",
+    )
+    p.add_argument(
+        "--target-log",
+        type=Path,
+        metavar="FILE",
+        help="the server's log, read during the run for out-of-memory lines (an OOM witness; only the "
+        "pattern's name and time are recorded, never the line)",
+    )
+    p.add_argument(
+        "--tenant-caps",
+        metavar="SPEC",
+        help="with --target: the KV share each tenant is held to, FRACTION for all or name=FRACTION,... "
+        "(tenant_share judges the client's estimate of each tenant's share against it)",
     )
     p.add_argument("--model", metavar="NAME", help="model name (default: the config's, else the first of /v1/models)")
     p.add_argument("--tenants", metavar="SPEC", help="name=key[:class],... (default: the config's tenants)")
@@ -359,9 +372,36 @@ def build_plan(args: argparse.Namespace) -> LivePlan:
         engine_overrides=overrides,
         open_loop=open_loop,
         kv_events_endpoint=args.kv_events,
+        target_log=args.target_log,
+        tenant_caps=_tenant_caps(args, settings.tenants),
         label_policy=args.target is not None and args.label_policy,
         tokenizer=args.tokenizer if args.target is not None else None,
     )
+
+
+def _tenant_caps(args: argparse.Namespace, tenants_spec: str) -> dict[str, float]:
+    """--tenant-caps: `0.4` (every tenant of the run) or `acme=0.3,globex=0.5`."""
+    if not args.tenant_caps:
+        return {}
+    if args.target is None:
+        raise KvgateError("--tenant-caps is for --target runs: the reference engine's caps are its config's")
+    names = [t.name for t in parse_tenants(tenants_spec)]
+    caps: dict[str, float] = {}
+    for item in (part.strip() for part in args.tenant_caps.split(",")):
+        name, sep, value = item.rpartition("=")
+        for tenant in [name.strip()] if sep else names:
+            caps[tenant] = _share(value, item)
+    return caps
+
+
+def _share(text: str, item: str) -> float:
+    try:
+        share = float(text)
+    except ValueError:
+        share = math.nan
+    if not 0 < share <= 1:
+        raise KvgateError(f"--tenant-caps: {item!r} is not FRACTION or name=FRACTION with 0 < FRACTION <= 1")
+    return share
 
 
 def request_timeout(wanted_s: float, duration_s: float, stop_timeout_s: float) -> float:

@@ -1,4 +1,7 @@
-"""Per-tenant live share against its cap; when the gate failed, the worst sample is marked."""
+"""Per-tenant live share against its cap; when the gate failed, the worst sample is marked.
+
+The client's estimate (a target without tenants, or beside the engine's count) is drawn
+dotted and named so: it is not the engine's count."""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ import plotly.graph_objects as go
 
 from gates import Outcome, Verdict
 from gates.checks.tenant_share import shares_with_caps
-from record.run_record import RunRecord
+from record.run_record import ESTIMATED_SOURCE, RunRecord
 from reports.page import figure, note, shade_phases
 from reports.series import downsample_max
 
@@ -22,9 +25,19 @@ class TenantShareSection:
             return note("no per-tenant samples in this record (signals.tenant_samples is false)")
         ts = shares_with_caps(record)
         fig = go.Figure()
+        estimated = ts["source"] == ESTIMATED_SOURCE
         for tenant, rows in ts.groupby("tenant", sort=True):
-            rows = downsample_max(rows, "t_s", ["share"], max_points=MAX_POINTS_PER_TENANT)
-            fig.add_trace(go.Scatter(x=rows["t_s"], y=rows["share"], name=str(tenant), mode="lines"))
+            for is_estimate, of_source in rows.groupby(estimated[rows.index], sort=True):
+                of_source = downsample_max(of_source, "t_s", ["share"], max_points=MAX_POINTS_PER_TENANT)
+                fig.add_trace(
+                    go.Scatter(
+                        x=of_source["t_s"],
+                        y=of_source["share"],
+                        name=f"{tenant} (client estimate)" if is_estimate else str(tenant),
+                        mode="lines",
+                        line={"dash": "dot"} if is_estimate else {},
+                    )
+                )
         caps = ts.dropna(subset=["cap"]).groupby("cap")["tenant"].unique()
         for cap, tenants in caps.items():
             who = ", ".join(sorted(tenants)) if len(caps) > 1 else "all tenants"

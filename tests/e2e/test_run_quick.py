@@ -94,7 +94,10 @@ def test_a_quick_run_writes_a_complete_record(tmp_path: Path) -> None:
     assert (samples["num_blocks"] == quick_blocks).all()
     ts = record.tenant_samples
     assert tuple(ts.columns) == TENANT_SAMPLE_COLUMNS and set(ts["tenant"]) == set(config.tenants)
-    assert len(ts) == len(samples) * len(config.tenants) and (ts["cap"] == 0.15).all()
+    assert (ts["cap"] == 0.15).all() and set(ts["source"]) == {"engine", "client_estimate"}
+    for source in ("engine", "client_estimate"):  # the engine's count, and the client's estimate beside it
+        assert (ts["source"] == source).sum() == len(samples) * len(config.tenants), source
+    assert meta.collectors["tenant_estimate"].available
 
     for name in ("verdict.json", "verdict.junit.xml", "report.html", "locust.log", "locust.html"):
         assert (run_dir / name).stat().st_size > 0

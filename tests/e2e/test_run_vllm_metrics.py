@@ -1,11 +1,14 @@
 """A target that looks like vLLM (OpenAI routes, only `vllm:` metrics, no admin API) still gets a
-record: client rows and Prometheus samples, with every engine-only signal marked absent."""
+record: client rows and Prometheus samples, with every engine-only signal marked absent; where
+it states its pool, tenant_share judges the client's estimate, and no_oom its outside witnesses."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -26,20 +29,12 @@ def _answers(url: str) -> bool:
         return False
 
 
-@pytest.fixture
-def vllm_like(tmp_path: Path) -> Iterator[str]:
+@contextmanager
+def stand_in(tmp_path: Path, *extra: str) -> Iterator[str]:
     with ReferenceEngine(DEFAULT_CONFIG, log_path=tmp_path / "engine.log") as engine:
         port = free_port()
-        proxy = subprocess.Popen(
-            [
-                sys.executable,
-                str(REPO / "tests" / "e2e" / "vllm_like.py"),
-                "--upstream",
-                engine.url,
-                "--port",
-                str(port),
-            ]
-        )
+        script = str(REPO / "tests" / "e2e" / "vllm_like.py")
+        proxy = subprocess.Popen([sys.executable, script, "--upstream", engine.url, "--port", str(port), *extra])
         url = f"http://127.0.0.1:{port}"
         try:
             wait_for(lambda: _answers(f"{url}/metrics"), "the vLLM stand-in starts", alive=lambda: proxy.poll() is None)
@@ -47,6 +42,12 @@ def vllm_like(tmp_path: Path) -> Iterator[str]:
         finally:
             proxy.terminate()
             proxy.wait(timeout=10)
+
+
+@pytest.fixture
+def vllm_like(tmp_path: Path) -> Iterator[str]:
+    with stand_in(tmp_path) as url:
+        yield url
 
 
 def test_a_vllm_named_target_yields_a_record_with_engine_signals_absent(vllm_like: str, tmp_path: Path) -> None:
@@ -93,3 +94,72 @@ def test_a_vllm_named_target_yields_a_record_with_engine_signals_absent(vllm_lik
     release = verdict.result("cancel_release")
     assert release.outcome.value != "not_measurable" and release.evidence["source"].startswith("polled")
     assert meta.probes["cache_salt"]["isolated"] is True  # the reference engine behind it keeps salts apart
+
+
+SECRET = "sk-logged-0123456789abcdef"
+
+
+def when_the_load_runs(run_dir: Path, act: Callable[[], None]) -> threading.Thread:
+    """Call `act` once the run has written its first request row (its collectors run by then)."""
+
+    def loaded() -> bool:
+        rows = run_dir / "requests.csv"
+        return rows.exists() and len(rows.read_text().splitlines()) > 1
+
+    def wait_then_act() -> None:
+        wait_for(loaded, "the run's first request row", bound_s=110)
+        act()
+
+    thread = threading.Thread(target=wait_then_act, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_vllm_target_that_states_its_pool_gets_tenant_and_oom_verdicts_from_outside(tmp_path: Path) -> None:
+    run_dir, log = tmp_path / "run", tmp_path / "vllm.log"
+    log.write_text("torch.OutOfMemoryError: CUDA out of memory (a line from before the run)\n")
+
+    def oom() -> None:
+        with log.open("a") as f:
+            f.write(f"key {SECRET}: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+
+    with stand_in(tmp_path, "--block-size", "16") as url:
+        writer = when_the_load_runs(run_dir, oom)
+        result = kvgate_run(
+            "--target",
+            url,
+            "--allow-partial",
+            "--tenants",
+            "acme=sk-acme:interactive,globex=sk-globex:interactive",
+            "--tenant-caps",
+            "0.5",
+            "--target-log",
+            str(log),
+            "--profile",
+            "quick",
+            "--scenarios",
+            "short_qa",
+            "--users",
+            "4",
+            "--duration",
+            "5",
+            "--out",
+            str(run_dir),
+        )
+        writer.join(timeout=5)
+    record = load_record(result, run_dir)
+    collectors = record.meta.collectors
+    assert all(collectors[k].available for k in ("tenant_estimate", "engine_restarts", "target_log", "preemptions"))
+    estimate = record.tenant_samples
+    assert len(estimate) and set(estimate["source"]) == {"client_estimate"} and set(estimate["cap"]) == {0.5}
+    assert estimate["live_blocks"].max() > 0
+    verdict = read_verdict(run_dir)
+    assert verdict is not None
+    share = verdict.result("tenant_share")
+    assert share.outcome.value != "not_measurable" and share.evidence["source"] == "client_estimate"
+    assert share.sources == ("per-tenant KV estimated from the client's in-flight requests",)
+    no_oom = verdict.result("no_oom")
+    assert no_oom.outcome.value == "fail" and no_oom.evidence["counts"]["OOM lines in the target's log"] == 1
+    assert no_oom.evidence["counts"]["engine restarts (possible OOM)"] == 0
+    assert "OOM patterns in the target's log (--target-log)" in no_oom.sources
+    assert not any(SECRET in path.read_text(errors="replace") for path in run_dir.rglob("*") if path.is_file())

@@ -1,15 +1,18 @@
 """A stand-in for a vLLM server, built from the reference engine: run as a script.
 
-    python tests/e2e/vllm_like.py --upstream http://127.0.0.1:8000 --port 8100
+    python tests/e2e/vllm_like.py --upstream http://127.0.0.1:8000 --port 8100 [--block-size 16]
 
-It relays the OpenAI routes (/v1/chat/completions streamed byte for byte, /v1/models) to the
-upstream engine, serves only the `vllm:` series of the upstream's /metrics, and has no admin
-API (every other path is 404): what the harness sees of a real vLLM deployment.
+It relays the OpenAI routes (/v1/chat/completions streamed byte for byte, /v1/models) and
+/health to the upstream engine, serves only the `vllm:` series of the upstream's /metrics, and
+has no admin API (every other path is 404): what the harness sees of a real vLLM deployment.
+With `--block-size` it states its pool as vLLM does, `vllm:cache_config_info` with the
+upstream's block count (`kvgate_kv_pool_blocks`) and that block size.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 
 import httpx
 import uvicorn
@@ -31,7 +34,16 @@ def vllm_lines(text: str) -> str:
     return "\n".join(keep) + "\n"
 
 
-def create_app(upstream: str) -> Starlette:
+def cache_config_line(text: str, block_size: int) -> str:
+    """vLLM's pool-size info metric, from the upstream's own block count."""
+    found = re.search(r"^kvgate_kv_pool_blocks(?:\{[^}]*\})? (\S+)$", text, re.MULTILINE)
+    if found is None:
+        return ""
+    num_blocks = int(float(found.group(1)))
+    return f'vllm:cache_config_info{{block_size="{block_size}",num_gpu_blocks="{num_blocks}"}} 1.0\n'
+
+
+def create_app(upstream: str, block_size: int | None = None) -> Starlette:
     client = httpx.AsyncClient(base_url=upstream, timeout=None)
 
     async def chat(request: Request) -> Response:
@@ -50,13 +62,18 @@ def create_app(upstream: str) -> Starlette:
         return JSONResponse(resp.json(), status_code=resp.status_code)
 
     async def metrics(request: Request) -> Response:
-        return PlainTextResponse(vllm_lines((await client.get("/metrics")).text))
+        text = (await client.get("/metrics")).text
+        return PlainTextResponse(vllm_lines(text) + (cache_config_line(text, block_size) if block_size else ""))
+
+    async def health(request: Request) -> Response:
+        return Response(status_code=(await client.get("/health")).status_code)
 
     return Starlette(
         routes=[
             Route("/v1/chat/completions", chat, methods=["POST"]),
             Route("/v1/models", models),
             Route("/metrics", metrics),
+            Route("/health", health),
         ]
     )
 
@@ -65,5 +82,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--upstream", required=True)
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--block-size", type=int, default=None)
     args = parser.parse_args()
-    uvicorn.run(create_app(args.upstream), host="127.0.0.1", port=args.port, log_level="warning")
+    uvicorn.run(create_app(args.upstream, args.block_size), host="127.0.0.1", port=args.port, log_level="warning")

@@ -46,3 +46,57 @@ def test_without_engine_events_a_bare_5xx_is_a_possible_oom_and_a_refusal_is_not
 def test_with_engine_events_a_bare_5xx_is_left_to_the_engine_witness(judge, healthy):
     healthy.request("crash-1", sent_s=31, status="error", http_status=500, error_code="http_500", ttft_s=None)
     assert judge(healthy, "no_oom").outcome is Outcome.PASS
+
+
+# ---------------------------------------------------------------- witnesses from outside the engine
+def outside(builder, **collectors: bool):
+    """A target without engine events or GPU samples; `collectors` says which outside witness it had."""
+    from record.run_record import CollectorStatus
+
+    builder.signals(engine_events=False, gpu_memory=False)
+    builder.rows["events"].clear()
+    return builder.meta(collectors={k: CollectorStatus(available=v, detail="test") for k, v in collectors.items()})
+
+
+def test_a_restart_watch_that_saw_nothing_makes_a_pass_and_says_what_it_rested_on(tmp_path, healthy):
+    from gates import evaluate
+
+    record = outside(healthy, engine_restarts=True, target_log=False).build(tmp_path / "run")
+    result = evaluate(record, only=["no_oom"]).result("no_oom")
+    assert result.outcome is Outcome.PASS and result.evidence["counts"]["engine restarts (possible OOM)"] == 0
+    assert "engine restarts seen from outside (process start time, /health)" in result.sources
+    assert not any("log" in s for s in result.sources)
+
+
+def test_one_restart_seen_by_two_witnesses_counts_once(judge, healthy):
+    outside(healthy, engine_restarts=True)
+    healthy.event("engine_restart", 30.0, reason="health", latency_s=20.0)
+    healthy.event("engine_restart", 50.0, reason="process_start_time")
+    result = judge(healthy, "no_oom")
+    assert result.outcome is Outcome.FAIL and result.headline.value == 1
+    assert [r["reason"] for r in result.evidence["restarts"]] == ["health", "process_start_time"]
+
+
+def test_an_oom_line_in_the_log_fails_it_and_pressure_lines_do_not(judge, healthy):
+    outside(healthy, target_log=True)
+    healthy.event("log_match", 40.0, reason="llamacpp_kv_retry", mode="pressure")
+    result = judge(healthy, "no_oom")
+    assert result.outcome is Outcome.PASS and result.evidence["log_pressure"] == {"llamacpp_kv_retry": 1}
+    healthy.event("log_match", 41.0, reason="torch_oom", mode="oom")
+    result = judge(healthy, "no_oom")
+    assert result.outcome is Outcome.FAIL and result.evidence["log_oom"] == [{"t_s": 41.0, "reason": "torch_oom"}]
+
+
+def test_preemptions_are_pressure_reported_beside_the_count_never_in_it(judge, healthy):
+    outside(healthy, engine_restarts=True, preemptions=True)
+    healthy.initial(num_preemptions=4).final(num_preemptions=11)
+    result = judge(healthy, "no_oom")
+    assert result.outcome is Outcome.PASS and result.evidence["preemptions"] == 7
+    assert "7 preemptions" in result.explanation
+
+
+def test_a_preemption_counter_alone_cannot_show_there_was_no_oom(judge, healthy):
+    outside(healthy, engine_restarts=False, target_log=False, preemptions=True)
+    healthy.initial(num_preemptions=0).final(num_preemptions=3)
+    result = judge(healthy, "no_oom")
+    assert result.outcome is Outcome.NOT_MEASURABLE and result.evidence["preemptions"] == 3

@@ -201,3 +201,22 @@ def test_the_console_says_how_far_up_the_ladder_the_run_went(tmp_path: Path) -> 
     assert lines[0].startswith("pressure: reached warn (peak live usage 76% of the pool)")
     assert lines[1].startswith("NEVER REACHED the evict and preempt rungs")
     assert lines[2:] == ["pressure not recorded (the record predates meta.pressure)"]
+
+
+def test_tenant_caps_hold_every_tenant_or_each_named_one_on_a_target() -> None:
+    target = ("--target", "http://127.0.0.1:9", "--tenants", "a=sk-a,b=sk-b")
+    assert plan(*target, "--tenant-caps", "0.4").tenant_caps == {"a": 0.4, "b": 0.4}
+    assert plan(*target, "--tenant-caps", "0.5,b=0.25").tenant_caps == {"a": 0.5, "b": 0.25}
+    assert plan(*target).tenant_caps == {}
+    with pytest.raises(KvgateError, match="0 < FRACTION <= 1"):
+        plan(*target, "--tenant-caps", "a=40%")
+
+
+def test_tenant_caps_are_refused_for_the_reference_engine_whose_caps_are_its_configs(config: Path) -> None:
+    with pytest.raises(KvgateError, match="--target runs"):
+        plan("--policy", str(config), "--tenant-caps", "0.5")
+
+
+def test_the_target_log_reaches_the_plan(tmp_path: Path) -> None:
+    log = tmp_path / "vllm.log"
+    assert plan("--target", "http://127.0.0.1:9", "--target-log", str(log)).target_log == log

@@ -36,8 +36,8 @@ def test_every_configured_tenant_gets_a_row_with_its_cap() -> None:
     snap = {"num_blocks": 200, "tenant_live_blocks": {"acme": 30}}
     rows = tenant_rows(snap, 1.5, {"acme": 0.15, "globex": 0.2})
     assert rows == [
-        {"t_s": 1.5, "tenant": "acme", "live_blocks": 30, "share": 0.15, "cap": 0.15},
-        {"t_s": 1.5, "tenant": "globex", "live_blocks": 0, "share": 0.0, "cap": 0.2},
+        {"t_s": 1.5, "tenant": "acme", "live_blocks": 30, "share": 0.15, "cap": 0.15, "source": "engine"},
+        {"t_s": 1.5, "tenant": "globex", "live_blocks": 0, "share": 0.0, "cap": 0.2, "source": "engine"},
     ]
     assert all(tuple(r) == TENANT_SAMPLE_COLUMNS for r in rows)
 
