@@ -152,3 +152,11 @@ def get_profile(name: str) -> Profile:
         return PROFILES[name]
     except KeyError:
         raise UnknownNameError("profile", name, PROFILES) from None
+
+
+def request_timeout(wanted_s: float, duration_s: float, stop_timeout_s: float) -> float:
+    """The request timeout a run uses: never longer than the load plus locust's stop timeout, the
+    most a request sent as the load begins can run for. A longer one could never fire: a request
+    that hangs would only be cut when the run stops (recorded `unfinished`), never counted as
+    the timeout it is."""
+    return min(wanted_s, duration_s + stop_timeout_s)

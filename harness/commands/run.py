@@ -44,7 +44,7 @@ from harness.loadgen.prompts import DEFAULT_SYSTEM_PROMPT
 from harness.loadgen.settings import LoadSettings, SettingsError
 from harness.loadgen.tenants import TenantSpecError, format_tenants, tenants_of_config
 from harness.open_load import DEFAULT_MAX_IN_FLIGHT, OpenLoad
-from harness.profiles import PROFILES, format_overrides, get_profile
+from harness.profiles import PROFILES, format_overrides, get_profile, request_timeout
 from harness.replay.loaders import AUTO, LOADERS, load_trace
 from harness.scenario_catalog import scenarios_dir, select
 from harness.trace_workload import TraceWorkload
@@ -362,14 +362,6 @@ def build_plan(args: argparse.Namespace) -> LivePlan:
         label_policy=args.target is not None and args.label_policy,
         tokenizer=args.tokenizer if args.target is not None else None,
     )
-
-
-def request_timeout(wanted_s: float, duration_s: float, stop_timeout_s: float) -> float:
-    """The request timeout a run uses: never longer than the load plus locust's stop timeout, the
-    most a request sent as the load begins can run for. A longer one could never fire: a request
-    that hangs would only be cut when the run stops (recorded `unfinished`), never counted as
-    the timeout it is."""
-    return min(wanted_s, duration_s + stop_timeout_s)
 
 
 def _settings(args: argparse.Namespace, config: EngineConfig | None, profile: Mapping[str, object]) -> LoadSettings:
