@@ -42,8 +42,7 @@ from typing import Any
 
 from harness.loadgen.settings import LoadSettings
 from harness.profiles import request_timeout
-from harness.target_speed import TargetSpeed
-from record.errors import KvgateError
+from harness.target_speed import TargetSpeed, TargetTooSlowError
 
 FINISH_FACTOR = 3.0
 TIMEOUT_FACTOR = 2.0
@@ -68,11 +67,6 @@ OUTPUT_FIELDS = ("max_tokens", "long_output_tokens", "batch_max_tokens")
 WORD_FIELDS = ("document_tokens", "session_context_tokens", "long_session_context_tokens")
 SIZED_FIELDS = PROMPT_FIELDS + OUTPUT_FIELDS + WORD_FIELDS
 """The LoadSettings fields sizing may scale: prompt tokens, answer tokens, document words."""
-
-
-class TargetTooSlowError(KvgateError):
-    """Even the smallest run (floors, one user per scenario, the longest load) cannot finish its
-    requests on this target: a harness error, not a verdict."""
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,12 @@ the short prompt's TTFT (a bound: a step of decode is never slower than a whole 
 Prompt token counts are the server's own (`usage`) where it reports them.
 
 The context length is `max_model_len` of the model's `GET /v1/models` entry (vLLM reports it;
-None where the server does not). A probe that fails or times out is a `TargetSpeedError`: a
-target that cannot serve one request alone in `timeout_s` cannot be load-tested.
+None where the server does not). A probe that times out is a `TargetTooSlowError` (exit 2: a
+target that cannot serve one request alone in `timeout_s` cannot be load-tested); one that is
+not served is a `SpeedNotMeasuredError`: the run goes on unsized, and its gates judge a target
+that serves nothing (a harness error would hide that verdict). The burst ends by
+`2 × PARALLEL_PROBES ×` the short probe's time (+ `BURST_SLACK_S`), served or not: a target
+that hangs under load costs seconds here, not the request timeout.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ SHORT_PROMPT_TOKENS = 64
 LONG_PROMPT_TOKENS = 1024
 OUTPUT_TOKENS = 16
 PARALLEL_PROBES = 8
+BURST_SLACK_S = 5.0
 TIMEOUT_S = 120.0
 ASK_FOR_LENGTH = "Continue this list of words for as long as you can:"
 """The probes' instruction: an answer that runs to max_tokens times decode best."""
@@ -62,8 +67,14 @@ METHOD = (
 )
 
 
-class TargetSpeedError(KvgateError):
-    """The target could not serve a timing probe: too slow, or failing, to load-test."""
+class SpeedNotMeasuredError(KvgateError):
+    """A timing probe was not served (an error, an empty or broken answer): the target's speed is
+    unknown, and the run's gates, not the harness, judge a target that serves nothing."""
+
+
+class TargetTooSlowError(KvgateError):
+    """The target is too slow for any run: a probe alone timed out, or (harness/load_sizing.py)
+    even the smallest run cannot finish its requests. A harness error, not a verdict."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,12 +124,16 @@ class TargetSpeed:
 def fit_speed(short: RequestOutcome, long: RequestOutcome, max_model_len: int | None) -> TargetSpeed:
     """The model of the module docstring from the two probes' outcomes."""
     for probe in (short, long):
+        if probe.status == Status.TIMEOUT.value:
+            raise TargetTooSlowError(
+                f"the target did not answer a {probe.prompt_tokens}-token prompt alone within "
+                f"{probe.e2e_s or 0:.0f} s: too slow to load-test"
+            )
         if probe.status != Status.OK.value or probe.ttft_s is None or probe.e2e_s is None:
             http = f" (HTTP {probe.http_status})" if probe.http_status not in (None, 200) else ""
-            raise TargetSpeedError(
-                f"the timing probe of {probe.prompt_tokens} prompt tokens did not finish: {probe.status} "
-                f"{probe.error_code}{http} after {probe.e2e_s or 0:.1f} s — a target that cannot serve one "
-                f"request alone cannot be load-tested"
+            raise SpeedNotMeasuredError(
+                f"the timing probe of {probe.prompt_tokens} prompt tokens was not served: "
+                f"{probe.status} {probe.error_code}{http}"
             )
     ttft_short, ttft_long = short.ttft_s or 0.0, long.ttft_s or 0.0
     p_short, p_long = float(short.prompt_tokens or 0), float(long.prompt_tokens or 0)
@@ -188,28 +203,33 @@ def measure_speed(
     base = base_url.rstrip("/")
     tenant = Tenant(name="speed", key=key, traffic_class="interactive")
     fresh = secrets.token_hex(4)  # prompts no earlier run cached: a prefix hit would hide the prefill
+
+    def probe(client: httpx.Client, name: str, num_tokens: int) -> RequestOutcome:
+        call = Call(
+            request_id=f"speed-{name}-{fresh}",
+            scenario="speed",
+            phase="preflight",
+            tenant=tenant,
+            model=model,
+            prompt=chat_prompt(num_tokens, seed=f"speed-{name}-{fresh}", prefix=ASK_FOR_LENGTH, tokens=tokens),
+            max_tokens=OUTPUT_TOKENS,
+        )
+        exchange = HttpxTransport(client, base)
+        return run_exchange(exchange, call, timeout_s=timeout_s, on_done=lambda o: None, clock=clock).outcome
+
     with httpx.Client(timeout=timeout_s, transport=transport) as client:
         max_model_len = context_length(client, base, key, model)
         long_tokens = min(LONG_PROMPT_TOKENS, max_model_len // 2) if max_model_len else LONG_PROMPT_TOKENS
-        exchange = HttpxTransport(client, base)
-
-        def probe(name: str, num_tokens: int) -> RequestOutcome:
-            call = Call(
-                request_id=f"speed-{name}-{fresh}",
-                scenario="speed",
-                phase="preflight",
-                tenant=tenant,
-                model=model,
-                prompt=chat_prompt(num_tokens, seed=f"speed-{name}-{fresh}", prefix=ASK_FOR_LENGTH, tokens=tokens),
-                max_tokens=OUTPUT_TOKENS,
-            )
-            return run_exchange(exchange, call, timeout_s=timeout_s, on_done=lambda o: None, clock=clock).outcome
-
-        short = probe("short", SHORT_PROMPT_TOKENS)
-        long = probe("long", max(long_tokens, 2 * SHORT_PROMPT_TOKENS))
-        speed = fit_speed(short, long, max_model_len)
-        began = clock()
-        with ThreadPoolExecutor(PARALLEL_PROBES) as pool:
-            burst = list(pool.map(lambda k: probe(f"burst-{k}", SHORT_PROMPT_TOKENS), range(PARALLEL_PROBES)))
-        burst_s = clock() - began
+        short = probe(client, "short", SHORT_PROMPT_TOKENS)
+        long = probe(client, "long", max(long_tokens, 2 * SHORT_PROMPT_TOKENS))
+    speed = fit_speed(short, long, max_model_len)
+    # the burst ends, served or not, by when the target would have served it in turn, twice over
+    burst_timeout_s = min(timeout_s, 2 * PARALLEL_PROBES * (short.e2e_s or 0.0) + BURST_SLACK_S)
+    began = clock()
+    with (
+        httpx.Client(timeout=burst_timeout_s, transport=transport) as client,
+        ThreadPoolExecutor(PARALLEL_PROBES) as pool,
+    ):
+        burst = list(pool.map(lambda k: probe(client, f"burst-{k}", SHORT_PROMPT_TOKENS), range(PARALLEL_PROBES)))
+    burst_s = clock() - began
     return replace(speed, parallelism=round(fit_parallelism(short.e2e_s or 0.0, burst_s, burst), 2))

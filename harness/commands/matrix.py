@@ -131,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
                 "model": None,
                 "tenants": None,
                 "kv_events": "",
+                "fixed_profile": False,
                 "rate": None,  # the matrix drives locust's users, never an open-loop load
                 "trace": None,
             }

@@ -126,7 +126,14 @@ def run(args: argparse.Namespace) -> int:
     thresholds = load_thresholds(args.gates)
     rates = args.rates or step_rates(start_per_s=args.start_rate, factor=args.rate_factor, num_steps=args.max_steps)
     # kvgate run's options that a sweep does not offer, at run's defaults
-    run_defaults = {"request_timeout": None, "label_policy": False, "tokenizer": None, "trace": None, "rate": None}
+    run_defaults = {
+        "request_timeout": None,
+        "label_policy": False,
+        "tokenizer": None,
+        "trace": None,
+        "rate": None,
+        "fixed_profile": False,
+    }
     base = build_plan(argparse.Namespace(**{**run_defaults, **vars(args), "out": out}))
     steps: list[SweepStep] = []
     for k, rate in enumerate(rates[: args.max_steps]):

@@ -4,17 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from harness.load_sizing import (
-    FINISH_FACTOR,
-    MAX_DURATION_GROWTH,
-    TIMEOUT_FACTOR,
-    PlannedLoad,
-    TargetTooSlowError,
-    size_load,
-)
+from harness.load_sizing import FINISH_FACTOR, MAX_DURATION_GROWTH, TIMEOUT_FACTOR, PlannedLoad, size_load
 from harness.loadgen.settings import LoadSettings
 from harness.profiles import get_profile, request_timeout
-from harness.target_speed import TargetSpeed
+from harness.target_speed import TargetSpeed, TargetTooSlowError
 
 CPU = TargetSpeed(first_token_s=0.05, prefill_s_per_token=1 / 300, decode_s_per_token=1 / 20, max_model_len=None)
 """A small model on two CPU cores: hundreds of prompt tokens a second, twenty answer tokens."""

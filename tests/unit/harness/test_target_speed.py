@@ -11,7 +11,14 @@ import pytest
 
 from harness.loadgen.outcome import RequestOutcome, Status
 from harness.loadgen.prompts import REFERENCE_TOKENS
-from harness.target_speed import OUTPUT_TOKENS, PARALLEL_PROBES, TargetSpeedError, fit_parallelism, measure_speed
+from harness.target_speed import (
+    OUTPUT_TOKENS,
+    PARALLEL_PROBES,
+    SpeedNotMeasuredError,
+    TargetTooSlowError,
+    fit_parallelism,
+    measure_speed,
+)
 
 BASE = "http://127.0.0.1:8000"
 
@@ -129,10 +136,35 @@ def test_one_token_answers_leave_decode_unmeasured_and_charged_as_an_upper_bound
     assert speed.decode_s_per_token == pytest.approx(speed.probes[0]["ttft_s"])
 
 
-def test_a_probe_the_target_does_not_serve_is_a_harness_error() -> None:
+def test_a_probe_the_target_does_not_serve_leaves_the_speed_unmeasured_for_the_gates_to_judge() -> None:
     clock = FakeClock()
-    with pytest.raises(TargetSpeedError, match=r"did not finish: error boom \(HTTP 500\)"):
+    with pytest.raises(SpeedNotMeasuredError, match=r"not served: error boom \(HTTP 500\)"):
         measure(ModelledServer(clock, chat_status=500), clock)
+
+
+def hanging(server: ModelledServer, *, when: str) -> httpx.MockTransport:
+    """`server`, except that chat requests whose id contains `when` never answer (a read timeout)."""
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if when in request.headers.get("x-request-id", ""):
+            raise httpx.ReadTimeout("no answer", request=request)
+        return server.handle(request)
+
+    return httpx.MockTransport(handle)
+
+
+def test_a_probe_that_times_out_alone_is_a_harness_error() -> None:
+    clock = FakeClock()
+    transport = hanging(ModelledServer(clock), when="speed-long")
+    with pytest.raises(TargetTooSlowError, match="did not answer a .*-token prompt alone"):
+        measure_speed(BASE, key="sk", model="m", tokens=REFERENCE_TOKENS, clock=clock, transport=transport)
+
+
+def test_a_target_that_hangs_under_load_is_measured_as_serving_one_at_a_time() -> None:
+    clock = FakeClock()
+    transport = hanging(ModelledServer(clock), when="burst-3")
+    speed = measure_speed(BASE, key="sk", model="m", tokens=REFERENCE_TOKENS, clock=clock, transport=transport)
+    assert speed.parallelism == 1.0 and speed.decode_tokens_per_s == pytest.approx(20)
 
 
 def outcome(status: Status = Status.OK) -> RequestOutcome:
