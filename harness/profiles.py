@@ -18,6 +18,10 @@ and a small pool leaves 3 % of it between rungs; they shrink the host memory for
 a real host. Only such resource sizes may be overridden (`RESOURCE_KEYS`): what is gated is the
 policy as written. Overrides apply only to an engine the harness starts, never to an external
 --target.
+
+On an external --target the profile's load is instead sized to the target's measured speed
+(harness/load_sizing.py): smaller prompts and answers, fewer users, a longer load, until its
+requests finish within the run. The engine the harness starts keeps these values as written.
 """
 
 from __future__ import annotations
