@@ -20,7 +20,9 @@ work finishes within 1/FINISH_FACTOR of the load. To meet it, in this order:
    where the server reports it): a 32K-token long prompt becomes what fits;
 2. if even the smallest sizes (`floors`) cannot meet it, fewer users (down to one per
    scenario), then a longer load (up to `MAX_DURATION_GROWTH` × the profile's); a run that
-   cannot meet it even so is a `TargetTooSlowError` (exit 2), never a verdict;
+   cannot meet it even so is a `TargetTooSlowError` (exit 2), never a verdict. When fewer users
+   spread by the profile's mix would leave a scenario without one, the mix goes (every
+   scenario weighs the same);
 3. every token size is scaled by one factor, the largest that meets it (so the profile keeps its
    proportions: a long prompt stays many short ones), none below its floor;
 4. the request timeout and locust's stop timeout become at least `TIMEOUT_FACTOR` × the
@@ -40,7 +42,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from harness.loadgen.settings import LoadSettings
+from harness.loadgen.settings import LoadSettings, parse_mix
 from harness.profiles import request_timeout
 from harness.target_speed import TargetSpeed, TargetTooSlowError
 
@@ -168,7 +170,13 @@ class SizedLoad:
         """One line for the console and the notes: what changed, from what to what."""
         if not self.changes:
             return "the profile fits the target's speed: nothing changed"
-        return "sized to the target's speed: " + ", ".join(f"{k} {a:g} → {b:g}" for k, (a, b) in self.changes.items())
+        return "sized to the target's speed: " + ", ".join(
+            f"{k} {_shown(a)} → {_shown(b)}" for k, (a, b) in self.changes.items()
+        )
+
+
+def _shown(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, (int, float)) else repr(value)
 
 
 def size_load(planned: PlannedLoad, speed: TargetSpeed) -> SizedLoad:
@@ -181,6 +189,8 @@ def size_load(planned: PlannedLoad, speed: TargetSpeed) -> SizedLoad:
     need_s = _work_s(_scaled(s, 0.0, free, floors), speed, planned.scenarios)
     minimal_s = _work_s(_scaled(s, 0.0, [f for f in SIZED_FIELDS if f in used], floors), speed, planned.scenarios)
     users, duration_s = _users_and_duration(planned, need_s, minimal_s, speed)
+    if users < planned.users and "mix" not in explicit and _starves(s.mix, users, planned.scenarios):
+        s = s.with_(mix="")
     budget_s = duration_s / (FINISH_FACTOR * _in_turn(users, speed))
     scale = _largest(lambda x: _work_s(_scaled(s, x, free, floors), speed, planned.scenarios) <= budget_s)
     s = _scaled(s, scale, free, floors)
@@ -308,6 +318,13 @@ def _users_and_duration(planned: PlannedLoad, need_s: float, minimal_s: float, s
     if wanted_s(users, need_s) > duration_s:
         duration_s = min(longest_s, math.ceil(wanted_s(users, need_s)))
     return users, duration_s
+
+
+def _starves(mix: str, users: int, scenarios: Iterable[str]) -> bool:
+    """Whether `users` spread by the mix's weights leave a scenario of the run without one."""
+    weights = parse_mix(mix)
+    run = [weights.get(name, 1.0) for name in scenarios]
+    return bool(run) and users * min(run) < sum(run)
 
 
 def _changes(planned: PlannedLoad, s: LoadSettings, **sized: float) -> dict[str, tuple[Any, Any]]:

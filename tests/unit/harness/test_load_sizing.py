@@ -50,6 +50,14 @@ def test_a_slow_target_gets_smaller_requests_that_finish_well_inside_the_load() 
     assert sized.to_dict()["changes"]["users"] == [54, sized.users]
 
 
+def test_fewer_users_than_the_mix_needs_drop_the_mix_so_that_every_scenario_keeps_a_user() -> None:
+    planned = quick("cancel_storm", "short_qa", "long_output")  # quick weighs them 2, 1 and 20
+    sized = size_load(planned, CPU)
+    assert sized.users < 23 and sized.settings.mix == ""
+    assert sized.changes["mix"] == (planned.settings.mix, "") and "mix 'multi_turn=8," in sized.describe()
+    assert size_load(quick("cancel_storm", "short_qa", "long_output"), GPU).settings.mix == planned.settings.mix
+
+
 def test_fewer_users_come_before_a_longer_load_and_the_load_grows_only_so_far() -> None:
     sized = size_load(quick("long_output"), CPU)
     assert sized.users < 54 and sized.duration_s == 16  # fewer users were enough
