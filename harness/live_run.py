@@ -3,7 +3,9 @@
     result = run_live(plan, progress)       # plan: LivePlan; progress: anything with the 2 methods
 
 Before the record begins, an external target's prompt cost is measured (harness/token_counts.py:
-its /tokenize, else --tokenizer), so the scenarios' prompt sizes are its tokens.
+its /tokenize, else --tokenizer), so the scenarios' prompt sizes are its tokens; then its speed
+(harness/target_speed.py), and unless the plan says otherwise the profile's load is sized to it
+(harness/load_sizing.py): `meta.live.target_speed` and `meta.live.sizing` keep both.
 
 Phases, on one clock (seconds since `meta.started_unix`, taken just before the baseline):
 
@@ -38,7 +40,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -48,6 +50,7 @@ from harness.collectors.isolation import probe_isolation
 from harness.collectors.live import CollectorSettings, LiveCollectors
 from harness.collectors.tenant_estimate import PoolCapacity, record_tenant_estimate, scraped_pool
 from harness.live_meta import engine_config_of, live_meta, public_settings
+from harness.load_sizing import PlannedLoad, size_load
 from harness.loadgen.request_log import tally
 from harness.loadgen.settings import LoadSettings
 from harness.loadgen.tenants import TenantSet, parse_tenants
@@ -56,6 +59,7 @@ from harness.open_load import OpenLoad, run_open_load
 from harness.preflight import preflight
 from harness.scenario_catalog import Scenario
 from harness.target import ReferenceEngine, Target, external_target
+from harness.target_speed import SpeedNotMeasuredError, measure_speed
 from harness.token_counts import MeasuredTokens, measure_tokens
 from record.errors import KvgateError
 from record.pressure import record_pressure
@@ -137,6 +141,10 @@ class LivePlan:
     """On an external target: the KV share each tenant is held to, which the target itself does
     not enforce (tenant_share judges the client's estimate against them); the reference
     engine's caps are its config's."""
+    size_to_target: bool = False
+    """On an external target: size the load to its measured speed (harness/load_sizing.py)."""
+    explicit: frozenset[str] = frozenset()
+    """What the user set ("users", "duration_s", LoadSettings field names): sizing keeps them."""
 
     def scenario_names(self) -> list[str]:
         return [self.open_loop.workload.name] if self.open_loop is not None else [s.name for s in self.scenarios]
@@ -172,7 +180,7 @@ def run_live(plan: LivePlan, progress: RunProgress) -> LiveResult:
             progress.phase("preflight", target.url)
             checked = preflight(target.url, key=tenants.all[0].key, model=plan.settings.model)
             settings = plan.settings.with_(model=checked.model)
-            tokens = None
+            tokens, sizing = None, Sizing()
             if plan.target_url and plan.followed is None:  # a followed load sized its prompts itself
                 progress.phase("tokens", "what a prompt costs in the target's tokens")
                 tokens = measure_tokens(
@@ -183,12 +191,55 @@ def run_live(plan: LivePlan, progress: RunProgress) -> LiveResult:
                     tokenizer=plan.tokenizer,
                 )
                 settings = settings.with_(token_model=tokens.model.spec() if tokens else "")
+                plan, settings, sizing = _size_to_target(plan, settings, target.url, tenants.all[0].key, progress)
             recording = True
-            return _record(plan, settings, target, tenants, progress, stack, tokens)
+            return _record(plan, settings, target, tenants, progress, stack, tokens, sizing)
     except BaseException:
         if made_dir and not recording:
             shutil.rmtree(plan.run_dir, ignore_errors=True)
         raise
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """What timing the target and sizing the load to it leave for the record."""
+
+    live: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def _size_to_target(
+    plan: LivePlan, settings: LoadSettings, url: str, key: str, progress: RunProgress
+) -> tuple[LivePlan, LoadSettings, Sizing]:
+    """Time the target; unless the plan says otherwise, size its load to that speed. A target
+    whose probes are not served runs unsized, for its gates to judge."""
+    progress.phase("speed", "timing a short and a long prompt, then a few at once, alone on the target")
+    try:
+        speed = measure_speed(url, key=key, model=settings.model, tokens=settings.tokens)
+    except SpeedNotMeasuredError as err:
+        why = f"the load was not sized to the target: its speed was not measured ({err})"
+        progress.phase("sizing", why)
+        return plan, settings, Sizing({"target_speed": {"measured": False, "detail": str(err)}}, [why])
+    live: dict[str, Any] = {"target_speed": {"measured": True, **speed.to_dict()}}
+    if not plan.size_to_target:
+        return plan, settings, Sizing(live)
+    sized = size_load(_planned(plan, settings), speed)
+    progress.phase("sizing", "; ".join((sized.describe(), *sized.warnings)))
+    live["sizing"] = sized.to_dict()
+    notes = [f"the {plan.profile} profile was {sized.describe()}"] if sized.changes else []
+    plan = replace(plan, users=sized.users, duration_s=sized.duration_s, stop_timeout_s=sized.stop_timeout_s)
+    return plan, sized.settings, Sizing(live, notes + list(sized.warnings))
+
+
+def _planned(plan: LivePlan, settings: LoadSettings) -> PlannedLoad:
+    return PlannedLoad(
+        settings=settings,
+        scenarios=tuple(plan.scenario_names()),
+        users=plan.users,
+        duration_s=plan.duration_s,
+        stop_timeout_s=plan.stop_timeout_s,
+        explicit=plan.explicit,
+    )
 
 
 def _engine_config_path(plan: LivePlan, stack: ExitStack) -> Path:
@@ -212,6 +263,7 @@ def _record(
     progress: RunProgress,
     stack: ExitStack,
     tokens: MeasuredTokens | None,
+    sizing: Sizing,
 ) -> LiveResult:
     progress.phase("isolation", "can one tenant, or one cache_salt, hit another's cached prompt?")
     keys = [t.key for t in tenants.all]
@@ -254,6 +306,8 @@ def _record(
                 "prompt sizes are the reference engine's words, not the target's tokens: it has no "
                 "/tokenize and no --tokenizer was given"
             )
+    live |= sizing.live
+    notes += sizing.notes
 
     def clock() -> float:
         """The run's one clock: seconds since meta.started_unix."""

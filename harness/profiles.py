@@ -18,6 +18,10 @@ and a small pool leaves 3 % of it between rungs; they shrink the host memory for
 a real host. Only such resource sizes may be overridden (`RESOURCE_KEYS`): what is gated is the
 policy as written. Overrides apply only to an engine the harness starts, never to an external
 --target.
+
+On an external --target the profile's load is instead sized to the target's measured speed
+(harness/load_sizing.py): smaller prompts and answers, fewer users, a longer load, until its
+requests finish within the run. The engine the harness starts keeps these values as written.
 """
 
 from __future__ import annotations
@@ -152,3 +156,11 @@ def get_profile(name: str) -> Profile:
         return PROFILES[name]
     except KeyError:
         raise UnknownNameError("profile", name, PROFILES) from None
+
+
+def request_timeout(wanted_s: float, duration_s: float, stop_timeout_s: float) -> float:
+    """The request timeout a run uses: never longer than the load plus locust's stop timeout, the
+    most a request sent as the load begins can run for. A longer one could never fire: a request
+    that hangs would only be cut when the run stops (recorded `unfinished`), never counted as
+    the timeout it is."""
+    return min(wanted_s, duration_s + stop_timeout_s)

@@ -133,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
                 "kv_events": "",
                 "target_log": None,
                 "tenant_caps": None,
+                "fixed_profile": False,
                 "rate": None,  # the matrix drives locust's users, never an open-loop load
                 "trace": None,
             }

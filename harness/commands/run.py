@@ -41,10 +41,10 @@ from harness.loadgen.client_lag import MAX_LAG_P99_MS
 from harness.loadgen.open_loop import Workload
 from harness.loadgen.outcome import Status
 from harness.loadgen.prompts import DEFAULT_SYSTEM_PROMPT
-from harness.loadgen.settings import LoadSettings, SettingsError
+from harness.loadgen.settings import LoadSettings, SettingsError, env_fields
 from harness.loadgen.tenants import TenantSpecError, format_tenants, parse_tenants, tenants_of_config
 from harness.open_load import DEFAULT_MAX_IN_FLIGHT, OpenLoad
-from harness.profiles import PROFILES, format_overrides, get_profile
+from harness.profiles import PROFILES, format_overrides, get_profile, request_timeout
 from harness.replay.loaders import AUTO, LOADERS, load_trace
 from harness.scenario_catalog import scenarios_dir, select
 from harness.trace_workload import TraceWorkload
@@ -71,6 +71,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="with --target: a tokenizer.json (tokenizers) that counts the target's prompt tokens when "
         "it has no /tokenize (vLLM and llama.cpp have one)",
+    )
+    p.add_argument(
+        "--fixed-profile",
+        action="store_true",
+        help="with --target: run the profile's sizes as they are, not sized to the target's measured speed",
     )
     p.add_argument(
         "--label-policy",
@@ -376,6 +381,8 @@ def build_plan(args: argparse.Namespace) -> LivePlan:
         tenant_caps=_tenant_caps(args, settings.tenants),
         label_policy=args.target is not None and args.label_policy,
         tokenizer=args.tokenizer if args.target is not None else None,
+        size_to_target=args.target is not None and open_loop is None and not args.fixed_profile,
+        explicit=explicit_choices(args, os.environ),
     )
 
 
@@ -404,12 +411,11 @@ def _share(text: str, item: str) -> float:
     return share
 
 
-def request_timeout(wanted_s: float, duration_s: float, stop_timeout_s: float) -> float:
-    """The request timeout a run uses: never longer than the load plus locust's stop timeout, the
-    most a request sent as the load begins can run for. A longer one could never fire: a request
-    that hangs would only be cut when the run stops (recorded `unfinished`), never counted as
-    the timeout it is."""
-    return min(wanted_s, duration_s + stop_timeout_s)
+def explicit_choices(args: argparse.Namespace, environ: Mapping[str, str]) -> frozenset[str]:
+    """What the user chose, which sizing to a target's speed never changes: `--duration`,
+    `--users`, `--request-timeout`, and every setting given as a KVGATE_* variable."""
+    given = {"duration_s": args.duration, "users": args.users, "request_timeout_s": args.request_timeout}
+    return frozenset({name for name, value in given.items() if value is not None} | env_fields(environ))
 
 
 def _settings(args: argparse.Namespace, config: EngineConfig | None, profile: Mapping[str, object]) -> LoadSettings:

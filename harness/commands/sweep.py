@@ -134,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
         "rate": None,
         "target_log": None,
         "tenant_caps": None,
+        "fixed_profile": False,
     }
     base = build_plan(argparse.Namespace(**{**run_defaults, **vars(args), "out": out}))
     steps: list[SweepStep] = []

@@ -238,6 +238,11 @@ def env_var(name: str) -> str:
     return f"KVGATE_{name.upper()}"
 
 
+def env_fields(environ: Mapping[str, str]) -> set[str]:
+    """The settings `environ` sets (a KVGATE_* variable each)."""
+    return {f.name for f in fields(LoadSettings) if env_var(f.name) in environ}
+
+
 def add_arguments(parser: Any) -> None:
     """Add every setting to locust's argument parser (configargparse: `env_var` is honoured)."""
     for f in fields(LoadSettings):

@@ -132,6 +132,16 @@ def test_the_request_timeout_never_outlasts_the_load_and_its_stop() -> None:
     assert plan("--target", "u", "--profile", "full").settings.request_timeout_s == LoadSettings().request_timeout_s
 
 
+def test_a_target_run_is_sized_to_its_speed_keeping_what_the_user_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KVGATE_CANCEL_PROMPT_TOKENS", "700")
+    p = plan("--target", "http://127.0.0.1:9000", "--users", "4", "--request-timeout", "30")
+    assert p.size_to_target and p.explicit == {"users", "request_timeout_s", "cancel_prompt_tokens"}
+    assert "duration_s" in plan("--target", "u", "--duration", "20").explicit
+    assert not plan("--target", "u", "--fixed-profile").size_to_target  # the profile as written
+    assert not plan("--target", "u", "--rate", "2").size_to_target  # an open loop sets its own pace
+    assert not plan("--policy", "configs/default.toml").size_to_target  # the reference engine: as profiled
+
+
 def test_without_policy_or_target_it_says_what_is_needed() -> None:
     with pytest.raises(KvgateError, match="needs --policy CONFIG .* or --target URL"):
         plan()
