@@ -12,6 +12,12 @@ so it cannot tell one policy from another. Every run record carries this summary
 The level comes from the engine's `watermark` events (each level change, at the end of the step
 that caused it) or, for a target without events, from the usage samples against
 `meta.watermarks`. Decisions are counted from the engine's events and its final state.
+
+A server kvgate did not write (vLLM, SGLang, llama.cpp) has no watermark ladder, so no rung can be
+read from it. What it shows instead is what pressure made it do (source `target`): cached prefix
+blocks removed to make room (its KV cache events), preemptions (its counter, mode unknown) and
+explicit overload refusals (the client's 429/503/529), beside the peak of its usage gauge. There
+a rung of `MUST_REACH` counts as reached when the decision it stands for ran (`SHOWN_BY`).
 """
 
 from __future__ import annotations
@@ -20,21 +26,30 @@ import math
 from collections.abc import Iterable
 from pathlib import Path
 
-from record.query import live_usage
+from record.query import counter_change, live_usage, overload_refusals
 from record.run_record import RUNGS, Pressure, RungReached, RunRecord
 
 MUST_REACH: tuple[str, ...] = ("evict", "preempt")
 """The rungs where the policies' decisions act (evict idle state; preempt running work): a run
 that stays below them compares nothing but admission."""
 
+PREEMPTIONS: tuple[str, ...] = ("preempted_recompute", "preempted_swap", "preempted_kill", "preempted_mode_unknown")
+"""The preemption counters: by mode from the engine's events, `mode_unknown` from a target's counter."""
+
 CORE_DECISIONS: dict[str, tuple[str, ...]] = {
     "eviction": ("evicted_sessions",),
-    "preemption": ("preempted_recompute", "preempted_swap", "preempted_kill"),
+    "preemption": PREEMPTIONS,
     "swap": ("preempted_swap",),
     "recompute": ("preempted_recompute",),
     "session_expiry": ("expired_sessions",),
 }
 """The decisions a comparison of policies is about, each with the counters that show it ran."""
+
+SHOWN_BY: dict[str, tuple[str, ...]] = {
+    "evict": ("evicted_sessions", "reclaimed_cached_blocks"),
+    "preempt": PREEMPTIONS,
+}
+"""On a target without a ladder: the decisions that show a rung of `MUST_REACH` was reached."""
 
 
 def measure_pressure(record: RunRecord) -> Pressure:
@@ -53,7 +68,10 @@ def measure_pressure(record: RunRecord) -> Pressure:
         usage = live_usage(record.samples)
         levels = [(float(t), sum(u >= marks[name] for name in marks)) for t, u in zip(record.samples["t_s"], usage)]
     else:
-        return Pressure(source="none", peak_usage=_peak(record))
+        shown, peak = _target_decisions(record), _peak(record)
+        if peak is None and set(shown) <= {"rejected_overload"}:  # the client's view alone
+            return Pressure(source="none")
+        return Pressure(source="target", peak_usage=peak, decisions=shown)
     rungs = [
         _rung(i, name, marks.get(name, math.nan), levels, end_s)
         for i, name in enumerate(RUNGS, start=1)
@@ -76,6 +94,9 @@ def missing_rungs(pressure: Pressure | None) -> tuple[str, ...]:
     """The rungs of `MUST_REACH` the run never reached (all of them when nothing is known)."""
     if pressure is None or pressure.source == "none":
         return MUST_REACH
+    if pressure.source == "target":
+        d = pressure.decisions
+        return tuple(name for name in MUST_REACH if not any(d.get(c, 0) for c in SHOWN_BY[name]))
     return tuple(name for name in MUST_REACH if not pressure.reached(name))
 
 
@@ -129,6 +150,20 @@ def _decisions(record: RunRecord) -> dict[str, int]:
     reclaimed = record.meta.final.get("num_evicted_cached_blocks")
     if reclaimed is not None:
         counts["reclaimed_cached_blocks"] = int(reclaimed)
+    return counts
+
+
+def _target_decisions(record: RunRecord) -> dict[str, int]:
+    """What a server without a ladder shows it did under pressure; a counter it does not export
+    is absent (unknown), never 0."""
+    final, counts = record.meta.final, {}
+    if "kv_blocks_removed" in final:
+        counts["reclaimed_cached_blocks"] = int(final["kv_blocks_removed"])
+    preemptions = counter_change(record.meta, "num_preemptions")
+    if preemptions is not None:
+        counts["preempted_mode_unknown"] = int(preemptions)
+    if len(record.requests):
+        counts["rejected_overload"] = int(overload_refusals(record.requests).sum())
     return counts
 
 

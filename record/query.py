@@ -174,6 +174,14 @@ def counter_prefix_hit_rate(meta: RunMeta) -> float | None:
     return hits / final_lookups if final_lookups > 0 else None
 
 
+def counter_change(meta: RunMeta, name: str) -> float | None:
+    """A target counter's change over the run (`meta.final` minus `meta.initial`; the final total
+    when the start was not recorded). None when the target does not export it."""
+    if name not in meta.final:
+        return None
+    return float(meta.final[name]) - float(meta.initial.get(name, 0.0))
+
+
 def pool_blocks(record: RunRecord) -> int | None:
     """The pool size in blocks, from meta.pool or the samples."""
     if record.meta.pool is not None:

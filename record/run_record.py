@@ -175,7 +175,8 @@ class Pressure(BaseModel):
 
     `source`: `engine` (the engine's `watermark` events: every level change, at step ends),
     `samples` (live usage of the periodic samples against `meta.watermarks`: a target without
-    events, at the sample interval), or `none` (neither: nothing is known). `decisions` counts
+    events, at the sample interval), `target` (a server without a ladder: no rungs, only what its
+    telemetry shows it did, in `decisions`), or `none` (nothing is known). `decisions` counts
     the engine's answers to pressure by kind (record/pressure.py lists them)."""
 
     model_config = ConfigDict(extra="forbid")

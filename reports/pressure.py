@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from record.pressure import decisions_never_run, missing_rungs
+from record.pressure import SHOWN_BY, decisions_never_run, missing_rungs
 from record.run_record import Pressure, RungReached
 
 DECISION_LABELS: dict[str, str] = {
@@ -26,9 +26,11 @@ DECISION_LABELS: dict[str, str] = {
     "preempted_recompute": "preemptions: recompute",
     "preempted_swap": "preemptions: swap",
     "preempted_kill": "preemptions: kill",
+    "preempted_mode_unknown": "preemptions (the target's counter: mode not reported)",
     "rejected_kv_capacity": "rejections: kv_capacity",
     "rejected_tenant_quota": "rejections: tenant_quota",
     "rejected_queue_deadline": "rejections: queue_deadline",
+    "rejected_overload": "explicit overload refusals (429/503/529 with a reason)",
     "approximated_requests": "requests answered approximately",
     "oom": "OOMs",
 }
@@ -42,6 +44,13 @@ RUNG_DECISIONS: dict[str, str] = {
 """What a policy decides at the rungs of `MUST_REACH`, for the warning."""
 
 NOT_RECORDED = "pressure not recorded (the record predates meta.pressure)"
+TARGET_DECISIONS: dict[str, str] = {"evict": "evict cached blocks", "preempt": "preempt a request"}
+"""What reaching a rung of `MUST_REACH` means on a server without a ladder (record/pressure.py `SHOWN_BY`)."""
+TARGET_WITNESSES: dict[str, str] = {
+    "evict": "its KV cache events (--kv-events)",
+    "preempt": "a preemption counter in its /metrics",
+}
+"""Where a server without a ladder shows each of those decisions."""
 
 
 def highest_rung(pressure: Pressure) -> RungReached | None:
@@ -54,7 +63,9 @@ def pressure_line(pressure: Pressure | None) -> str:
     if pressure is None:
         return NOT_RECORDED
     if pressure.source == "none":
-        return "pressure unknown: the record has neither the engine's watermark events nor usage samples"
+        return "pressure unknown: the record has neither the engine's watermark events nor the target's telemetry"
+    if pressure.source == "target":
+        return _target_line(pressure)
     top = highest_rung(pressure)
     first = pressure.rungs[0].rung if pressure.rungs else None
     reached = (
@@ -73,6 +84,20 @@ def pressure_line(pressure: Pressure | None) -> str:
     )
 
 
+def _target_line(pressure: Pressure) -> str:
+    d = pressure.decisions
+
+    def count(key: str, what: str) -> str:
+        return f"{d[key]} {what}" if key in d else f"{what} unknown"
+
+    peak = "" if pressure.peak_usage is None else f"peak live usage {pressure.peak_usage:.0%} of the pool; "
+    return (
+        f"pressure (what the target showed; it has no watermark ladder): {peak}"
+        f"{count('reclaimed_cached_blocks', 'cached blocks reclaimed')}, "
+        f"{count('preempted_mode_unknown', 'preemptions')}, {count('rejected_overload', 'overload refusals')}"
+    )
+
+
 def missing_rungs_warning(pressure: Pressure | None) -> str | None:
     """The loud line for a run that never reached the rungs where policies decide; None when it
     did, or when the record predates the summary (then `pressure_line` says "not recorded")."""
@@ -86,6 +111,14 @@ def missing_rungs_warning(pressure: Pressure | None) -> str | None:
         return (
             f"PRESSURE UNKNOWN: nothing in this record shows that the run reached the "
             f"{' and '.join(missing)} rungs: this verdict says nothing about {what}"
+        )
+    if pressure.source == "target":
+        unknown = [TARGET_WITNESSES[name] for name in missing if not set(SHOWN_BY[name]) & set(pressure.decisions)]
+        why = f" (unknown without {' or '.join(unknown)})" if unknown else ""
+        return (
+            f"NOT SHOWN: nothing the target reported shows that the load made it "
+            f"{' or '.join(TARGET_DECISIONS[name] for name in missing)}{why}: this verdict says nothing "
+            f"about what it does under that pressure"
         )
     levels = ", ".join(f"{r.rung} at {r.usage:.0%}" for r in pressure.rungs if r.rung in missing)
     peak = "unknown" if pressure.peak_usage is None else f"{pressure.peak_usage:.0%}"

@@ -33,7 +33,7 @@ from typing import Any
 from gates.base import GateResult, Limits, Measurement, Unit
 from gates.sources import Source
 from record.outcomes import OOM_ERROR_CODES
-from record.query import events_of, overload_refusals
+from record.query import counter_change, events_of, overload_refusals
 from record.run_record import RunRecord
 
 
@@ -126,6 +126,7 @@ class NoOomGate:
 
 def _preemptions(record: RunRecord) -> int | None:
     """The preemption counter's change over the run, from outside (None: no counter)."""
-    if not Source.PREEMPTIONS.is_in(record.meta) or "num_preemptions" not in record.meta.final:
+    if not Source.PREEMPTIONS.is_in(record.meta):
         return None
-    return int(record.meta.final["num_preemptions"] - record.meta.initial.get("num_preemptions", 0))
+    change = counter_change(record.meta, "num_preemptions")
+    return None if change is None else int(change)

@@ -82,3 +82,27 @@ def test_the_summary_is_stored_in_meta(tmp_path: Path) -> None:
     run_dir = ladder_run().write(tmp_path / "run")
     stored = record_pressure(run_dir)
     assert RunRecord.load(run_dir).meta.pressure == stored
+
+
+def vllm_like(**final: float) -> RecordBuilder:
+    """A server without a ladder: no engine events, no watermarks, its usage gauge and counters."""
+    b = RecordBuilder().signals(engine_events=False).meta(watermarks={}).initial(num_preemptions=4.0)
+    for t, live in ((0, 100), (1, 980), (2, 100)):
+        b.sample(float(t), live)
+    b.request(sent_s=20.0).request(sent_s=21.0, status="error", http_status=503, error_code="overloaded")
+    return b.final(**final)
+
+
+def test_a_target_without_a_ladder_shows_pressure_by_what_it_did(tmp_path: Path) -> None:
+    p = measure_pressure(vllm_like(kv_blocks_removed=103, num_preemptions=6.0).build(tmp_path))
+    assert p.source == "target" and p.rungs == [] and p.peak_usage == pytest.approx(0.98)
+    assert p.decisions == {"reclaimed_cached_blocks": 103, "preempted_mode_unknown": 2, "rejected_overload": 1}
+    assert missing_rungs(p) == ()  # it evicted cached blocks and preempted: both decisions ran
+
+
+def test_a_target_that_never_evicted_or_whose_counters_are_missing_is_missing_the_rungs(tmp_path: Path) -> None:
+    quiet = measure_pressure(vllm_like(kv_blocks_removed=0, num_preemptions=4.0).build(tmp_path / "quiet"))
+    assert missing_rungs(quiet) == ("evict", "preempt")
+    blind = measure_pressure(vllm_like().build(tmp_path / "blind"))  # no KV events, no preemption counter
+    assert blind.source == "target" and set(blind.decisions) == {"rejected_overload"}
+    assert missing_rungs(blind) == ("evict", "preempt")

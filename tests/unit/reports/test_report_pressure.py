@@ -79,3 +79,21 @@ def test_a_comparison_whose_runs_never_took_a_core_decision_says_which(tmp_path)
         "NOT A COMPARISON OF POLICIES ON SWAP, SESSION EXPIRY: no candidate run took these decisions even once"
     )
     assert decisions_warning([None]) is None  # not recorded: unknown, not absent
+
+
+def test_a_target_without_a_ladder_is_worded_by_what_it_showed(tmp_path):
+    from tests.unit.record.test_record_pressure import vllm_like
+
+    pressed_target = measure_pressure(vllm_like(kv_blocks_removed=103, num_preemptions=6.0).build(tmp_path / "p"))
+    assert pressure_line(pressed_target) == (
+        "pressure (what the target showed; it has no watermark ladder): peak live usage 98% of the pool; "
+        "103 cached blocks reclaimed, 2 preemptions, 1 overload refusals"
+    )
+    assert missing_rungs_warning(pressed_target) is None
+    blind = measure_pressure(vllm_like(num_preemptions=4.0).build(tmp_path / "b"))
+    assert "cached blocks reclaimed unknown, 0 preemptions" in pressure_line(blind)
+    assert missing_rungs_warning(blind) == (
+        "NOT SHOWN: nothing the target reported shows that the load made it evict cached blocks or preempt "
+        "a request (unknown without its KV cache events (--kv-events)): this verdict says nothing about what "
+        "it does under that pressure"
+    )
