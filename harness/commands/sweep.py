@@ -146,7 +146,10 @@ def run(args: argparse.Namespace) -> int:
             run_live(plan, progress)
         step = judge_step(rate, RunRecord.load(plan.run_dir), thresholds)
         steps.append(step)
-        console.print(f"  {step.outcome.value}: {step.explanation}", markup=False, highlight=False)
+        said = step.explanation  # a harness error's note names itself
+        if step.outcome is not StepOutcome.HARNESS_ERROR:
+            said = f"{step.outcome.value}: {said}"
+        console.print(f"  {said}", markup=False, highlight=False)
         if step.outcome is not StepOutcome.PASS:
             break
     return _finish(console, steps, out, thresholds, base.target_url or str(args.policy))
