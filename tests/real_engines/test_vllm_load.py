@@ -107,10 +107,12 @@ def test_a_sweep_against_vllm_steps_the_rate_until_the_slo_breaks(
         "--out",
         str(out),
     )
-    assert result.returncode in (0, 1), f"kvgate sweep exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
     sweep = json.loads((out / "sweep.json").read_text())
     values["sweep_on_vllm"] = sweep
     outcomes = [step["outcome"] for step in sweep["steps"]]
-    assert outcomes and set(outcomes) <= {"pass", "fail"}  # every step judged, none a harness error
-    assert "fail" not in outcomes[:-1]  # it stops at the first failing rate
-    assert (result.returncode == 0) == (sweep["highest_passing_rate_per_s"] is not None)
+    assert outcomes and all(o == "pass" for o in outcomes[:-1])  # it stops at the first step that did not pass
+    # The exit code says which: the SLO broke (0 with a rate, 1 without), or the client lagged (2:
+    # the rate found is a lower bound; on two cores shared with vLLM the client may be starved).
+    expected = {"pass": 0, "fail": 0 if len(outcomes) > 1 else 1, "harness error": 2}[outcomes[-1]]
+    assert result.returncode == expected, result.stdout + result.stderr
+    assert (sweep["highest_passing_rate_per_s"] is None) == (outcomes[0] != "pass")
