@@ -8,8 +8,11 @@ and goodput above its floor, both from gates/thresholds.toml) are measured and p
 stops at the first step that does not: the rate before it is the highest that meets the SLO.
 A step whose client lagged past its bound (harness/open_load.py) is a harness error: the
 sweep stops there too, and its highest rate is a lower bound, the client's limit and not the
-target's. Steps have no baseline phase, so `interactive_ttft` judges the absolute objective
-only (its tenfold-degradation check needs an unloaded reference, and asks another question).
+target's. A step lasts `--duration`, or longer where its rate would offer fewer than
+`MIN_STEP_REQUESTS` in that time (`step_duration_s`): at 0.1/s a 15-second step may send nothing,
+and a P95 over a handful of requests is their maximum. Steps have no baseline phase, so
+`interactive_ttft` judges the absolute objective only (its tenfold-degradation check needs an
+unloaded reference, and asks another question).
 """
 
 from __future__ import annotations
@@ -22,6 +25,13 @@ from reports.sweep import StepOutcome, SweepStep
 
 SLO_GATES = ("interactive_ttft", "goodput")
 GOODPUT_METRIC = "min_fraction"
+MIN_STEP_REQUESTS = 20
+"""Requests each step offers at least, on average: the fewest whose P95 is not simply their maximum."""
+
+
+def step_duration_s(rate_per_s: float, duration_s: float) -> float:
+    """A step's load time: `duration_s`, stretched to offer `MIN_STEP_REQUESTS` at a slow rate."""
+    return max(duration_s, MIN_STEP_REQUESTS / rate_per_s)
 
 
 def judge_step(rate_per_s: float, record: RunRecord, thresholds: Thresholds) -> SweepStep:

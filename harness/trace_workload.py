@@ -1,9 +1,10 @@
 """A request trace sent live, open loop: `kvgate run --trace FILE` against any target.
 
 The trace is read by replay's loaders (harness/replay/loaders: Mooncake, Azure 2023, BurstGPT)
-and timed by its own arrivals, rescaled (`Trace.rescaled`: `--rate-scale`, `--time-scale`).
-Each request becomes a chat call with the trace's prompt length (text from its prefix ids:
-harness/loadgen/trace_prompts.py) and its output length as `max_tokens`, sent by a tenant picked as
+and timed by its own arrivals, rescaled (`Trace.rescaled`: `--rate-scale`, `--time-scale`), its
+sizes optionally scaled down for a small server (`Trace.resized`: `--size-scale`). Each request
+becomes a chat call with the trace's prompt length in the target's tokens (text from its prefix
+ids: harness/loadgen/trace_prompts.py) and its output length as `max_tokens`, sent by a tenant picked as
 replay picks one (harness/replay/tenants.py, `hash` over the interactive tenants: every turn
 of a conversation comes from one tenant, so a tenant-scoped prefix cache can hit it).
 """
@@ -30,6 +31,7 @@ class TraceWorkload:
     trace: Trace
     rate_scale: float = 1.0
     time_scale: float = 1.0
+    size_scale: float = 1.0
     max_requests: int | None = None
 
     @property
@@ -37,7 +39,8 @@ class TraceWorkload:
         return f"trace_{self.trace.format}"
 
     def arrivals(self, settings: LoadSettings, tenants: TenantSet, duration_s: float) -> Iterator[Arrival]:
-        trace = self.trace.rescaled(rate_scale=self.rate_scale, time_scale=self.time_scale)
+        trace = self.trace.rescaled(rate_scale=self.rate_scale, time_scale=self.time_scale).resized(self.size_scale)
+        tokens = settings.tokens
         candidates = {t.name: t for t in tenants.of_class(TRAFFIC_CLASS)}
         factory, _ = ASSIGNERS[DEFAULT_SPEC]
         assigner = factory(list(candidates), None, {})
@@ -50,6 +53,7 @@ class TraceWorkload:
                 request.num_prompt_tokens,
                 block_tokens=trace.prefix_block_tokens,
                 filler_seed=request_id,
+                tokens=tokens,
             )
             call = Call(
                 request_id=request_id,
@@ -69,6 +73,7 @@ class TraceWorkload:
             "format": self.trace.format,
             "rate_scale": self.rate_scale,
             "time_scale": self.time_scale,
+            "size_scale": self.size_scale,
             "trace_requests": len(self.trace.requests),
             "max_requests": self.max_requests,
             "notes": list(self.trace.notes),

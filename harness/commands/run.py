@@ -139,6 +139,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="--trace: stretch its time axis by X (arrival times multiplied by X)",
     )
     load.add_argument(
+        "--size-scale",
+        type=positive(float),
+        default=1.0,
+        metavar="X",
+        help="--trace: multiply every prompt and output length and the prefix block size by X (a trace's "
+        "shape on a small server)",
+    )
+    load.add_argument(
         "--limit", type=positive(int), metavar="N", help="send at most N requests (--duration bounds them too)"
     )
     add_arrival_arguments(load)
@@ -188,7 +196,13 @@ def open_load_of(args: argparse.Namespace) -> OpenLoad | None:
         trace = load_trace(args.trace, args.trace_format)
         return _open_load(
             args,
-            TraceWorkload(trace=trace, rate_scale=args.rate_scale, time_scale=args.time_scale, max_requests=args.limit),
+            TraceWorkload(
+                trace=trace,
+                rate_scale=args.rate_scale,
+                time_scale=args.time_scale,
+                size_scale=args.size_scale,
+                max_requests=args.limit,
+            ),
         )
     return chat_load(args, args.rate, args.limit) if args.rate is not None else None
 

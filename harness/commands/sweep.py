@@ -35,7 +35,7 @@ from harness.commands.run import (
 )
 from harness.live_run import run_live
 from harness.profiles import PROFILES
-from harness.sweep import GOODPUT_METRIC, judge_step, step_rates
+from harness.sweep import GOODPUT_METRIC, judge_step, step_duration_s, step_rates
 from record.errors import KvgateError
 from record.run_record import RunRecord
 from reports.sweep import SWEEP_FILE, StepOutcome, SweepStep, highest_passing, render_sweep, result_line
@@ -146,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
             mixed_dir=None,
             baseline_requests=0,
             open_loop=chat_load(args, rate),
+            duration_s=step_duration_s(rate, base.duration_s),
         )
         console.print(
             f"[bold]step {k + 1}/{min(len(rates), args.max_steps)}[/]: {rate:g} requests/s, {plan.duration_s:.0f} s"
@@ -154,7 +155,10 @@ def run(args: argparse.Namespace) -> int:
             run_live(plan, progress)
         step = judge_step(rate, RunRecord.load(plan.run_dir), thresholds)
         steps.append(step)
-        console.print(f"  {step.outcome.value}: {step.explanation}", markup=False, highlight=False)
+        said = step.explanation  # a harness error's note names itself
+        if step.outcome is not StepOutcome.HARNESS_ERROR:
+            said = f"{step.outcome.value}: {said}"
+        console.print(f"  {said}", markup=False, highlight=False)
         if step.outcome is not StepOutcome.PASS:
             break
     return _finish(console, steps, out, thresholds, base.target_url or str(args.policy))

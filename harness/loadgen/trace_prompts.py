@@ -12,9 +12,10 @@ gives the same text, a different id anywhere before gives different text from th
 prompt is one user message whose words are the blocks' in order, cut to the request's length
 (the last block is usually partial; the chat template's own tokens come off the end), then
 words seeded by the request's row where the ids run out (Azure, BurstGPT: all of it, so no two
-requests share anything). On the reference engine a word is a token, so block j is exactly
-tokens [512 j, 512 (j + 1)) of the content; a BPE server counts more tokens per word, and the
-shared part is shared all the same.
+requests share anything). Sizes are in the target's tokens (`TokenModel`, fitted to its
+tokenizer before the load): a block is the number of words that cost `block_tokens` there. On
+the reference engine a word is a token, so block j is exactly tokens [512 j, 512 (j + 1)) of
+the content; on a BPE server a block is fewer words of the same cost, shared all the same.
 """
 
 from __future__ import annotations
@@ -23,10 +24,7 @@ import hashlib
 from collections.abc import Sequence
 from functools import lru_cache
 
-from harness.loadgen.prompts import Prompt, count_tokens, words
-
-MIN_PROMPT_TOKENS = count_tokens([{"role": "user", "content": "x"}])
-"""The shortest prompt a chat message can be: the template and one word."""
+from harness.loadgen.prompts import REFERENCE_TOKENS, Message, Prompt, TokenModel, words
 
 
 def chain_seeds(prefix_ids: Sequence[int]) -> list[str]:
@@ -39,23 +37,30 @@ def chain_seeds(prefix_ids: Sequence[int]) -> list[str]:
 
 
 @lru_cache(maxsize=4096)
-def _block_words(seed: str, block_tokens: int) -> tuple[str, ...]:
-    return tuple(words(block_tokens, f"trace-block:{seed}").split())
+def _block_words(seed: str, num_words: int) -> tuple[str, ...]:
+    return tuple(words(num_words, f"trace-block:{seed}").split())
 
 
 def trace_prompt(
-    prefix_ids: Sequence[int], num_prompt_tokens: int, *, block_tokens: int | None, filler_seed: str
+    prefix_ids: Sequence[int],
+    num_prompt_tokens: int,
+    *,
+    block_tokens: int | None,
+    filler_seed: str,
+    tokens: TokenModel = REFERENCE_TOKENS,
 ) -> Prompt:
-    """A one-message prompt of `num_prompt_tokens` tokens (at least `MIN_PROMPT_TOKENS`) on the
-    reference engine, its content built from the prefix ids' blocks (module docstring)."""
-    num_tokens = max(num_prompt_tokens, MIN_PROMPT_TOKENS)
-    num_words = num_tokens - (MIN_PROMPT_TOKENS - 1)
+    """A one-message prompt of `num_prompt_tokens` tokens as `tokens` counts them (at least the
+    template and one word), its content built from the prefix ids' blocks (module docstring)."""
+    template = tokens.count([{"role": "user", "content": ""}])
+    num_words = max(1, tokens.words_for(num_prompt_tokens - template))
     content: list[str] = []
     if block_tokens:
+        block_words = max(1, tokens.words_for(block_tokens))
         for seed in chain_seeds(prefix_ids):
             if len(content) >= num_words:
                 break
-            content.extend(_block_words(seed, block_tokens)[: num_words - len(content)])
+            content.extend(_block_words(seed, block_words)[: num_words - len(content)])
     if len(content) < num_words:
         content.extend(words(num_words - len(content), f"trace-filler:{filler_seed}").split())
-    return Prompt([{"role": "user", "content": " ".join(content)}], num_tokens)
+    messages: list[Message] = [{"role": "user", "content": " ".join(content)}]
+    return Prompt(messages, tokens.count(messages))

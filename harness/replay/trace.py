@@ -71,6 +71,28 @@ class Trace:
         requests = [dataclasses.replace(r, arrival_s=r.arrival_s * factor) for r in self.requests]
         return dataclasses.replace(self, requests=requests)
 
+    def resized(self, size_scale: float) -> Trace:
+        """Every prompt and output length, and the prefix block size, times `size_scale` (each at
+        least one token): the trace's arrivals and reuse on a server too small or too slow for
+        its sizes (a CPU server with a short context). Reuse keeps its shape: each id still names
+        one block, now `size_scale` as long, so requests share the same blocks as before."""
+        if not size_scale > 0:
+            raise TraceError(f"size_scale must be a positive number, got {size_scale!r}")
+        if size_scale == 1.0:
+            return self
+
+        def scaled(num_tokens: int) -> int:
+            return max(1, round(num_tokens * size_scale))
+
+        requests = [
+            dataclasses.replace(
+                r, num_prompt_tokens=scaled(r.num_prompt_tokens), num_output_tokens=scaled(r.num_output_tokens)
+            )
+            for r in self.requests
+        ]
+        block = scaled(self.prefix_block_tokens) if self.prefix_block_tokens else self.prefix_block_tokens
+        return dataclasses.replace(self, requests=requests, prefix_block_tokens=block)
+
 
 class TraceLoader(Protocol):
     """A trace format: recognise a file by its first line, and read it."""

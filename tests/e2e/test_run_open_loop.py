@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness.replay.loaders import load_trace
+from harness.sweep import MIN_STEP_REQUESTS
 from record.run_record import RunRecord
 from tests.e2e.run_support import REPO, clean_env
 from tests.integration.server_process import ADMIN_KEY, running_server
@@ -127,7 +128,7 @@ def test_a_short_sweep_reports_its_highest_passing_rate(server: str, tmp_path: P
         "--tenants",
         TENANTS,
         "--rates",
-        "2,4",
+        "4,8",  # 3 s at 4/s is 12 requests, too few: that step lasts 5 s
         "--arrivals",
         "constant",
         "--duration",
@@ -139,7 +140,8 @@ def test_a_short_sweep_reports_its_highest_passing_rate(server: str, tmp_path: P
     assert result.returncode == 0, result.stdout + result.stderr
     sweep = json.loads((out / "sweep.json").read_text())
     steps = sweep["steps"]
-    assert [s["num_sent"] for s in steps] == [6, 12][: len(steps)]  # constant arrivals: rate x duration
+    # constant arrivals: rate x duration, the slow step stretched to offer MIN_STEP_REQUESTS
+    assert [s["num_sent"] for s in steps] == [MIN_STEP_REQUESTS, 24][: len(steps)]
     best = sweep["highest_passing_rate_per_s"]
-    assert best in (2, 4) and all(s["outcome"] == "pass" for s in steps if s["rate_per_s"] <= best)
+    assert best in (4, 8) and all(s["outcome"] == "pass" for s in steps if s["rate_per_s"] <= best)
     assert (out / "sweep.html").exists() and all((Path(s["run_dir"]) / "verdict.json").exists() for s in steps)

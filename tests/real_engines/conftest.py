@@ -7,9 +7,18 @@ install, where vLLM or the model is missing (tests/real_engines/setup_vllm_cpu.s
 
 from __future__ import annotations
 
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 
+from tests.real_engines.vllm_server import VllmServer, missing
+
 MARK = "real_engine"
+ENV_DIR = Path(os.environ.get("KVGATE_VLLM_ENV", "/work/vllm-env"))
+MODEL_DIR = Path(os.environ.get("KVGATE_VLLM_MODEL", "/work/models/gemma-3-270m"))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -19,3 +28,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if MARK in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+    """One `vllm serve` for every module that asks (loading takes minutes), with its API key."""
+    if why := missing(ENV_DIR, MODEL_DIR):
+        pytest.skip(why)
+    log = tmp_path_factory.mktemp("vllm") / "vllm.log"
+    with VllmServer(ENV_DIR, MODEL_DIR, log) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def values(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    """What each run measured, by test: printed and written when the session ends."""
+    found: dict = {}
+    yield found
+    path = tmp_path_factory.getbasetemp() / "real_engine_values.json"
+    path.write_text(json.dumps(found, indent=2, default=str))
+    print(f"\nreal-engine values ({path}):\n{json.dumps(found, indent=2, default=str)}")

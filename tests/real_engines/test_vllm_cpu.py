@@ -1,11 +1,11 @@
 """kvgate against a real `vllm serve` on CPU: the KV gates are *measured* from vLLM's telemetry.
 
-One server for the module (loading takes minutes), three runs: a cancel storm, a tenant burst
+One server for the session (tests/real_engines/conftest.py), three runs: a cancel storm, a tenant burst
 and long prompts. Each asserts that cancel_release (where it cancels), memory_recovery,
 capacity_after_drain and the prefix hit rate (eviction_thrash, from KV events and counters) are
 measured, and that the cache_salt probe could tell a hit from a miss; never what the values
 are: they depend on this machine's speed. They are printed (`-s`) and kept in
-`<pytest tmp>/real_engine_values.json` for the record.
+`<pytest tmp>/real_engine_values.json` with the other modules' figures for the record.
 
     tests/real_engines/setup_vllm_cpu.sh                         # once: /work/vllm-env, the model
     pytest -m real_engine tests/real_engines -s                  # about 15 minutes on two cores
@@ -13,78 +13,27 @@ are: they depend on this machine's speed. They are printed (`-s`) and kept in
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from gates import Outcome, read_verdict
 from record.run_record import RunRecord
-from tests.e2e.run_support import REPO, clean_env
-from tests.real_engines.vllm_server import API_KEY, MODEL, VllmServer, missing
+from tests.real_engines.kvgate_cli import against, kvgate
+from tests.real_engines.vllm_server import API_KEY, REAL_ENGINE_TIMEOUT_S, VllmServer
 
-pytestmark = [pytest.mark.real_engine, pytest.mark.slow]
+pytestmark = [pytest.mark.real_engine, pytest.mark.slow, pytest.mark.timeout(REAL_ENGINE_TIMEOUT_S)]
 
-ENV_DIR = Path(os.environ.get("KVGATE_VLLM_ENV", "/work/vllm-env"))
-MODEL_DIR = Path(os.environ.get("KVGATE_VLLM_MODEL", "/work/models/gemma-3-270m"))
-RUN_TIMEOUT_S = 600
-
-# Sizes for a 270M model on two CPU cores and a 160-block pool (about 2,900 tokens of context):
-# prompts that take seconds to prefill (so a cancel lands mid-prefill), answers short enough to
-# finish in the run, and long prompts of half the pool.
-LOAD = {
-    "KVGATE_PROMPT_TOKENS": "48",
-    "KVGATE_MAX_TOKENS": "16",
-    "KVGATE_CANCEL_PROMPT_TOKENS": "700",
-    "KVGATE_CANCEL_MAX_TOKENS": "48",
-    "KVGATE_CANCEL_PREFILL_MS": "300",
-    "KVGATE_CANCEL_DECODE_WORDS": "4",
-    "KVGATE_LONG_PROMPT_TOKENS": "1400",
-    "KVGATE_BURST_SIZE": "4",
-    "KVGATE_REQUEST_TIMEOUT_S": "60",
-    "KVGATE_WAIT_MIN_S": "0.1",
-    "KVGATE_WAIT_MAX_S": "0.5",
-}
 MEASURED = ("memory_recovery", "capacity_after_drain", "eviction_thrash")
-
-
-@pytest.fixture(scope="module")
-def vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
-    if why := missing(ENV_DIR, MODEL_DIR):
-        pytest.skip(why)
-    log = tmp_path_factory.mktemp("vllm") / "vllm.log"
-    with VllmServer(ENV_DIR, MODEL_DIR, log) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def values(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
-    """What each run measured, gate by gate: printed and written when the module ends."""
-    found: dict = {}
-    yield found
-    path = tmp_path_factory.getbasetemp() / "real_engine_values.json"
-    path.write_text(json.dumps(found, indent=2))
-    print(f"\nreal-engine values ({path}):\n{json.dumps(found, indent=2)}")
 
 
 def kvgate_run(
     server: VllmServer, run_dir: Path, scenarios: str, users: int, duration_s: int
 ) -> subprocess.CompletedProcess[str]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "harness.cli",
+    return kvgate(
         "run",
-        "--target",
-        server.url,
-        "--model",
-        MODEL,
-        "--tenants",
-        f"acme={API_KEY}:interactive,globex={API_KEY}:interactive",
+        *against(server.url),
         "--kv-events",
         server.kv_events,
         "--profile",
@@ -99,9 +48,6 @@ def kvgate_run(
         str(duration_s),
         "--out",
         str(run_dir),
-    ]
-    return subprocess.run(
-        cmd, cwd=REPO, env={**clean_env(), **LOAD}, capture_output=True, text=True, timeout=RUN_TIMEOUT_S
     )
 
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from harness.collectors.isolation import probe_isolation
-from tests.real_engines.test_vllm_cpu import ENV_DIR, MODEL_DIR
-from tests.real_engines.vllm_server import MODEL, VllmServer, missing
+from tests.real_engines.conftest import ENV_DIR, MODEL_DIR
+from tests.real_engines.vllm_server import MODEL, REAL_ENGINE_TIMEOUT_S, VllmServer, missing
 
-pytestmark = [pytest.mark.real_engine, pytest.mark.slow]
+pytestmark = [pytest.mark.real_engine, pytest.mark.slow, pytest.mark.timeout(REAL_ENGINE_TIMEOUT_S)]
 
 
 def test_vllm_keeps_salts_apart_and_shares_prompts_across_tenants(tmp_path: Path) -> None:

@@ -27,6 +27,9 @@ from harness.target import free_port, stop_server
 API_KEY = "sk-kvgate-real-engine"
 MODEL = "gemma"
 READY_TIMEOUT_S = 900.0  # loading on two busy cores has taken six minutes
+REAL_ENGINE_TIMEOUT_S = 1800
+"""pytest-timeout for a real-engine test: its setup may include the server's start (up to
+READY_TIMEOUT_S), then runs of minutes each."""
 STOP_GRACE_S = 30.0
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.sweep import step_rates
+from harness.sweep import MIN_STEP_REQUESTS, step_duration_s, step_rates
 from reports.sweep import StepOutcome, SweepStep, highest_passing, render_sweep, result_line
 
 
@@ -57,3 +57,8 @@ def test_the_page_has_the_plot_and_a_row_per_step(tmp_path: Path) -> None:
     text = page.read_text()
     assert 'id="sweep-ttft"' in text and 'id="sweep-goodput"' in text
     assert text.count('href="step-') == 2 and "highest rate meeting the SLO: 1 requests/s" in text
+
+
+def test_a_slow_step_lasts_long_enough_to_offer_its_requests() -> None:
+    assert step_duration_s(0.1, 15.0) == MIN_STEP_REQUESTS / 0.1  # 15 s at 0.1/s: one or two requests
+    assert step_duration_s(8.0, 15.0) == 15.0  # 120 requests: the duration asked for

@@ -51,3 +51,12 @@ def test_a_conversation_stays_with_one_tenant() -> None:
         tenant_of.setdefault(request.prefix_ids[:2], set()).add(arrival.call.tenant.name)
     assert all(len(names) == 1 for names in tenant_of.values())
     assert {n for names in tenant_of.values() for n in names} == {"acme", "globex"}
+
+
+def test_size_scale_shrinks_every_request_and_is_recorded() -> None:
+    trace = load_trace(FILES["mooncake"])
+    workload = TraceWorkload(trace=trace, size_scale=0.125, max_requests=20)
+    for arrival, request in zip(workload.arrivals(SETTINGS, TENANTS, duration_s=1e9), trace.requests):
+        assert arrival.call.max_tokens == max(1, round(request.num_output_tokens / 8))
+        assert arrival.call.prompt.num_tokens == max(round(request.num_prompt_tokens / 8), 4)
+    assert workload.describe()["size_scale"] == 0.125

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from harness.loadgen.prompts import count_tokens
-from harness.loadgen.trace_prompts import MIN_PROMPT_TOKENS, trace_prompt
+from harness.loadgen.prompts import TokenModel, count_tokens
+from harness.loadgen.trace_prompts import trace_prompt
 
 BLOCK = 512
 
@@ -53,4 +53,20 @@ def test_traces_without_ids_share_nothing_and_keep_their_length() -> None:
 
 
 def test_a_tiny_prompt_is_the_smallest_a_message_can_be() -> None:
-    assert trace_prompt((), 1, block_tokens=None, filler_seed="t").num_tokens == MIN_PROMPT_TOKENS
+    assert trace_prompt((), 1, block_tokens=None, filler_seed="t").num_tokens == count_tokens(
+        [{"role": "user", "content": "x"}]
+    )
+
+
+BPE = TokenModel(per_word=1.6, per_message=4, base=3, per_other_word=1.4)  # a tokenizer that splits words
+
+
+def test_sizes_are_in_the_targets_tokens_and_blocks_stay_shared() -> None:
+    """On a target whose words cost 1.6 tokens a block is 320 words, and prompts cost what the
+    trace says in its tokens."""
+    a = trace_prompt([0, 1, 2], 1400, block_tokens=BLOCK, filler_seed="a", tokens=BPE)
+    b = trace_prompt([0, 1, 7], 1300, block_tokens=BLOCK, filler_seed="b", tokens=BPE)
+    assert abs(a.num_tokens - 1400) <= 1 and abs(b.num_tokens - 1300) <= 1
+    assert a.num_tokens == BPE.count(a.messages)
+    a_words, b_words = a.messages[0]["content"].split(), b.messages[0]["content"].split()
+    assert shared_words(a_words, b_words) == 2 * BPE.words_for(BLOCK) == 640

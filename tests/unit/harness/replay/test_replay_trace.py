@@ -25,3 +25,19 @@ def test_rate_scale_divides_and_time_scale_multiplies_arrival_times():
 def test_scales_must_be_positive(kw):
     with pytest.raises(TraceError, match="must be a positive number"):
         trace(0.0).rescaled(**kw)
+
+
+def test_size_scale_shrinks_lengths_and_blocks_but_keeps_times_and_ids():
+    t = Trace(
+        format="test",
+        source=Path("t"),
+        requests=[TraceRequest(1, 0.0, 6758, 500, (0, 1, 2)), TraceRequest(2, 3.0, 20, 1, (0, 3))],
+        prefix_block_tokens=512,
+    )
+    small = t.resized(1 / 16)
+    assert small.prefix_block_tokens == 32
+    assert [(r.num_prompt_tokens, r.num_output_tokens) for r in small.requests] == [(422, 31), (1, 1)]
+    assert [(r.arrival_s, r.prefix_ids) for r in small.requests] == [(0.0, (0, 1, 2)), (3.0, (0, 3))]
+    assert t.resized(1.0) is t
+    with pytest.raises(TraceError, match="must be a positive number"):
+        t.resized(0.0)
