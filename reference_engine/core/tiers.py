@@ -368,6 +368,10 @@ class TieredCache:
         store = self.stores.get(tier)
         return len(store) if store is not None else 0
 
+    def usage(self) -> dict[str, int]:
+        """Blocks held per configured tier, by tier name: what every usage sample records."""
+        return {tier.value: len(store) for tier, store in self.stores.items()}
+
     def capacity_blocks(self, tier: Tier) -> int:
         store = self.stores.get(tier)
         return store.capacity_blocks if store is not None else 0
