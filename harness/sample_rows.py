@@ -39,6 +39,7 @@ class Fields(Mapping[str, Any]):
 def sample_row(snap: Mapping[str, Any], t_s: float) -> dict[str, Any]:
     """One samples.csv row, stamped `t_s` (seconds on the run's clock)."""
     waiting = snap.get("waiting_by_class", {})
+    tiers = snap.get("tier_used_blocks", {})  # absent: an engine without tiers (the cells stay empty)
     return {
         "t_s": t_s,
         "num_blocks": snap["num_blocks"],
@@ -56,6 +57,8 @@ def sample_row(snap: Mapping[str, Any], t_s: float) -> dict[str, Any]:
         "waiting_batch": waiting.get("batch", 0),
         "fragmentation": snap["fragmentation"],
         "level": snap["level"],
+        "host_tier_blocks": tiers.get("host"),
+        "disk_tier_blocks": tiers.get("disk"),
         "source": "engine",
     }
 

@@ -87,6 +87,8 @@ SAMPLE_COLUMNS: tuple[str, ...] = (
     "level",
     "gpu_mem_used_bytes",
     "gpu_mem_total_bytes",
+    "host_tier_blocks",
+    "disk_tier_blocks",
     "source",
 )
 

@@ -56,6 +56,9 @@ class LoadSettings:
     wait_min_s: float = 0.1
     wait_max_s: float = 1.0
     kill_interval_s: float = 10.0
+    tier_chaos_interval_s: float = 0.0
+    tier_chaos_slowdown: float = 10.0
+    tier_chaos_failure_rate: float = 0.25
     step_users: int = 4
     step_s: float = 10.0
     step_max_users: int = 64
@@ -95,10 +98,12 @@ class LoadSettings:
         for lo, hi in (("idle_gap_min_s", "idle_gap_max_s"), ("wait_min_s", "wait_max_s")):
             if getattr(self, lo) > getattr(self, hi):
                 raise SettingsError(f"{option(lo)} ({getattr(self, lo)}) is above {option(hi)} ({getattr(self, hi)})")
-        for name in ("unrebuildable_fraction", "long_session_fraction"):
+        for name in ("unrebuildable_fraction", "long_session_fraction", "tier_chaos_failure_rate"):
             if not 0 <= getattr(self, name) <= 1:
                 raise SettingsError(f"{option(name)} is a fraction in [0, 1]")
         parse_mix(self.mix)
+        if self.tier_chaos_slowdown < 1:
+            raise SettingsError(f"{option('tier_chaos_slowdown')} divides a read bandwidth: at least 1")
         if self.step_s <= 0 or self.request_timeout_s <= 0:
             raise SettingsError(f"{option('step_s')} and {option('request_timeout_s')} must be positive")
         parse_tenants(self.tenants)  # raises TenantSpecError (a ValueError) with the expected form
@@ -149,7 +154,7 @@ class LoadSettings:
 OPTIONS: dict[str, str] = {
     "model": "model name sent in every request (default: the first model of GET /v1/models)",
     "tenants": "tenants as name=key[:class],... (class interactive|batch|system; default: configs/default.toml's)",
-    "admin_key": "admin key of the reference engine's /admin API (worker kill); other targets ignore it",
+    "admin_key": "admin key of the reference engine's /admin API (worker kill, tier chaos); other targets ignore it",
     "system_prompt": (
         "shared system prompt: the engine's public prefix text, word for word, so prefixes really are shared"
     ),
@@ -180,6 +185,9 @@ OPTIONS: dict[str, str] = {
     "wait_min_s": "shortest think time between two requests of a user",
     "wait_max_s": "longest think time between two requests of a user",
     "kill_interval_s": "seconds between two worker kills (worker_kill)",
+    "tier_chaos_interval_s": "seconds between two KV tier chaos steps (tier_chaos; 0: no chaos, the user stops)",
+    "tier_chaos_slowdown": "tier_chaos cuts the tiers' read bandwidth by this factor for one step",
+    "tier_chaos_failure_rate": "share of tier loads tier_chaos makes fail while its failures are on",
     "step_users": "users added at every step of the step-load shape",
     "step_s": "seconds per step of the step-load shape",
     "step_max_users": "the step-load shape stops adding users here",

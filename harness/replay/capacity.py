@@ -15,6 +15,7 @@ for a minute leaves a queue that the rest of the hour pays for.
 from __future__ import annotations
 
 import math
+from contextlib import closing
 from dataclasses import dataclass
 
 from harness.replay.trace import Trace
@@ -65,8 +66,8 @@ def prefill_demand(trace: Trace, config: EngineConfig) -> PrefillDemand:
 def prefill_ceiling(config: EngineConfig) -> float:
     """Prompt tokens per second of back-to-back steps that spend their whole budget on prefill."""
     budget = config.engine.max_num_batched_tokens
-    executor = EngineCore(config, clock=VirtualClock()).executor
-    return budget / executor.prefill_time_s(budget)
+    with closing(EngineCore(config, clock=VirtualClock())) as core:
+        return budget / core.executor.prefill_time_s(budget)
 
 
 def _busiest(trace: Trace) -> float:

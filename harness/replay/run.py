@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,7 +82,7 @@ def run_replay(
         )
     sample_interval_s = settings.sample_interval_s or config.server.sample_interval_s
     started_unix, t0 = time.time(), time.perf_counter()
-    with RunRecordWriter(run_dir) as writer:
+    with closing(core), RunRecordWriter(run_dir) as writer:  # closed: a torch disk tier's files go
         driver = ReplayDriver(
             core,
             clock,

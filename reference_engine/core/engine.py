@@ -540,6 +540,12 @@ class EngineCore:
             self.events.emit(self.clock.now(), EventKind.ORPHAN_RECONCILED, num_blocks=freed)
         return freed
 
+    def close(self) -> None:
+        """The engine is done: its executor releases what it holds outside memory (the torch
+        executor's disk tier files), now rather than at garbage collection or exit. Callers: the
+        server's shutdown and the end of a replay. Idempotent."""
+        self.executor.close()
+
     def fail_all(self, reason: FinishReason, detail: str) -> None:
         for r in list(self.scheduler.requests.values()):
             self.scheduler.finish(r, reason, self.clock.now(), detail)

@@ -16,9 +16,10 @@ One `schedule(now)` builds the next step under a token budget, in this order:
    limit allows (admission rules), batch not paused, and no preemption happened this step; a
    chat-sized prompt starts whole or waits a step (never on a step's last scraps); the batch
    share of the budget (`min_batch_token_share`) goes to the batch head however many
-   higher-priority requests wait ahead of it. A start whose prefix goes on in a KV tier below
-   the GPU (`core/tiers.py`) loads those blocks first when that beats re-prefilling them: the
-   request holds its slot and runs nothing until the load ends, which is one of the timers.
+   higher-priority requests wait ahead of it. A start (or a recompute's restart) whose prefix
+   goes on in a KV tier below the GPU (`core/tiers.py`) loads those blocks first when that beats
+   re-prefilling them: the request holds its slot and runs nothing until the load ends, which is
+   one of the timers.
 
 **A plan holds for several steps** when the caller can take them (replay: `schedule(now,
 stop_s)`): every rule's owner says how long its decision stands — a running request until it
@@ -708,7 +709,7 @@ class Scheduler:
         if self.admission.enabled and self._over_class_limit(r, self.projected_blocks()):
             return False
         hits = self.kv.take_prefix_hits(r, now_s) if r.num_computed_tokens == 0 and not r.block_ids else 0
-        loading = self.tiers is not None and r.first_scheduled_s is None and self._start_load(r, now_s)
+        loading = self.tiers is not None and self._start_load(r, now_s)
         n = min(r.num_tokens - r.num_computed_tokens, budget)
         while not loading and not self.kv.allocate(r, n, now_s):
             short = self.kv.new_blocks_needed(r, n) - self.pool.num_allocatable
@@ -739,8 +740,9 @@ class Scheduler:
     def _start_load(self, r: Request, now_s: float) -> bool:
         """Continue `r`'s prefix match (GPU hits taken) into the tiers below; when blocks are found
         and loading them ends before re-prefilling them would, give them fresh GPU blocks and start
-        the load: `r` then runs nothing until it ends (`_finish_loads`). Only a first start loads
-        (a recompute after preemption takes the GPU's hits alone)."""
+        the load: `r` then runs nothing until it ends (`_finish_loads`). A first start and a
+        recompute's restart after preemption alike: what the pool demoted of its prefix meanwhile
+        comes back by the same rule."""
         tiers, kv, bt = self.tiers, self.kv, self.kv.block_tokens
         assert tiers is not None
         if not kv.prefix_cache or r.approximate or r.num_computed_tokens != len(r.block_ids) * bt:
@@ -801,7 +803,8 @@ class Scheduler:
                 self.kv.truncate(r, load.first_block, now_s, self._meta(r))
             else:
                 self.kv.register_full_blocks(r)
-                r.num_prefix_hit_tokens += len(load.keys) * self.kv.block_tokens  # cached, not computed
+                if r.state is not RequestState.RECOMPUTING:  # the prompt's cached tokens: its first start's
+                    r.num_prefix_hit_tokens += len(load.keys) * self.kv.block_tokens
             self._emit_load(r, now_s, load.sources, load.ready_s - load.start_s, outcome)
 
     def _emit_load(self, r: Request, now_s: float, sources: list[Tier], load_s: float, reason: str) -> None:

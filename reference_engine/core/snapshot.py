@@ -41,6 +41,7 @@ class UsageSnapshot:
     compacted_blocks: int  # held by running requests a token-level policy dropped KV of (zones: the window zone)
     level: str
     host_used_bytes: float
+    tier_used_blocks: dict[str, int]  # blocks each KV tier below the pool holds ({} without tiers)
 
     @property
     def usage(self) -> float:
@@ -93,6 +94,7 @@ def take_snapshot(core: EngineCore, now_s: float | None = None) -> UsageSnapshot
         compacted_blocks=compacted,
         level=core.marks.level(live).name.lower(),
         host_used_bytes=core.host.used_bytes,
+        tier_used_blocks=core.tiers.usage() if core.tiers is not None else {},
     )
 
 

@@ -23,6 +23,11 @@ it without holding the step, and the load's end is a timer of the engine.
 find a block whose checksum does not match; either way it is known when the load ends, the
 request recomputes those tokens, and the tiers forget the blocks (they are suspect).
 
+**Chaos** while the engine runs (the admin API's `/admin/tiers/chaos`, and the engine-level
+tests, call the same methods): `detach` / `reattach` a tier, `slow_reads` cuts a tier's read
+bandwidth by a factor, `inject_load_failures` sets the failure rate the config's
+`load_failure_rate` sets at start.
+
 Every block movement is also queued as a `TierTransfer` / `TierDrop` for the next plan
 (`take_moves`), so an executor that holds real KV copies the same blocks the sim counts.
 """
@@ -33,6 +38,9 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from pydantic import ValidationError
+
+from record.errors import InvalidRequestError
 from reference_engine.config.engine_config import TiersConfig
 from reference_engine.core.tier_store import TierStore
 from reference_engine.executors.base import StepPlan, Tier, TierDrop, TierTransfer
@@ -62,14 +70,17 @@ class WriteChannel:
 
 
 class ReadChannel:
-    """A load link: loads queue one after the other at `bytes_per_s`."""
+    """A load link: loads queue one after the other at `bytes_per_s` divided by `slowdown`
+    (1 as configured; chaos cuts it, `TieredCache.slow_reads`)."""
 
     def __init__(self, bytes_per_s: float) -> None:
         self.bytes_per_s = bytes_per_s
+        self.slowdown = 1.0
         self.busy_until_s = 0.0
 
     def ready_s(self, num_bytes: float, now_s: float) -> float:
-        return max(self.busy_until_s, now_s) + num_bytes / self.bytes_per_s if num_bytes else now_s
+        rate = self.bytes_per_s / self.slowdown
+        return max(self.busy_until_s, now_s) + num_bytes / rate if num_bytes else now_s
 
 
 @dataclass(slots=True)
@@ -287,9 +298,19 @@ class TieredCache:
         return outcome
 
     # --------------------------------------------------------------- chaos
+    def _configured(self, tier: Tier) -> TierStore:
+        store = self.stores.get(tier)
+        if store is None:
+            raise InvalidRequestError(
+                f"this engine has no {tier.value} tier (tiers: {', '.join(t.value for t in self.stores)}); "
+                f"[tiers] {tier.value}_gib makes one",
+                param="tier",
+            )
+        return store
+
     def detach(self, tier: Tier) -> None:
         """The tier went away (a disk unplugged): its blocks are gone; nothing new goes there."""
-        store = self.stores[tier]
+        store = self._configured(tier)
         gone = store.drop_all()
         store.attached = False
         self._route()
@@ -298,8 +319,37 @@ class TieredCache:
 
     def reattach(self, tier: Tier) -> None:
         """The tier is back, empty."""
-        self.stores[tier].attached = True
+        self._configured(tier).attached = True
         self._route()
+
+    def slow_reads(self, tier: Tier, factor: float) -> None:
+        """Loads from `tier` run at its configured read bandwidth divided by `factor` (a link
+        shared, a disk throttled); factor 1 restores it. Loads already started keep their time."""
+        if not factor >= 1:
+            raise InvalidRequestError(
+                f"a read slowdown is a factor of at least 1 (1 restores the bandwidth), not {factor}", param="factor"
+            )
+        self._configured(tier)
+        self._reads[tier].slowdown = factor
+
+    def inject_load_failures(self, rate: float) -> None:
+        """From now on a share `rate` of loads fails: the config's `load_failure_rate`, changed
+        while the engine runs (validated as the config validates it; 0 stops the failures)."""
+        try:
+            self.config = self.config.model_validate({**self.config.model_dump(), "load_failure_rate": rate})
+        except ValidationError as err:
+            raise InvalidRequestError(
+                f"load_failure_rate is a share of loads in [0, 1], not {rate!r} ({err.errors()[0]['msg']})",
+                param="load_failure_rate",
+            ) from None
+
+    def chaos_state(self) -> dict[str, object]:
+        """What chaos changed: which tiers are attached, each read link's slowdown, the failure rate."""
+        return {
+            "attached": {t.value: s.attached for t, s in self.stores.items()},
+            "read_slowdown": {t.value: self._reads[t].slowdown for t in self.stores},
+            "load_failure_rate": self.config.load_failure_rate,
+        }
 
     # ---------------------------------------------------------------- plans
     def take_moves(self, plan: StepPlan) -> None:
@@ -317,6 +367,10 @@ class TieredCache:
     def used_blocks(self, tier: Tier) -> int:
         store = self.stores.get(tier)
         return len(store) if store is not None else 0
+
+    def usage(self) -> dict[str, int]:
+        """Blocks held per configured tier, by tier name: what every usage sample records."""
+        return {tier.value: len(store) for tier, store in self.stores.items()}
 
     def capacity_blocks(self, tier: Tier) -> int:
         store = self.stores.get(tier)

@@ -180,3 +180,8 @@ class Executor(Protocol):
     def forget(self, request_id: str) -> None:
         """The request ended (any reason, any state): drop what the executor kept for it."""
         ...
+
+    def close(self) -> None:
+        """The engine stopped: release what the executor holds beyond its own memory (the torch
+        executor's disk tier directory). Idempotent; nothing runs on it afterwards."""
+        ...

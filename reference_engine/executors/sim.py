@@ -104,6 +104,9 @@ class SimExecutor:
     def forget(self, request_id: str) -> None:
         self._seeds.pop(request_id, None)
 
+    def close(self) -> None:
+        """Nothing to release: the sim holds no KV, files or devices."""
+
     def _step_s(self, new_tokens: int, attended_pairs: float, kv_read_tokens: float) -> float:
         compute = (
             self._linear_flops_per_token * new_tokens + self._attn_flops_per_pair * attended_pairs

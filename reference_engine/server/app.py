@@ -53,6 +53,7 @@ def create_app(config: EngineConfig, *, worker: int | None = None, clock: Clock 
         finally:
             await loop.stop()
             state.tokenize_pool.close()
+            core.close()
 
     app = FastAPI(
         title="kvgate reference engine",

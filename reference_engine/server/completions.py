@@ -28,7 +28,6 @@ from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ValidationError
 from starlette.datastructures import Headers
@@ -37,6 +36,7 @@ from record.errors import InvalidRequestError
 from reference_engine.core.tenants import TenantState
 from reference_engine.server.completion_response import CompletionResponse
 from reference_engine.server.engine_loop import RequestStream
+from reference_engine.server.errors import located_in_body
 from reference_engine.server.openai_format import Kind, ResponseFormat, models_list
 from reference_engine.server.protocol import ChatCompletionRequest, CompletionRequest
 from reference_engine.server.state import ServerState, session_rebuildable
@@ -136,13 +136,7 @@ def _parse(model: type[Body], raw: bytes) -> Body:
     try:
         return model.model_validate_json(raw)
     except ValidationError as err:
-        raise _located_in_body(err) from None
-
-
-def _located_in_body(err: ValidationError) -> RequestValidationError:
-    """The model's errors as FastAPI reports a body's. Outside `_parse`: mypy checks a function
-    of a constrained TypeVar once per constraint and loses a comprehension's variable there."""
-    return RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in err.errors()])
+        raise located_in_body(err) from None
 
 
 AuthenticatedTenant = Annotated[TenantState, Depends(_tenant)]  # the caller, from its API key

@@ -96,7 +96,7 @@ async def _from_workers(
 def aggregate_snapshots(snapshots: dict[int, dict]) -> dict:
     """One pool's view of several: sums of blocks and queues, the worst level and oldest wait."""
     out: dict = {key: sum(s[key] for s in snapshots.values()) for key in _SUMMED}
-    for key in ("waiting_by_class", "tenant_live_blocks"):
+    for key in ("waiting_by_class", "tenant_live_blocks", "tier_used_blocks"):
         merged: dict[str, float] = {}
         for s in snapshots.values():
             for k, v in s[key].items():

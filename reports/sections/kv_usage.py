@@ -1,6 +1,7 @@
 """KV usage over time: live (running work + retained state), in flight, and cached blocks as
 shares of the pool, with the watermark ladder drawn across, so a reader sees which rung the run
-reached and whether usage levelled off there."""
+reached and whether usage levelled off there. An engine with KV tiers below the pool adds each
+tier's blocks as a share of that tier (its capacity from `meta.final.tiers`)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ WATERMARK_COLORS = {
     "reject": "#82071e",
 }
 
+TIER_COLORS = {"host": "#bf3989", "disk": "#953800"}  # the KV tiers below the pool, dashed
+
 
 class KvUsageSection:
     name = "kv_usage"
@@ -36,13 +39,17 @@ class KvUsageSection:
             cached=s["cached_blocks"] / s["num_blocks"],
             gpu=s["gpu_mem_used_bytes"] / s["gpu_mem_total_bytes"],
         )
-        frame = downsample_max(frame, "t_s", ["live", "in_flight", "cached", "gpu"])
+        capacity = {t: int(v.get("capacity_blocks", 0)) for t, v in (record.meta.final.get("tiers") or {}).items()}
+        tiers = [t for t in TIER_COLORS if capacity.get(t)]
+        frame = frame.assign(**{t: s[f"{t}_tier_blocks"] / capacity[t] for t in tiers})
+        frame = downsample_max(frame, "t_s", ["live", "in_flight", "cached", "gpu", *tiers])
         fig = go.Figure()
         for column, label, color in (
             ("live", "live (running + retained)", "#0969da"),
             ("in_flight", "in flight (live − retained)", "#54aeff"),
             ("cached", "cached (reusable, not usage)", "#8c959f"),
             ("gpu", "GPU memory used / total", "#1a7f37"),
+            *((t, f"{t} tier used / its capacity", TIER_COLORS[t]) for t in tiers),
         ):
             if frame[column].notna().any():
                 fig.add_trace(
@@ -51,7 +58,11 @@ class KvUsageSection:
                         y=frame[column],
                         name=label,
                         mode="lines",
-                        line={"color": color, "width": 2 if column == "live" else 1.3},
+                        line={
+                            "color": color,
+                            "width": 2 if column == "live" else 1.3,
+                            "dash": "dash" if column in TIER_COLORS else "solid",
+                        },
                     )
                 )
         # Watermarks are legend entries, not annotations: rungs 3 % apart would print labels on top
@@ -72,6 +83,9 @@ class KvUsageSection:
                 )
         shade_phases(fig, record.meta.phases)
         fig.update_layout(
-            xaxis_title="time (s)", yaxis_title="share of the KV pool", yaxis_tickformat=".0%", yaxis_range=[0, 1.05]
+            xaxis_title="time (s)",
+            yaxis_title="share of the KV pool (tiers: of the tier)",
+            yaxis_tickformat=".0%",
+            yaxis_range=[0, 1.05],
         )
         return figure(fig, "fig-kv-usage", height_px=400, legend=LEGEND_RIGHT)

@@ -318,6 +318,8 @@ class _Quiet:
         pass
 
 
+INTERACTIVE_TENANTS = ("acme", "globex", "initech", "umbrella", "hooli", "stark", "wayne", "wonka")
+
 LIVE_SCENARIOS: dict[str, LiveScenario] = {
     s.name: s
     for s in (
@@ -353,6 +355,39 @@ LIVE_SCENARIOS: dict[str, LiveScenario] = {
         # Two workers, one killed every 3 s (three kills) while eight users stream ~6-second answers
         # from both: every kill finds requests in flight on its worker, even on a loaded machine
         # (with fewer, shorter answers a kill could land on a worker that held nothing).
+        # Multi-turn conversations (600-word documents, six turns, idle 0.2-0.5 s) of eight users
+        # on a 1,024-block pool whose tenants may each take it all: their idle sessions are
+        # evicted to a small host tier and on to a disk, and come back from there, while
+        # tier_chaos takes a step every 0.5 s: load failures on, reads cut tenfold, restored, the
+        # disk detached, reattached, failures off.
+        LiveScenario(
+            "live_tier_chaos",
+            "tier_chaos,multi_turn",
+            users=9,
+            duration_s=4.0,
+            settings={
+                "session_context_tokens": 5000,
+                "long_session_fraction": 0.0,
+                "unrebuildable_fraction": 0.0,
+                "turns": 6,
+                "prompt_tokens": 32,
+                "max_tokens": 8,
+                "idle_gap_min_s": 0.2,
+                "idle_gap_max_s": 0.5,
+                "tier_chaos_interval_s": 0.5,
+                "tier_chaos_failure_rate": 0.75,
+                "request_timeout_s": 20.0,
+            },
+            overrides={
+                "hardware.kv_pool_gib": 4.0,
+                "engine.max_num_seqs": 16,
+                "engine.max_num_batched_tokens": 512,
+                **{f"tenants.{t}.max_kv_share": 1.0 for t in INTERACTIVE_TENANTS},
+                "tiers.host_gib": 0.25,
+                "tiers.disk_gib": 4.0,
+                "tiers.max_write_backlog_ms": 1000,
+            },
+        ),
         LiveScenario(
             "router",
             "worker_kill,long_output",
@@ -420,6 +455,7 @@ class Truth:
     gate: str
     scenario: str
     breaks: str
+    healthy: Path = DEFAULT_CONFIG  # the config that passes under the same scenario
 
     @property
     def is_live(self) -> bool:
@@ -463,6 +499,18 @@ GATE_TRUTH: dict[str, Truth] = {
         Truth("tier_loads", "tier_chaos", "loads from a cut disk link are waited for, corrupt ones served"),
     )
 }
+
+
+# Gate truth beyond the table's one row per gate: the same gate under another scenario, often
+# a live twin of a replayed one.
+MORE_TRUTH: tuple[Truth, ...] = (
+    Truth(
+        "tier_loads",
+        "live_tier_chaos",
+        "a corrupt load is served while kvgate serve runs: loads fail, reads slow, the disk goes",
+        healthy=REPO / "configs" / "tiered.toml",
+    ),
+)
 
 
 def run_scenario(config_path: Path, scenario: str, run_dir: Path) -> RunRecord:

@@ -18,6 +18,7 @@ from tests.e2e.gate_truth_support import (
     DEFAULT_CONFIG,
     GATE_TRUTH,
     LIVE_SCENARIOS,
+    MORE_TRUTH,
     REPLAY_SCENARIOS,
     REPO,
     RunCache,
@@ -26,7 +27,7 @@ from tests.e2e.gate_truth_support import (
 )
 
 REPLAYED = [t for t in GATE_TRUTH.values() if not t.is_live]
-LIVE = [t for t in GATE_TRUTH.values() if t.is_live]
+LIVE = [t for t in (*GATE_TRUTH.values(), *MORE_TRUTH) if t.is_live]
 
 
 @pytest.fixture(scope="module")
@@ -60,10 +61,11 @@ def assert_fails_on_its_broken_config(runs: RunCache, truth: Truth) -> None:
     assert record.meta.config_digest in result.explanation  # the rollback handle
 
 
-def assert_passes_on_default(runs: RunCache, truth: Truth) -> None:
-    _, verdict = runs.get(DEFAULT_CONFIG, truth.scenario)
+def assert_passes_on_its_healthy_config(runs: RunCache, truth: Truth) -> None:
+    _, verdict = runs.get(truth.healthy, truth.scenario)
     result = verdict.result(truth.gate)
-    assert result.outcome is Outcome.PASS, f"{truth.gate} on default.toml ({truth.scenario}): {result.explanation}"
+    where = f"{truth.healthy.name} ({truth.scenario})"
+    assert result.outcome is Outcome.PASS, f"{truth.gate} on {where}: {result.explanation}"
 
 
 @pytest.mark.parametrize("truth", REPLAYED, ids=lambda t: t.gate)
@@ -73,7 +75,7 @@ def test_a_gate_fails_on_the_config_built_to_break_it(runs: RunCache, truth: Tru
 
 @pytest.mark.parametrize("truth", REPLAYED, ids=lambda t: t.gate)
 def test_a_gate_passes_on_the_default_config_under_the_same_load(runs: RunCache, truth: Truth) -> None:
-    assert_passes_on_default(runs, truth)
+    assert_passes_on_its_healthy_config(runs, truth)
 
 
 @pytest.mark.slow
@@ -85,7 +87,7 @@ def test_a_live_gate_fails_on_the_config_built_to_break_it(runs: RunCache, truth
 @pytest.mark.slow
 @pytest.mark.parametrize("truth", LIVE, ids=lambda t: t.gate)
 def test_a_live_gate_passes_on_the_default_config_under_the_same_load(runs: RunCache, truth: Truth) -> None:
-    assert_passes_on_default(runs, truth)
+    assert_passes_on_its_healthy_config(runs, truth)
 
 
 @pytest.mark.parametrize("policy", ["streamingllm", "h2o"])

@@ -4,12 +4,14 @@ tier behind a small host catches more; and the replay summary and the report car
 
 from pathlib import Path
 
+from gates import evaluate, load_thresholds
 from harness.replay.loaders import load_trace
 from harness.replay.run import ReplaySettings, run_replay
 from harness.replay.summary import ReplaySummary
 from record.query import WHOLE_RUN, prefix_hit_rates_by_tier
 from record.run_record import RunRecord
 from reference_engine import load_config, with_overrides
+from reports.sections.kv_usage import KvUsageSection
 from reports.summary import summarize
 
 TRACE = Path(__file__).resolve().parents[1] / "data" / "traces" / "mooncake" / "conversation_trace_head200.jsonl"
@@ -42,6 +44,9 @@ def test_hit_ratio_by_tier_beats_the_gpu_alone(tmp_path):
     final = host.meta.final["tiers"]["host"]
     loads = host.events[(host.events["kind"] == "tier_load") & (host.events["reason"] == "ok")]
     assert final["promoted"] == loads["num_blocks"].sum() and final["used_blocks"] > 0
+    assert host.samples["host_tier_blocks"].max() > 0 and host.samples["disk_tier_blocks"].isna().all()
+    chart = KvUsageSection().render(host, evaluate(host, load_thresholds()))
+    assert "host tier used" in chart and "disk tier used" not in chart
     summary = ReplaySummary.from_record(host)
     assert summary.hit_rate_by_tier == with_host
     assert summarize(host).prefix_hit_ratio_by_tier is not None

@@ -92,3 +92,27 @@ def test_disk_detached_and_reattached_mid_run():
     healthy = _detach_during_a_disk_load(True)
     assert healthy.core.tiers.counters[Tier.DISK].failed > 0 and violations(healthy) == {}
     assert "wrong_served" in violations(_detach_during_a_disk_load(False))
+
+
+def _stats_after(tiers: dict, chaos) -> dict:
+    """The tiers' figures after the rounds, with `chaos(tiered_cache)` applied before them."""
+    d = tiered_driver(max_load_wait_ms=WAIT_BOUND_MS, **tiers)
+    chaos(d.core.tiers)
+    serve_rounds(d, distinct_prompts(12))
+    return d.core.tiers.stats()
+
+
+def test_chaos_while_running_is_the_configured_chaos():
+    """What the admin API turns on at run time (a read slowdown, a failure rate) is exactly what
+    the config sets at start: the same loads, recomputes and failures."""
+
+    def slow(tiers):
+        tiers.slow_reads(Tier.HOST, 10)
+        tiers.slow_reads(Tier.DISK, 10)
+
+    cut = {"host_gib": 0.1, "disk_gib": 4.0, "host_read_gbps": 6.4, "disk_read_gbps": 0.6}
+    full = {"host_gib": 0.1, "disk_gib": 4.0, "host_read_gbps": 64.0, "disk_read_gbps": 6.0}
+    assert _stats_after(full, slow) == _stats_after(cut, lambda tiers: None)
+    failing = _stats_after({"host_gib": 4.0}, lambda tiers: tiers.inject_load_failures(0.5))
+    assert failing == _stats_after({"host_gib": 4.0, "load_failure_rate": 0.5}, lambda tiers: None)
+    assert failing["host"]["failed"] > 0

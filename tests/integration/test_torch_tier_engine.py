@@ -63,3 +63,13 @@ def test_a_block_corrupt_on_disk_is_never_served_the_load_recomputes() -> None:
     disk = core.tiers.counters[Tier.DISK]
     assert disk.failed >= 1 and disk.corrupt_served == 0, disk
     assert loaded == kept  # recomputed from the tokens, as if never cached
+
+
+def test_closing_the_engine_removes_the_disk_tier_directory() -> None:
+    """The directory goes when the engine is closed (server shutdown, replay end), not at exit."""
+    _, core = answer(DISK, evict=True)
+    disk_dir = core.executor.tiers.disk_dir
+    assert disk_dir is not None and any(disk_dir.iterdir())
+    core.close()
+    assert not disk_dir.exists()
+    core.close()  # idempotent

@@ -17,6 +17,7 @@ EXPECTED = {
     "short_qa": ("ShortQA",),
     "step_load": ("StepLoad",),
     "tenant_burst": ("TenantBurst",),
+    "tier_chaos": ("TierChaos",),
     "worker_kill": ("WorkerKill",),
 }
 

@@ -1,5 +1,7 @@
 """EngineCore behaviours the rest of kvgate stands on."""
 
+from typing import Any
+
 import pytest
 
 from reference_engine import CapacityError, EventKind, FinishReason, RequestState
@@ -88,12 +90,14 @@ def test_public_prefix_is_shared_across_tenants():
     assert other.num_prefix_hit_tokens == 64  # the 4 public blocks, nothing private
 
 
-def tight_pool(mode: str, aging_s: float = 10) -> Driver:
+def tight_pool(mode: str, aging_s: float = 10, **more: Any) -> Driver:
     """128 blocks, admission off: six requests that each grow to 20 blocks must preempt.
-    (Each tenant's worst-case reservations must stay under its cap, so the six are split.)"""
+    (Each tenant's worst-case reservations must stay under its cap, so the six are split.)
+    `more`: further config overrides (`a__b` = key `a.b`)."""
     return Driver(
         small_config(
             128,
+            **more,
             overrides={
                 "preemption.aging_s": aging_s,
                 "engine.max_num_batched_tokens": 64,
@@ -167,6 +171,33 @@ def test_recompute_gives_the_same_tokens_as_an_uninterrupted_run():
     )
     alone.run()
     assert victim.output_token_ids == ref.output_token_ids
+
+
+def test_a_recompute_restart_loads_its_evicted_prefix_from_the_tiers():
+    """A request preempted by recompute comes back like a first start: GPU hits, then what the
+    pool demoted meanwhile, loaded from the host tier instead of recomputed. Its answer is the
+    same, and its prompt's cached tokens are still those of its first start."""
+    d = tight_pool("recompute", tiers__host_gib=1.0)
+    for i in range(6):
+        d.add(tenant=("acme", "globex")[i % 2], prompt_len=100, max_new=220, request_id=f"r{i}")
+    while not kinds(d.core, EventKind.PREEMPTED):
+        d.step()
+    [victim] = [r for r in d.core.scheduler.requests.values() if r.state is RequestState.PREEMPTED]
+    first_hits = victim.num_prefix_hit_tokens
+    pool = d.core.pool
+    pool.evict_cached(pool.num_cached, d.clock.now())  # while it waits its prefix leaves the pool: demoted
+    d.run()
+    loads = [e for e in kinds(d.core, EventKind.TIER_LOAD) if e.request_id == victim.request_id]
+    assert [(e.mode, e.reason) for e in loads][:1] == [("host", "ok")] and loads[0].num_blocks >= 6
+    resumed = [e for e in kinds(d.core, EventKind.RESUMED) if e.request_id == victim.request_id]
+    assert resumed[0].t_s <= loads[0].t_s and victim.num_prefix_hit_tokens == first_hits
+    alone = Driver(small_config())
+    ref = alone.add(
+        prompt_len=100, max_new=220, request_id=victim.request_id, prompt_token_ids=list(victim.prompt_token_ids)
+    )
+    alone.run()
+    assert victim.output_token_ids == ref.output_token_ids and victim.num_output_tokens == 220
+    assert d.core.pool.num_live == 0 and not d.core.scheduler.loads
 
 
 def test_swap_preemption_brings_the_request_back():

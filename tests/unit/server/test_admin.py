@@ -6,6 +6,7 @@ import pytest
 
 from record.events import EVENT_COLUMNS
 from reference_engine.config import config_digest
+from reference_engine.executors.base import Tier
 from reference_engine.server.admin import EVENTS_COLUMNS
 from tests.unit.server.server_support import ACME, ADMIN, chat, server_config, serving
 
@@ -64,3 +65,62 @@ async def test_the_snapshot_carries_the_kv_tiers_when_the_engine_has_them():
         snap = (await client.get("/admin/snapshot", headers=ADMIN)).json()
         assert snap["tiers"] == app.state.kvgate.core.tiers.stats() and snap["tier_loads_in_flight"] == 0
         assert snap["tiers"]["host"]["leaked_blocks"] == 0 and snap["tiers"]["host"]["capacity_blocks"] > 0
+
+
+CHAOS = "/admin/tiers/chaos"
+
+
+async def test_tier_chaos_needs_the_admin_key_before_it_reads_the_body():
+    async with serving(server_config(tiers__host_gib=1.0, tiers__disk_gib=1.0)) as (client, app):
+        for headers in ({}, ACME):
+            detach = await client.post(CHAOS, json={"tier": "disk", "attached": False}, headers=headers)
+            assert detach.status_code == 401
+            assert (await client.post(CHAOS, content=b"not json", headers=headers)).status_code == 401
+        assert app.state.kvgate.core.tiers.chaos_state()["attached"] == {"host": True, "disk": True}
+
+
+async def test_tier_chaos_detaches_slows_and_fails_through_the_engine_tiers():
+    async with serving(server_config(tiers__host_gib=1.0, tiers__disk_gib=1.0)) as (client, app):
+        tiers = app.state.kvgate.core.tiers
+        detached = (await client.post(CHAOS, json={"tier": "disk", "attached": False}, headers=ADMIN)).json()
+        assert detached["chaos"]["attached"] == {"host": True, "disk": False} and "tiers" in detached
+        assert not tiers.stores[Tier.DISK].attached
+        await client.post(CHAOS, json={"tier": "disk", "attached": True}, headers=ADMIN)
+        await client.post(CHAOS, json={"tier": "host", "read_slowdown": 10}, headers=ADMIN)
+        state = (await client.post(CHAOS, json={"load_failure_rate": 0.25}, headers=ADMIN)).json()["chaos"]
+        assert state == {
+            "attached": {"host": True, "disk": True},
+            "read_slowdown": {"host": 10.0, "disk": 1.0},
+            "load_failure_rate": 0.25,
+        }
+        assert tiers.config.load_failure_rate == 0.25 and tiers.stores[Tier.DISK].attached
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ({}, "exactly one change"),
+        ({"tier": "disk", "attached": False, "read_slowdown": 2}, "exactly one change"),
+        ({"attached": False}, "needs the tier"),
+        ({"tier": "disk", "load_failure_rate": 0.5}, "without a tier"),
+        ({"tier": "gpu", "attached": False}, "tier"),
+        ({"tier": "disk", "read_slowdown": 0.5}, "at least 1"),
+        ({"load_failure_rate": 2}, "in [0, 1]"),
+        ({"tier": "disk", "detach": True}, "detach"),
+    ],
+)
+async def test_tier_chaos_answers_bad_input_with_a_400_that_says_what_to_fix(body, says):
+    async with serving(server_config(tiers__host_gib=1.0, tiers__disk_gib=1.0)) as (client, _):
+        resp = await client.post(CHAOS, json=body, headers=ADMIN)
+        assert resp.status_code == 400
+        error = resp.json()["error"]
+        assert error["code"] == "invalid_request" and says in error["message"]
+
+
+async def test_tier_chaos_on_a_tier_or_engine_that_is_not_there_says_how_to_get_one():
+    async with serving(server_config(tiers__host_gib=1.0)) as (client, _):
+        resp = await client.post(CHAOS, json={"tier": "disk", "attached": False}, headers=ADMIN)
+        assert resp.status_code == 400 and "disk_gib" in resp.json()["error"]["message"]
+    async with serving(server_config()) as (client, _):
+        resp = await client.post(CHAOS, json={"load_failure_rate": 0.5}, headers=ADMIN)
+        assert resp.status_code == 400 and "[tiers]" in resp.json()["error"]["message"]

@@ -69,6 +69,7 @@ def snapshot(live: int, level: str, waiting: int, frag: float) -> dict:
         "num_open_streams": 1,
         "waiting_by_class": {"batch": waiting},
         "tenant_live_blocks": {"acme": live - 1},
+        "tier_used_blocks": {"host": live},
         "oldest_wait_s_by_class": {"batch": float(waiting)},
         "fragmentation": frag,
         "level": level,
@@ -80,6 +81,7 @@ def test_snapshots_aggregate_as_one_larger_pool():
     assert agg["num_blocks"] == 200 and agg["live_blocks"] == 40 and agg["usage"] == 0.2
     assert agg["waiting_by_class"] == {"batch": 4} and agg["oldest_wait_s_by_class"] == {"batch": 3.0}
     assert agg["tenant_live_blocks"] == {"acme": 38} and agg["level"] == "evict"
+    assert agg["tier_used_blocks"] == {"host": 40}  # the workers' tiers, one larger tier
     assert agg["fragmentation"] == pytest.approx((10 * 0.5 + 30 * 0.1) / 40)
 
 

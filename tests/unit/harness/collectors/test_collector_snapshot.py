@@ -56,3 +56,14 @@ def test_live_and_replay_write_the_same_rows_of_one_snapshot() -> None:
     row = sample_row(live, started_unix=990.0)
     assert replay_samples.sample_row(snap, snap.t_s + 10.0) == row and set(row) <= set(SAMPLE_COLUMNS)
     assert replay_samples.tenant_rows(snap, 1.5, caps) == tenant_rows(live, 1.5, caps) and len(caps) > 0
+
+
+def test_samples_carry_each_kv_tier_usage_and_leave_absent_tiers_empty() -> None:
+    core = EngineCore(small_config(num_blocks=1024, overrides={"tiers.host_gib": 1.0}))
+    core.tiers.demote([11, 12], ["acme", "acme"], [0, 1], now_s=0.0)
+    snap = core.snapshot()
+    row = replay_samples.sample_row(snap, 1.0)
+    assert (row["host_tier_blocks"], row["disk_tier_blocks"]) == (2, None)
+    assert sample_row({**admin_snapshot(core), "t_s": 0.0}, started_unix=1000.0) == {**row, "t_s": 0.0}
+    no_tiers = replay_samples.sample_row(EngineCore(small_config(num_blocks=1024)).snapshot(), 1.0)
+    assert no_tiers["host_tier_blocks"] is None and no_tiers["disk_tier_blocks"] is None

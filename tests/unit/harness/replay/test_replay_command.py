@@ -6,6 +6,7 @@ from pathlib import Path
 from harness.cli import main
 from harness.replay.loaders import load_trace
 from record.run_record import TABLES, RunRecord
+from reference_engine import EngineCore
 from reports.page import LIBRARY_FILE
 
 REPO = Path(__file__).resolve().parents[4]
@@ -172,3 +173,11 @@ def test_usage_errors_exit_2_with_a_clear_message(tmp_path, capsys):
         == 2
     )
     assert "unknown tenant 'nobody'" in capsys.readouterr().err and not (tmp_path / "y").exists()
+
+
+def test_a_replay_closes_its_engine_at_the_end(tmp_path, monkeypatch):
+    """The replayed engine is closed once its record is written (a torch disk tier's files go)."""
+    closed: list[EngineCore] = []
+    monkeypatch.setattr(EngineCore, "close", lambda core: closed.append(core))
+    code = main(["replay", "--trace", str(MOONCAKE), "--policy", str(DEFAULT), "--limit", "5", "--out", str(tmp_path)])
+    assert code in (0, 1) and any(core.num_steps > 0 for core in closed)  # the one that replayed (not a sizing one)
