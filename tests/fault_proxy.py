@@ -52,6 +52,16 @@ class Fault(str, Enum):
     CUT_STREAM = "cut_stream"  # the upstream's stream, cut after a few lines
 
 
+FAILING_GATES: dict[Fault, set[str]] = {
+    Fault.ALL_503: {"goodput", "rejections"},
+    Fault.EMPTY_STREAM: {"goodput", "explicit_overflow"},
+    Fault.BROKEN_JSON: {"goodput", "explicit_overflow"},
+    Fault.HANG_UNDER_LOAD: {"goodput", "explicit_overflow"},
+    Fault.CUT_STREAM: {"goodput", "explicit_overflow"},
+}
+"""The gates a run through each fault must fail, whatever the engine behind the proxy."""
+
+
 def create_app(upstream: str, fault: Fault) -> Starlette:
     client = httpx.AsyncClient(base_url=upstream, timeout=None)
     in_flight = 0

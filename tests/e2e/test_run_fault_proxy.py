@@ -15,7 +15,7 @@ import pytest
 
 from harness.target import ReferenceEngine
 from tests.e2e.run_support import DEFAULT_CONFIG, REPO, clean_env, kvgate_run
-from tests.fault_proxy import Fault, fault_proxy
+from tests.fault_proxy import FAILING_GATES, Fault, fault_proxy
 
 pytestmark = pytest.mark.slow
 
@@ -51,13 +51,7 @@ def no_oom_sources(verdict: dict) -> list[str]:
 
 @pytest.mark.parametrize(
     ("fault", "failing"),
-    [
-        (Fault.ALL_503, {"goodput", "rejections"}),
-        (Fault.EMPTY_STREAM, {"goodput", "explicit_overflow"}),
-        (Fault.BROKEN_JSON, {"goodput", "explicit_overflow"}),
-        (Fault.HANG_UNDER_LOAD, {"goodput", "explicit_overflow"}),
-        (Fault.CUT_STREAM, {"goodput", "explicit_overflow"}),
-    ],
+    list(FAILING_GATES.items()),
 )
 def test_a_target_that_serves_nothing_fails_with_the_gate_named(
     engine: str, fault: Fault, failing: set[str], tmp_path: Path

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from record.run_record import RunRecord
-from tests.fault_proxy import Fault, fault_proxy
+from tests.fault_proxy import FAILING_GATES, Fault, fault_proxy
 from tests.real_engines.kvgate_cli import against, kvgate
 from tests.real_engines.vllm_server import REAL_ENGINE_TIMEOUT_S, VllmServer
 
@@ -35,13 +35,7 @@ def run_through(
 
 @pytest.mark.parametrize(
     ("fault", "failing"),
-    [
-        (Fault.ALL_503, {"goodput", "rejections"}),
-        (Fault.EMPTY_STREAM, {"goodput", "explicit_overflow"}),
-        (Fault.BROKEN_JSON, {"goodput", "explicit_overflow"}),
-        (Fault.HANG_UNDER_LOAD, {"goodput", "explicit_overflow"}),
-        (Fault.CUT_STREAM, {"goodput", "explicit_overflow"}),
-    ],
+    list(FAILING_GATES.items()),
 )
 def test_a_broken_vllm_fails_with_the_gate_named(
     vllm: VllmServer, fault: Fault, failing: set[str], tmp_path: Path, values: dict
