@@ -32,6 +32,10 @@ from harness.loadgen.sse import StreamState
 from harness.loadgen.tenants import Tenant
 
 CHAT_PATH = "/v1/chat/completions"
+REUSE_IDLE_S = 2.0
+"""The longest a transport keeps an idle connection for reuse: well under servers' idle timeouts
+(uvicorn, which vLLM and kvgate serve run on, closes after 5 s). A request written into a
+connection the server is closing gets no answer at all, and a POST is never sent again."""
 
 
 class TransportError(Exception):

@@ -8,19 +8,23 @@ record the request itself with a time that stops at the headers. Here each reque
 has its own single-connection `HTTPClient`; a finished request gives it back for keep-alive
 reuse, an interrupted one closes it, so the server sees the disconnect and nothing leaks into
 the next request. Deadlines are `gevent.Timeout`s: they raise wherever the greenlet blocks.
+
+A connection idle for `REUSE_IDLE_S` or longer is closed, not reused (exchange.py says why); a
+connection closed before any answer is a connection error, not a malformed answer.
 """
 
 from __future__ import annotations
 
 import socket
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 
 import gevent
 from geventhttpclient import URL, HTTPClient
 from geventhttpclient._parser import HTTPParseError
 from geventhttpclient.response import HTTPConnectionClosed, HTTPSocketPoolResponse
 
-from harness.loadgen.exchange import TransportError
+from harness.loadgen.exchange import REUSE_IDLE_S, TransportError
 from harness.loadgen.outcome import ClientCode
 
 _FAILURES = (OSError, HTTPConnectionClosed, HTTPParseError)  # socket.error and its timeouts are OSErrors
@@ -29,6 +33,8 @@ _FAILURES = (OSError, HTTPConnectionClosed, HTTPParseError)  # socket.error and 
 def _transport_error(err: BaseException) -> TransportError:
     if isinstance(err, socket.timeout):
         return TransportError(ClientCode.TIMEOUT, f"network timeout: {err}")
+    if isinstance(err, HTTPConnectionClosed):  # a parse error's subclass: no answer came at all
+        return TransportError(ClientCode.CONNECTION_ERROR, f"the server closed the connection: {err}")
     if isinstance(err, HTTPParseError):
         return TransportError(ClientCode.BAD_RESPONSE, f"not an HTTP answer: {err}")
     return TransportError(ClientCode.CONNECTION_ERROR, f"{type(err).__name__}: {err}")
@@ -67,25 +73,39 @@ class GeventResponse:
 class GeventTransport:
     """Opens streaming POSTs against `base_url` (which may carry a path prefix, e.g. /api)."""
 
-    def __init__(self, base_url: str, *, connection_timeout_s: float = 10.0, network_timeout_s: float = 600.0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        connection_timeout_s: float = 10.0,
+        network_timeout_s: float = 600.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._url = URL(base_url)
         self._prefix = self._url.path.rstrip("/")
         self._connection_timeout_s = connection_timeout_s
         self._network_timeout_s = network_timeout_s
-        self._idle: list[HTTPClient] = []
+        self._clock = clock
+        self._idle: list[tuple[HTTPClient, float]] = []  # with when each was given back
+
+    def _client(self) -> HTTPClient:
+        """The most recently given back connection if it is fresh enough, else a new one."""
+        while self._idle:
+            client, since_s = self._idle.pop()
+            if self._clock() - since_s < REUSE_IDLE_S:
+                return client
+            client.close()
+            self.close()  # the rest were given back earlier still
+        return HTTPClient.from_url(
+            self._url,
+            concurrency=1,
+            connection_timeout=self._connection_timeout_s,
+            network_timeout=self._network_timeout_s,
+            insecure=True,
+        )
 
     def open(self, path: str, body: bytes, headers: Mapping[str, str]) -> GeventResponse:
-        client = (
-            self._idle.pop()
-            if self._idle
-            else HTTPClient.from_url(
-                self._url,
-                concurrency=1,
-                connection_timeout=self._connection_timeout_s,
-                network_timeout=self._network_timeout_s,
-                insecure=True,
-            )
-        )
+        client = self._client()
         try:
             raw = client.request("POST", self._prefix + path, body=body, headers=dict(headers))
         except BaseException as err:
@@ -100,10 +120,14 @@ class GeventTransport:
 
     def give_back(self, client: HTTPClient, *, reusable: bool) -> None:
         if reusable:
-            self._idle.append(client)
+            self._idle.append((client, self._clock()))
         else:
             client.close()
 
+    @property
+    def num_idle(self) -> int:
+        return len(self._idle)
+
     def close(self) -> None:
         while self._idle:
-            self._idle.pop().close()
+            self._idle.pop()[0].close()

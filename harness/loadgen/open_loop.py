@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from harness.loadgen.exchange import Call, run_exchange
+from harness.loadgen.exchange import REUSE_IDLE_S, Call, run_exchange
 from harness.loadgen.outcome import RequestOutcome
 from harness.loadgen.settings import LoadSettings
 from harness.loadgen.tenants import TenantSet
@@ -143,7 +143,9 @@ class OpenLoopClient:
         self._client = httpx.Client(
             timeout=timeout_s,
             transport=transport,
-            limits=httpx.Limits(max_connections=max_in_flight, max_keepalive_connections=max_in_flight),
+            limits=httpx.Limits(
+                max_connections=max_in_flight, max_keepalive_connections=max_in_flight, keepalive_expiry=REUSE_IDLE_S
+            ),
         )
         self._transport = ThreadedTransport(self._client, base_url)
         self._pool = ThreadPoolExecutor(max_workers=max_in_flight, thread_name_prefix="open-loop")
