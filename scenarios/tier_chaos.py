@@ -10,9 +10,9 @@ to the tiers and come back, multi-turn conversations on a pool they outgrow:
 failed, slow or vanished load would have given, and the `tier_loads` gate judges it. It sends no
 completions: each change shows as a CHAOS entry in locust. At its end it undoes every change.
 
-Off unless --kvgate-tier-chaos-interval-s is set (so the mixed default never disturbs a tiered
-engine by surprise); against an engine without tiers, or a target without the admin API, it
-says why once and stops while the rest runs on.
+Off unless --kvgate-tier-chaos-interval-s is set (then it sleeps through the run, so the mixed
+default never disturbs a tiered engine by surprise); against an engine without tiers, or a
+target without the admin API, it says why once and stops while the rest runs on.
 """
 
 import logging
@@ -20,10 +20,13 @@ import logging
 from locust import task
 from locust.exception import StopUser
 
-from harness.loadgen.tier_chaos import Body, restore, schedule
+from harness.loadgen.tier_chaos import Body, ChaosStep, restore, schedule
 from harness.loadgen.users import KvgateUser
 
 log = logging.getLogger("kvgate.scenarios")
+OFF_IDLE_S = 86_400.0
+"""How long the user sleeps when chaos is off (--kvgate-tier-chaos-interval-s unset): through the
+run, never stopping (a user that stops during spawning is spawned again, and again)."""
 
 
 class TierChaos(KvgateUser):
@@ -32,13 +35,21 @@ class TierChaos(KvgateUser):
     fixed_count = 1
 
     def wait_time(self) -> float:
-        return self.settings.tier_chaos_interval_s
+        interval_s = self.settings.tier_chaos_interval_s
+        return interval_s if interval_s > 0 else OFF_IDLE_S
 
     def on_start(self) -> None:
-        s = self.settings
         self.tiers: list[str] = []
-        if s.tier_chaos_interval_s <= 0:
-            self.stop_for("off: set --kvgate-tier-chaos-interval-s to disturb the tiers")
+        self.steps: list[ChaosStep] = []
+        self.num_steps = 0
+        if self.settings.tier_chaos_interval_s <= 0:
+            log.warning("tier_chaos is off: set --kvgate-tier-chaos-interval-s to disturb the tiers")
+        self.wait()  # let the load build up (off: sleep through the run)
+
+    def prepare(self) -> None:
+        """The first task: find the tiers and plan the steps, or stop. (A user that stops while
+        locust is still spawning is spawned again: hence the wait in on_start first.)"""
+        s = self.settings
         with self.client.get("/admin/snapshot", headers=self.admin, name="admin/snapshot", catch_response=True) as r:
             r.success()  # a target without an admin API is not failing: it has none
             snapshot = r.json() if r.status_code == 200 else {}
@@ -48,8 +59,6 @@ class TierChaos(KvgateUser):
         if not self.tiers:
             self.stop_for("the engine has no KV tiers ([tiers] host_gib, disk_gib)")
         self.steps = schedule(self.tiers, s.tier_chaos_slowdown, s.tier_chaos_failure_rate)
-        self.num_steps = 0
-        self.wait()  # let the tiers fill before the first step
 
     @property
     def admin(self) -> dict[str, str]:
@@ -57,6 +66,9 @@ class TierChaos(KvgateUser):
 
     @task
     def next_step(self) -> None:
+        if not self.steps:
+            self.prepare()
+            return  # the wait before the next call lets the tiers fill before the first step
         step = self.steps[self.num_steps % len(self.steps)]
         with self.environment.events.request.measure("CHAOS", f"{step.name}/{self.scenario}"):
             for body in step.bodies:
