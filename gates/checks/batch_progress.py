@@ -8,12 +8,18 @@ without ever starting, which is what starvation looks like from the batch client
 counts as a batch request that did not complete (without it, a scheduler that never runs batch
 would hide behind the deadline and the gate could not fail). `watermark` events entering
 `pause_batch` are kept as evidence that batch did pause at peak.
+
+A batch request the run's stop cut off (`unfinished`) before it could have waited the bound
+(`p95_max_wait_s`) is left out: sent a moment before the stop, it had no chance to complete,
+and counting it would fail short runs by chance. One still open after waiting that long counts
+as not completed (the other gates count every unfinished request as not served).
 """
 
 from __future__ import annotations
 
 from gates.base import GateResult, Limits, Measurement, Unit
 from gates.sources import Source
+from record.outcomes import Status
 from record.query import EXPLICIT_STATUSES, events_of, intended_cancels, percentile, ttft_ms, worst
 from record.run_record import RunRecord
 
@@ -35,6 +41,11 @@ class BatchProgressGate:
         if not record.meta.signals.client_requests or req.empty:
             return GateResult.not_measurable(self.name, "no client requests in the record")
         batch = req[(req["traffic_class"] == "batch") & ~intended_cancels(req)]
+        load = record.meta.phase("load")
+        cut = (batch["status"] == Status.UNFINISHED.value) & (
+            (load.end_s - batch["sent_s"] < limits["p95_max_wait_s"]) if load is not None else False
+        )
+        batch = batch[~cut]
         refused = (
             (batch["status"] == "error")
             & batch["http_status"].isin(EXPLICIT_STATUSES)
@@ -53,6 +64,7 @@ class BatchProgressGate:
         ]
         evidence: dict = {
             "num_batch": len(batch),
+            "num_cut_by_stop": int(cut.sum()),
             "num_refused": int(refused.sum()),
             "num_waited_out": int((served["error_code"] == WAITED_OUT).sum()),
             "not_completed": served.loc[served["status"] != "ok", "request_id"].head(5).tolist(),

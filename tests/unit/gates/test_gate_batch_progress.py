@@ -47,3 +47,30 @@ def test_batch_that_waits_out_its_queue_deadline_did_not_progress(judge, healthy
 
 def test_not_measurable_without_batch_traffic(judge, healthy):
     assert judge(healthy.drop("requests", traffic_class="batch"), "batch_progress").outcome is Outcome.NOT_MEASURABLE
+
+
+def batch_open_at_the_stop(healthy, sent_s: float) -> None:
+    for i in range(6):
+        healthy.request(
+            f"open-{i}",
+            sent_s=sent_s,
+            ttft_s=None,
+            e2e_s=None,
+            status="unfinished",
+            error_code="run_stopped",
+            tenant="batchco",
+            traffic_class="batch",
+            finish_reason=None,
+        )
+
+
+def test_batch_cut_by_the_stop_before_it_could_wait_is_not_judged(judge, healthy):
+    batch_open_at_the_stop(healthy, sent_s=69.0)  # the load ends at 70 s: a second to go
+    result = judge(healthy, "batch_progress")
+    assert result.outcome is Outcome.PASS and result.evidence["num_cut_by_stop"] == 6
+
+
+def test_batch_still_open_after_waiting_the_bound_did_not_progress(judge, healthy):
+    batch_open_at_the_stop(healthy, sent_s=10.0)  # open for the whole 60 s load
+    result = judge(healthy, "batch_progress", p95_max_wait_s=30.0)
+    assert result.outcome is Outcome.FAIL and result.evidence["num_cut_by_stop"] == 0
