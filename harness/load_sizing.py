@@ -296,7 +296,8 @@ def _users_and_duration(planned: PlannedLoad, need_s: float, minimal_s: float, s
     """Fewer users, then a longer load, until the smallest units of work (`need_s`: what the user
     set kept) meet the rule, as far as the user's own users and duration let them. Raises when
     even the minimal run (`minimal_s`: every size at its floor; one user per scenario; the
-    longest load) cannot meet it."""
+    longest load) cannot meet it, unless the user set the duration: then the run goes ahead as
+    asked, and `size_load` warns that requests may be cut at the stop."""
     users, duration_s = planned.users, planned.duration_s
 
     def wanted_s(num_users: int, work_s: float) -> float:
@@ -304,7 +305,7 @@ def _users_and_duration(planned: PlannedLoad, need_s: float, minimal_s: float, s
 
     min_users = min(users, max(1, len(planned.scenarios)))
     longest_s = duration_s if "duration_s" in planned.explicit else MAX_DURATION_GROWTH * duration_s
-    if wanted_s(min_users, minimal_s) > longest_s:
+    if wanted_s(min_users, minimal_s) > longest_s and "duration_s" not in planned.explicit:
         raise TargetTooSlowError(
             f"the target is too slow for even the smallest {planned.duration_s:.0f} s run: its slowest scenario's "
             f"smallest unit of work takes {minimal_s:.1f} s alone (prefill {speed.prefill_tokens_per_s:.0f} "

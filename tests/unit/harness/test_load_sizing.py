@@ -97,6 +97,12 @@ def test_a_target_far_too_slow_for_a_minimal_run_is_a_harness_error() -> None:
     assert "decode 0.5 tokens/s" in str(err.value) and "--duration" in str(err.value)
 
 
+def test_a_duration_the_user_set_runs_even_on_a_target_too_slow_for_it_with_a_warning() -> None:
+    sized = size_load(quick("short_qa", "long_output", explicit=frozenset({"duration_s", "users"})), CRAWL)
+    assert (sized.users, sized.duration_s) == (54, 16)
+    assert sized.warnings and "may be cut at the stop" in sized.warnings[0]
+
+
 def test_a_cancel_storm_prompt_still_takes_longer_to_prefill_than_the_hang_up() -> None:
     sized = size_load(quick("cancel_storm"), CPU)
     assert sized.settings.cancel_prompt_tokens * CPU.prefill_s_per_token > sized.settings.cancel_prefill_ms / 1000
