@@ -3,9 +3,10 @@
 One server for the session (tests/real_engines/conftest.py), three runs: a cancel storm, a tenant burst
 and long prompts. Each asserts that cancel_release (where it cancels), memory_recovery,
 capacity_after_drain and the prefix hit rate (eviction_thrash, from KV events and counters) are
-measured, and that the cache_salt probe could tell a hit from a miss; never what the values
-are: they depend on this machine's speed. They are printed (`-s`) and kept in
-`<pytest tmp>/real_engine_values.json` with the other modules' figures for the record.
+measured, that the run timed vLLM and sized its load to that speed, and that the cache_salt
+probe could tell a hit from a miss; never what the values are: they depend on this machine's
+speed. They are printed (`-s`) and kept in `<pytest tmp>/real_engine_values.json` with the other
+modules' figures for the record.
 
     tests/real_engines/setup_vllm_cpu.sh                         # once: /work/vllm-env, the model
     pytest -m real_engine tests/real_engines -s                  # about 15 minutes on two cores
@@ -71,6 +72,9 @@ def judged(
     }
     values[scenarios]["collectors"] = {k: v.available for k, v in record.meta.collectors.items()}
     values[scenarios]["cache_salt_probe"] = record.meta.probes.get("cache_salt")
+    speed, sizing = record.meta.live["target_speed"], record.meta.live["sizing"]
+    values[scenarios]["target_speed"], values[scenarios]["sizing"] = speed, sizing
+    assert speed["measured"] is True  # the run timed vLLM before the load, and sized its load to it
     # The key went to the server with every request and scrape; it is written nowhere.
     assert not [p.name for p in run_dir.rglob("*") if p.is_file() and API_KEY in p.read_text(errors="ignore")]
     collectors = record.meta.collectors

@@ -29,7 +29,8 @@ def run_through(
 ) -> tuple[subprocess.CompletedProcess[str], dict[str, str]]:
     with fault_proxy(server.url, fault) as url:
         result = kvgate("run", *against(url), *SMALL_LOAD, "--out", str(run_dir), *extra)
-    verdict = json.loads((run_dir / "verdict.json").read_text())
+    path = run_dir / "verdict.json"  # none when the run ended in a harness error: the exit code says
+    verdict = json.loads(path.read_text()) if path.exists() else {"results": []}
     return result, {r["gate"]: r["outcome"] for r in verdict["results"]}
 
 
@@ -47,7 +48,7 @@ def test_a_broken_vllm_fails_with_the_gate_named(
     }
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
     assert {gate for gate in failing if found[gate] == "fail"} == failing, found
-    assert found["no_oom"] != "pass"  # nothing from outside showed there was no OOM
+    assert found["no_oom"] in ("pass", "fail")  # the proxy relays /health: the restart watch judges it
     assert ",cancelled," not in (tmp_path / "run" / "requests.csv").read_text()  # open at the stop = unfinished
 
 

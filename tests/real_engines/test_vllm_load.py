@@ -106,6 +106,7 @@ def test_a_sweep_against_vllm_steps_the_rate_until_the_slo_breaks(
         "2000",
         "--out",
         str(out),
+        settings={"KVGATE_PROMPT_TOKENS": "48", "KVGATE_MAX_TOKENS": "16"},  # short chat: open loop is not sized
     )
     sweep = json.loads((out / "sweep.json").read_text())
     values["sweep_on_vllm"] = sweep
