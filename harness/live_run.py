@@ -48,6 +48,7 @@ from harness.baseline import run_baseline
 from harness.collectors import tenant_estimate
 from harness.collectors.isolation import Isolation, probe_isolation
 from harness.collectors.live import CollectorSettings, LiveCollectors
+from harness.collectors.llamacpp_slots import DEFAULT_LAYOUT, KvLayout
 from harness.collectors.tenant_estimate import PoolCapacity, record_tenant_estimate, scraped_pool
 from harness.live_meta import engine_config_of, live_meta, public_settings
 from harness.load_sizing import PlannedLoad, size_load
@@ -135,6 +136,8 @@ class LivePlan:
 
     kv_events_endpoint: str = ""
     """vLLM's KV cache events: tcp://host:port to connect to, listen:tcp://host:port to bind, or none."""
+    llamacpp_kv: KvLayout = DEFAULT_LAYOUT
+    """How a llama.cpp target laid out its KV cache, which its endpoints do not say (llamacpp_slots.py)."""
     target_log: Path | None = None
     """The server's log, tailed during the run for OOM lines (harness/collectors/target_log.py)."""
     isolation: Isolation | None = None
@@ -290,6 +293,7 @@ def _record(
             api_key=tenants.all[0].key,
             fast_poll=fast_poll,
             kv_events_endpoint=plan.kv_events_endpoint,
+            llamacpp_kv=plan.llamacpp_kv,
             target_log=plan.target_log,
         ),
         writer,

@@ -27,6 +27,7 @@ from rich.table import Table
 from gates import Thresholds, load_thresholds, slo
 from harness.cli import EXIT_GATE_FAILED, EXIT_HARNESS_ERROR, EXIT_OK
 from harness.collectors.isolation import Isolation
+from harness.collectors.llamacpp_slots import DEFAULT_LAYOUT
 from harness.commands.run import (
     RichProgress,
     add_arrival_arguments,
@@ -135,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
         "trace": None,
         "rate": None,
         "target_log": None,
+        "llamacpp_kv": DEFAULT_LAYOUT,
         "tenant_caps": None,
         "fixed_profile": False,
     }
