@@ -46,8 +46,9 @@ from typing import Any, Protocol
 
 from harness.baseline import run_baseline
 from harness.collectors import tenant_estimate
-from harness.collectors.isolation import probe_isolation
+from harness.collectors.isolation import Isolation, probe_isolation
 from harness.collectors.live import CollectorSettings, LiveCollectors
+from harness.collectors.llamacpp_slots import DEFAULT_LAYOUT, KvLayout
 from harness.collectors.tenant_estimate import PoolCapacity, record_tenant_estimate, scraped_pool
 from harness.live_meta import engine_config_of, live_meta, public_settings
 from harness.load_sizing import PlannedLoad, size_load
@@ -135,8 +136,13 @@ class LivePlan:
 
     kv_events_endpoint: str = ""
     """vLLM's KV cache events: tcp://host:port to connect to, listen:tcp://host:port to bind, or none."""
+    llamacpp_kv: KvLayout = DEFAULT_LAYOUT
+    """How a llama.cpp target laid out its KV cache, which its endpoints do not say (llamacpp_slots.py)."""
     target_log: Path | None = None
     """The server's log, tailed during the run for OOM lines (harness/collectors/target_log.py)."""
+    isolation: Isolation | None = None
+    """An earlier run's isolation probes, recorded as this run's with their note instead of
+    probing again (a sweep probes once, before its first step); None: probe before the record."""
     tenant_caps: Mapping[str, float] = field(default_factory=dict)
     """On an external target: the KV share each tenant is held to, which the target itself does
     not enforce (tenant_share judges the client's estimate against them); the reference
@@ -146,6 +152,9 @@ class LivePlan:
     explicit: frozenset[str] = frozenset()
     """What the user set ("users", "duration_s", LoadSettings field names): sizing keeps them."""
 
+    def __post_init__(self) -> None:
+        assert self.isolation is None or self.isolation.note, "a repeated isolation result must say whose it is"
+
     def scenario_names(self) -> list[str]:
         return [self.open_loop.workload.name] if self.open_loop is not None else [s.name for s in self.scenarios]
 
@@ -154,6 +163,8 @@ class LivePlan:
 class LiveResult:
     run_dir: Path
     meta: RunMeta
+    isolation: Isolation
+    """The isolation probes the record holds (a later run may repeat them: LivePlan.isolation)."""
 
 
 def run_live(plan: LivePlan, progress: RunProgress) -> LiveResult:
@@ -265,9 +276,11 @@ def _record(
     tokens: MeasuredTokens | None,
     sizing: Sizing,
 ) -> LiveResult:
-    progress.phase("isolation", "can one tenant, or one cache_salt, hit another's cached prompt?")
-    keys = [t.key for t in tenants.all]
-    probes, probe_statuses = probe_isolation(target.url, settings.model, keys, target.metrics_url)
+    isolation = plan.isolation
+    if isolation is None:
+        progress.phase("isolation", "can one tenant, or one cache_salt, hit another's cached prompt?")
+        keys = [t.key for t in tenants.all]
+        isolation = probe_isolation(target.url, settings.model, keys, target.metrics_url)
     started_unix = time.time()  # after the probes: their engine events are not the run's
     writer = stack.enter_context(RunRecordWriter(plan.run_dir))
     fast_poll = any(s.name in FAST_POLL_SCENARIOS for s in plan.scenarios)
@@ -280,6 +293,7 @@ def _record(
             api_key=tenants.all[0].key,
             fast_poll=fast_poll,
             kv_events_endpoint=plan.kv_events_endpoint,
+            llamacpp_kv=plan.llamacpp_kv,
             target_log=plan.target_log,
         ),
         writer,
@@ -298,7 +312,7 @@ def _record(
         "settings": public_settings(asdict(settings)),
         "engine_overrides": dict(plan.engine_overrides),
     }
-    notes: list[str] = []
+    notes: list[str] = [isolation.note] if isolation.note else []
     if plan.target_url and plan.followed is None:
         live["tokens"] = {"source": tokens.source if tokens else "kvgate words", "model": settings.token_model}
         if tokens is None:
@@ -399,11 +413,11 @@ def _record(
             config_is_label=is_label,
         )
         estimate = _estimate_tenants(plan, writer, meta, collectors)
-        statuses = {**collectors.statuses(), **probe_statuses, tenant_estimate.NAME: estimate}
-        meta = meta.model_copy(update={"collectors": statuses, "probes": probes})
+        statuses = {**collectors.statuses(), **isolation.statuses, tenant_estimate.NAME: estimate}
+        meta = meta.model_copy(update={"collectors": statuses, "probes": isolation.probes})
         writer.write_meta(meta)
         meta = meta.model_copy(update={"pressure": record_pressure(plan.run_dir)})
-    return LiveResult(plan.run_dir, meta)
+    return LiveResult(plan.run_dir, meta, isolation)
 
 
 def _estimate_tenants(

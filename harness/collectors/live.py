@@ -38,6 +38,7 @@ from harness.collectors.admin import AdminApi, AdminUnavailable
 from harness.collectors.engine_restarts import HEALTH_INTERVAL_S, RestartWatch
 from harness.collectors.events import EventCollector
 from harness.collectors.gpu import GpuSampler
+from harness.collectors.llamacpp_slots import DEFAULT_LAYOUT, KvLayout
 from harness.collectors.periodic import Periodic
 from harness.collectors.prometheus import PrometheusScraper, Scrape, ScrapeError
 from harness.collectors.snapshot import in_flight, pool_state, sample_row, tenant_rows
@@ -58,6 +59,7 @@ class CollectorSettings:
     api_key: str = ""  # the target's (a tenant's) key: /metrics, /slots and the reset send it
     fast_poll: bool = False
     kv_events_endpoint: str = ""
+    llamacpp_kv: KvLayout = DEFAULT_LAYOUT  # how a llama.cpp target laid out its cache (llamacpp_slots.py)
     target_log: Path | None = None  # the server's log, tailed for OOM lines (kvgate run --target-log)
 
 
@@ -106,6 +108,7 @@ class LiveCollectors:
                 self.scraper,
                 api_key=settings.api_key,
                 kv_events_endpoint=settings.kv_events_endpoint,
+                llamacpp_kv=settings.llamacpp_kv,
             )
         )
         self.restarts = RestartWatch(settings.base_url, api_key=settings.api_key) if self.outside is not None else None

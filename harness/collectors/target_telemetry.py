@@ -3,7 +3,7 @@
     telemetry = TargetTelemetry(base_url, scraper, api_key=key, kv_events_endpoint="tcp://...")
     telemetry.start()                         # the KV event subscriber, if an endpoint was given
     initial = telemetry.before_load()         # reset the prefix cache (cold start), pool state
-    scrape = telemetry.complete(scrape)        # each tick: llama.cpp usage from /slots
+    scrape = telemetry.complete(scrape)        # each tick: llama.cpp usage from /slots (llamacpp_kv: its layout)
     final = telemetry.after_drain()            # leak check: reset, then the pool state; event counts
     telemetry.statuses()                       # meta.collectors: each source, available or why not
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.collectors.kv_events import KvEventSubscriber
-from harness.collectors.llamacpp_slots import SlotsReader, SlotsUnavailable
+from harness.collectors.llamacpp_slots import DEFAULT_LAYOUT, KvLayout, SlotsReader, SlotsUnavailable
 from harness.collectors.prefix_cache import ResetResult, prefix_client, reset_prefix_cache
 from harness.collectors.prometheus import PrometheusScraper, Scrape, ScrapeError
 from record.run_record import CollectorStatus
@@ -60,6 +60,7 @@ class TargetTelemetry:
         api_key: str = "",
         kv_events_endpoint: str = "",
         kv_events_topic: str = "",
+        llamacpp_kv: KvLayout = DEFAULT_LAYOUT,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.scraper = scraper
@@ -67,6 +68,7 @@ class TargetTelemetry:
         self._client = prefix_client(api_key)
         self._api_key = api_key
         self._slots: SlotsReader | None = None
+        self._llamacpp_kv = llamacpp_kv
         self.kv_events: KvEventSubscriber | None = None
         if kv_events_endpoint:
             try:
@@ -89,13 +91,17 @@ class TargetTelemetry:
         if scrape.dialect != "llamacpp" or "usage" in scrape.gauges:
             return scrape
         if self._slots is None:
-            self._slots = SlotsReader(self.base_url, api_key=self._api_key)
+            self._slots = SlotsReader(self.base_url, api_key=self._api_key, layout=self._llamacpp_kv)
         try:
             gauges = self._slots.read()
         except SlotsUnavailable as err:
             self._set("llamacpp_slots", False, f"{err} (llama-server without --no-slots, with the key)")
             return scrape
-        self._set("llamacpp_slots", True, "usage and running slots from GET /slots")
+        self._set(
+            "llamacpp_slots",
+            True,
+            f"usage and running slots from GET /slots, over a {self._llamacpp_kv.value} KV cache (--llamacpp-kv)",
+        )
         return Scrape(scrape.dialect, {**scrape.gauges, **gauges}, scrape.counters, scrape.info)
 
     # ------------------------------------------------------------ run phases

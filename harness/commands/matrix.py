@@ -33,6 +33,7 @@ from rich.table import Table
 from gates.comparison import goodput_shortfalls
 from gates.outputs.console import stdout_console
 from harness.cli import EXIT_GATE_FAILED, EXIT_HARNESS_ERROR, EXIT_OK
+from harness.collectors.llamacpp_slots import DEFAULT_LAYOUT
 from harness.commands.run import RichProgress, add_load_arguments, build_plan, print_pressure, raise_keyboard_interrupt
 from harness.judge import Judgement, judge
 from harness.live_run import run_live
@@ -131,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
                 "model": None,
                 "tenants": None,
                 "kv_events": "",
+                "llamacpp_kv": DEFAULT_LAYOUT,
                 "target_log": None,
                 "tenant_caps": None,
                 "fixed_profile": False,

@@ -32,6 +32,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
 from gates import load_thresholds
+from harness.collectors.llamacpp_slots import DEFAULT_LAYOUT, KvLayout
 from harness.commands.gate import add_partial_argument, names
 from harness.judge import judge
 from harness.live_run import LivePlan, run_live
@@ -92,6 +93,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="",
         help="vLLM's KV cache events: tcp://HOST:PORT to connect to a server whose --kv-events-config "
         "endpoint is tcp://*:PORT, listen:tcp://127.0.0.1:PORT for one that connects there",
+    )
+    p.add_argument(
+        "--llamacpp-kv",
+        type=KvLayout,
+        choices=list(KvLayout),
+        metavar="{unified,split}",
+        default=DEFAULT_LAYOUT,
+        help="how a llama.cpp target laid out its KV cache, which /slots does not say: unified (its default "
+        "without -np, or --kv-unified) or split (-np N without --kv-unified); usage is read over it",
     )
     p.add_argument(
         "--target-log",
@@ -391,6 +401,7 @@ def build_plan(args: argparse.Namespace) -> LivePlan:
         engine_overrides=overrides,
         open_loop=open_loop,
         kv_events_endpoint=args.kv_events,
+        llamacpp_kv=args.llamacpp_kv,
         target_log=args.target_log,
         tenant_caps=_tenant_caps(args, settings.tenants),
         label_policy=args.target is not None and args.label_policy,

@@ -5,8 +5,9 @@
 
 Each step is one live run (`kvgate run --rate R`, no baseline) in `--out/step-<k>-<rate>/`,
 judged by the SLO gates alone (harness/sweep.py); the sweep stops at the first step that does
-not pass, or after its steps. `--out/sweep.html` plots TTFT and goodput against the rate,
-`--out/sweep.json` holds the table. Exit codes: 0 a rate met the SLO, 1 none did (the lowest
+not pass, or after its steps. The first step sends the prefix-isolation probes; later steps
+record its result, with a note saying so. `--out/sweep.html` plots TTFT and goodput against
+the rate, `--out/sweep.json` holds the table. Exit codes: 0 a rate met the SLO, 1 none did (the lowest
 already failed), 2 a harness error (among them a client that lagged past --max-lag-ms: the
 rate found so far is then a lower bound). docs/load.md explains it.
 """
@@ -25,6 +26,8 @@ from rich.table import Table
 
 from gates import Thresholds, load_thresholds, slo
 from harness.cli import EXIT_GATE_FAILED, EXIT_HARNESS_ERROR, EXIT_OK
+from harness.collectors.isolation import Isolation
+from harness.collectors.llamacpp_slots import DEFAULT_LAYOUT
 from harness.commands.run import (
     RichProgress,
     add_arrival_arguments,
@@ -33,7 +36,7 @@ from harness.commands.run import (
     positive,
     raise_keyboard_interrupt,
 )
-from harness.live_run import run_live
+from harness.live_run import LivePlan, run_live
 from harness.profiles import PROFILES
 from harness.sweep import GOODPUT_METRIC, judge_step, step_duration_s, step_rates
 from record.errors import KvgateError
@@ -133,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
         "trace": None,
         "rate": None,
         "target_log": None,
+        "llamacpp_kv": DEFAULT_LAYOUT,
         "tenant_caps": None,
         "fixed_profile": False,
     }
@@ -152,7 +156,9 @@ def run(args: argparse.Namespace) -> int:
             f"[bold]step {k + 1}/{min(len(rates), args.max_steps)}[/]: {rate:g} requests/s, {plan.duration_s:.0f} s"
         )
         with RichProgress(console) as progress:
-            run_live(plan, progress)
+            result = run_live(plan, progress)
+        if base.isolation is None:
+            base = dataclasses.replace(base, isolation=_probed_once(result.isolation, plan))
         step = judge_step(rate, RunRecord.load(plan.run_dir), thresholds)
         steps.append(step)
         said = step.explanation  # a harness error's note names itself
@@ -162,6 +168,18 @@ def run(args: argparse.Namespace) -> int:
         if step.outcome is not StepOutcome.PASS:
             break
     return _finish(console, steps, out, thresholds, base.target_url or str(args.policy))
+
+
+def _probed_once(isolation: Isolation, first: LivePlan) -> Isolation:
+    """The first step's isolation probes, for every later step to record with a note saying so:
+    what the probes test (does the target keep tenants' and salts' cached prompts apart) does
+    not change with the rate, and each probe costs seconds on a slow target."""
+    probed = "the same target" if first.target_url else "that step's engine, started from the same config"
+    return dataclasses.replace(
+        isolation,
+        note=f"isolation probes not sent again: meta.probes is the result of those the sweep sent once, "
+        f"before its first step ({first.run_dir.name}), to {probed}",
+    )
 
 
 def _finish(console: Console, steps: list[SweepStep], out: Path, thresholds: Thresholds, target: str) -> int:

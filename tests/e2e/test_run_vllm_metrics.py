@@ -44,6 +44,17 @@ def stand_in(tmp_path: Path, *extra: str) -> Iterator[str]:
             proxy.wait(timeout=10)
 
 
+SHORT_RUN = ("--profile", "quick", "--users", "4", "--duration", "5", "--allow-partial")
+"""The load both tests drive: short, with the quick profile's pressure, a record even if partial."""
+TENANTS = ("--tenants", "acme=sk-acme:interactive,globex=sk-globex:interactive")
+
+
+def run_against(url: str, run_dir: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """`kvgate run` of SHORT_RUN by two interactive tenants against the stand-in at `url`; the
+    tests differ only in `extra` (scenarios, caps, the target's log)."""
+    return kvgate_run("--target", url, "--out", str(run_dir), *TENANTS, *SHORT_RUN, *extra)
+
+
 @pytest.fixture
 def vllm_like(tmp_path: Path) -> Iterator[str]:
     with stand_in(tmp_path) as url:
@@ -52,23 +63,7 @@ def vllm_like(tmp_path: Path) -> Iterator[str]:
 
 def test_a_vllm_named_target_yields_a_record_with_engine_signals_absent(vllm_like: str, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    result = kvgate_run(
-        "--target",
-        vllm_like,
-        "--allow-partial",
-        "--tenants",
-        "acme=sk-acme:interactive,globex=sk-globex:interactive",
-        "--profile",
-        "quick",
-        "--scenarios",
-        "short_qa,cancel_storm",
-        "--users",
-        "4",
-        "--duration",
-        "5",
-        "--out",
-        str(run_dir),
-    )
+    result = run_against(vllm_like, run_dir, "--scenarios", "short_qa,cancel_storm")
     record = load_record(result, run_dir)
     meta = record.meta
     assert (meta.policy, meta.pool, meta.target["kind"], meta.target["model"]) == (
@@ -125,27 +120,7 @@ def test_a_vllm_target_that_states_its_pool_gets_tenant_and_oom_verdicts_from_ou
 
     with stand_in(tmp_path, "--block-size", "16") as url:
         writer = when_the_load_runs(run_dir, oom)
-        result = kvgate_run(
-            "--target",
-            url,
-            "--allow-partial",
-            "--tenants",
-            "acme=sk-acme:interactive,globex=sk-globex:interactive",
-            "--tenant-caps",
-            "0.5",
-            "--target-log",
-            str(log),
-            "--profile",
-            "quick",
-            "--scenarios",
-            "short_qa",
-            "--users",
-            "4",
-            "--duration",
-            "5",
-            "--out",
-            str(run_dir),
-        )
+        result = run_against(url, run_dir, "--scenarios", "short_qa", "--tenant-caps", "0.5", "--target-log", str(log))
         writer.join(timeout=5)
     record = load_record(result, run_dir)
     collectors = record.meta.collectors

@@ -24,8 +24,10 @@ STREAM_S = 120.0  # interactive work keeps arriving this long, always more than 
 
 def starving_batch_request(policy: str, num_blocks: int, interactive_prompt: int, batch_output: int = 60, **overrides):
     """Interactive requests run, then a batch request arrives, then interactive requests keep
-    the queue full for STREAM_S virtual seconds. Returns the driver, the batch request and the
-    most consecutive preemptions it suffered."""
+    the queue full for STREAM_S virtual seconds. After the batch request finishes, the stream
+    runs on until its next arrival (or its end), so that a test can see whether interactive work
+    was still arriving then. Returns the driver, the batch request, the interactive requests and
+    the most consecutive preemptions the batch request suffered."""
     d = Driver(
         small_config(
             num_blocks,
@@ -66,24 +68,35 @@ def starving_batch_request(policy: str, num_blocks: int, interactive_prompt: int
         top_up()
         d.step()
         worst = max(worst, low.consecutive_preemptions)
-    return d, low, worst
+    while low.is_finished and d.clock.now() < STREAM_S:
+        top_up()
+        if arrived_after(low, interactive):
+            break
+        d.step()
+    return d, low, interactive, worst
+
+
+def arrived_after(low: Request, interactive: list[Request]) -> bool:
+    """Whether an interactive request arrived once `low` had finished: it ran within the stream."""
+    assert low.finish_s is not None
+    return any(r.arrival_s >= low.finish_s for r in interactive)
 
 
 @pytest.mark.parametrize("policy", ALL)
 def test_a_low_priority_request_behind_a_stream_of_interactive_work_runs(policy):
-    d, low, _ = starving_batch_request(policy, 512, interactive_prompt=200)
+    _, low, interactive, _ = starving_batch_request(policy, 512, interactive_prompt=200)
     assert low.finish_reason is FinishReason.LENGTH
-    assert low.finish_s < STREAM_S  # it ran while interactive work was still waiting, not after
+    assert arrived_after(low, interactive)  # it ran while interactive work kept coming, not after
 
 
 @pytest.mark.parametrize("policy", [p for p in ALL if p != "none"])
 def test_a_low_priority_request_under_memory_pressure_is_not_preempted_forever(policy):
     # admission off, so interactive work starts whenever blocks are free and then outgrows the pool
-    d, low, worst = starving_batch_request(
+    d, low, interactive, worst = starving_batch_request(
         policy, 96, interactive_prompt=500, batch_output=200, **{"admission.enabled": False, "engine.max_num_seqs": 3}
     )
     assert low.num_preemptions > 0 or policy == "vllm_like"  # vllm_like preempts the newest instead
-    assert low.finish_reason is FinishReason.LENGTH and low.finish_s < STREAM_S
+    assert low.finish_reason is FinishReason.LENGTH and arrived_after(low, interactive)
     assert worst <= d.core.config.preemption.max_consecutive_preemptions
 
 

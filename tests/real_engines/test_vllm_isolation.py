@@ -23,7 +23,7 @@ def test_vllm_keeps_salts_apart_and_shares_prompts_across_tenants(tmp_path: Path
     if why := missing(ENV_DIR, MODEL_DIR):
         pytest.skip(why)
     with VllmServer(ENV_DIR, MODEL_DIR, tmp_path / "vllm.log", api_key=None) as server:
-        probes, _ = probe_isolation(server.url, MODEL, ["sk-tenant-a", "sk-tenant-b"], f"{server.url}/metrics")
+        probes = probe_isolation(server.url, MODEL, ["sk-tenant-a", "sk-tenant-b"], f"{server.url}/metrics").probes
     print(probes)
     salt, tenant = probes["cache_salt"], probes["cross_tenant"]
     assert salt["measurable"] and salt["isolated"] is True and salt["same_hit_tokens"] > 0

@@ -8,6 +8,7 @@ import pytest
 from rich.console import Console
 
 from harness.cli import build_parser, main
+from harness.collectors.llamacpp_slots import KvLayout
 from harness.commands.run import build_plan, print_pressure
 from harness.loadgen.settings import LoadSettings
 from harness.loadgen.tenants import DEFAULT_SPEC, parse_tenants
@@ -230,3 +231,9 @@ def test_tenant_caps_are_refused_for_the_reference_engine_whose_caps_are_its_con
 def test_the_target_log_reaches_the_plan(tmp_path: Path) -> None:
     log = tmp_path / "vllm.log"
     assert plan("--target", "http://127.0.0.1:9", "--target-log", str(log)).target_log == log
+
+
+def test_a_llamacpp_target_s_kv_layout_reaches_the_plan_unified_unless_told() -> None:
+    target = ("--target", "http://127.0.0.1:9")
+    assert plan(*target).llamacpp_kv is KvLayout.UNIFIED  # llama-server's default without -np
+    assert plan(*target, "--llamacpp-kv", "split").llamacpp_kv is KvLayout.SPLIT

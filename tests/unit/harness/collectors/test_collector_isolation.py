@@ -22,8 +22,8 @@ def tenant_scoped(method: str, path: str, seen: list[tuple[str, str, dict[str, s
 def test_two_keys_probe_both_and_one_key_cannot_probe_across_tenants() -> None:
     seen: list[tuple[str, str, dict[str, str]]] = []
     with stub_server(lambda m, p: tenant_scoped(m, p, seen), seen) as url:
-        probes, statuses = probe_isolation(url, "m", ["sk-a", "sk-a", "sk-b"])
-        one_probes, one_statuses = probe_isolation(url, "m", ["sk-a", "sk-a"])
+        two, one = probe_isolation(url, "m", ["sk-a", "sk-a", "sk-b"]), probe_isolation(url, "m", ["sk-a", "sk-a"])
+    probes, statuses, one_probes, one_statuses = two.probes, two.statuses, one.probes, one.statuses
     assert probes["cache_salt"]["isolated"] is True and probes["cross_tenant"]["isolated"] is True
     assert statuses["cache_salt_probe"].available and statuses["cross_tenant_probe"].available
     keys = [h["Authorization"] for _, _, h in seen[:6]]
