@@ -69,6 +69,12 @@ class BlockPool:
         return len(self._cached)
 
     @property
+    def evictions_depend_on_time(self) -> bool:
+        """Whether the cached blocks an allocation evicts, or what is done with them, depend on
+        when it asks: the index demotes by age, or a tier below takes them in at that time."""
+        return self.on_evict is not None or self._cached.victims_depend_on_time
+
+    @property
     def num_allocatable(self) -> int:
         return len(self._free) + len(self._cached)
 

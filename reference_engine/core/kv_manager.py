@@ -27,7 +27,10 @@ class KVCacheManager:
         return -(-num_tokens // self.block_tokens)
 
     def new_blocks_needed(self, r: Request, num_new_tokens: int) -> int:
-        return max(0, self.blocks_for(r.num_kv_tokens + num_new_tokens) - len(r.block_ids))
+        """Blocks `r` lacks for `num_new_tokens` more KV tokens (called per request per plan: the
+        arithmetic of `blocks_for` and `num_kv_tokens` is written out)."""
+        held = r.num_computed_tokens - r.num_dropped_tokens + num_new_tokens
+        return max(0, -(-held // self.block_tokens) - len(r.block_ids))
 
     def _num_public(self, r: Request, need: int) -> int:
         """Of `need` new blocks of `r`, those inside its declared public prefix."""
@@ -62,7 +65,7 @@ class KVCacheManager:
         need = self.new_blocks_needed(r, num_new_tokens)
         if need == 0:
             return True
-        num_public = self._num_public(r, need)
+        num_public = self._num_public(r, need) if r.public_prefix_tokens else 0
         public = self.pool.allocate(num_public, None, now_s) if num_public else []
         if public is None:
             return False

@@ -869,8 +869,25 @@ class Scheduler:
         at each step's start, in plan order, for each request whose tokens pass its last block
         (`_num_steps_held` checked that they fit), after the free buffer's evictions there (no
         block becomes cached before the last step ends, so they are the ones stepping makes).
-        O(allocations), plus O(steps) with a free buffer."""
-        bt, num_steps = self.kv.block_tokens, len(boundaries_s) - 1
+
+        When the time cannot matter (no free buffer, and the pool's evictions do not depend on
+        when it asks or the free stack covers the growth), each request's blocks come in one
+        call: the same blocks leave the free stack and the cached index in the same order; only
+        which request gets which fresh block differs, and no rule looks at a block's id. Else
+        only the steps where something can happen are visited: those that allocate, and with a
+        free buffer the step after each. O(requests), or O(allocations)."""
+        bt, num_steps, allocate = self.kv.block_tokens, len(boundaries_s) - 1, self.kv.allocate
+        buffered = self.policy.free_buffer_blocks > 0
+        if not buffered and not (
+            self.pool.evictions_depend_on_time and self._later_growth(plan, num_steps) > self.pool.num_free
+        ):
+            t_s = boundaries_s[1]
+            for chunk in plan.chunks:
+                r, tokens = chunk.request, num_steps * chunk.num_new_tokens
+                if r.num_computed_tokens - r.num_dropped_tokens + tokens > len(r.block_ids) * bt:
+                    grown = allocate(r, tokens, t_s)
+                    assert grown, "a plan holds only while the pool can give its later steps' blocks"
+            return
         growing: dict[int, list[tuple[Request, int]]] = {}  # step (from 0) -> (request, its tokens so far)
         for chunk in plan.chunks:
             r, n = chunk.request, chunk.num_new_tokens
@@ -878,14 +895,17 @@ class Scheduler:
             step = (capacity - held) // n  # the first whose tokens pass the last block
             while step < num_steps:
                 growing.setdefault(step, []).append((r, (step + 1) * n))
-                capacity = self.kv.blocks_for(held + (step + 1) * n) * bt
+                capacity = -(-(held + (step + 1) * n) // bt) * bt
                 step = (capacity - held) // n
-        buffered = self.policy.free_buffer_blocks > 0
-        for step in range(1, num_steps) if buffered else sorted(growing):
+        # with a free buffer, also the step after each that allocates (the first step's
+        # allocations are schedule()'s): the free count falls only when a step allocates
+        after = (s for s in (1, *(s + 1 for s in growing)) if s < num_steps) if buffered else ()
+        for step in sorted({*growing, *after}):
+            t_s = boundaries_s[step]
             if buffered:
-                self._keep_free_buffer(boundaries_s[step])
+                self._keep_free_buffer(t_s)
             for r, tokens in growing.get(step, ()):
-                grown = self.kv.allocate(r, tokens, boundaries_s[step])
+                grown = allocate(r, tokens, t_s)
                 assert grown, "a plan holds only while the pool can give its later steps' blocks"
 
     def _apply_sampled(self, r: Request, tokens: list[int], t_end_s: float, max_ctx: int) -> RequestOutput:

@@ -65,7 +65,15 @@ class EntryMeta:
 
 class EvictionIndex(Protocol[K]):
     """An ordering of evictable entries. Keys enter, leave (live again: `remove`) or are popped as
-    victims; an access is a `remove` followed by an `insert` when the entry is released again."""
+    victims; an access is a `remove` followed by an `insert` when the entry is released again.
+
+    `victims_depend_on_time`: whether which keys `pop_victims` returns depends on when it is
+    asked (an index that demotes by age), not only on the inserts and removes before it. When
+    not, popping n and then m keys gives the keys one pop of n + m does, in the same order: the
+    scheduler then grows a plan's later steps request by request (`Scheduler._grow_later_steps`).
+    """
+
+    victims_depend_on_time: bool
 
     def insert(self, keys: Sequence[K], meta: EntryMeta, now_s: float) -> None:
         """Add keys, the first key to be evicted first among them."""
@@ -134,6 +142,8 @@ class LruIndex(Generic[K]):
     returns the oldest entries, at least `overflow_batch` of them (`[lru] evict_batch_size`), so
     overflow is handled in batches rather than per insert.
     """
+
+    victims_depend_on_time = False
 
     def __init__(self, max_entries: int | None = None, overflow_batch: int = 1) -> None:
         self._order: OrderedDict[K, int] = OrderedDict()

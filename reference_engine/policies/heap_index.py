@@ -36,6 +36,8 @@ class HeapIndex(Generic[K]):
     entries as in `LruIndex`.
     """
 
+    victims_depend_on_time = False  # an entry's priority is set when it is pushed
+
     def __init__(self, max_entries: int | None = None, overflow_batch: int = 1) -> None:
         self._heap: list[tuple[float, int, deque[K]]] = []
         self._live: dict[K, tuple[int, int, float]] = {}

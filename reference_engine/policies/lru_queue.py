@@ -36,6 +36,8 @@ class LruQueueIndex(Generic[K]):
     O(1) per operation.
     """
 
+    victims_depend_on_time = False
+
     def __init__(self) -> None:
         self._queue: list[K] = []
         self._head = 0

@@ -63,6 +63,8 @@ class _MultiQueueRules(ABC, Generic[K]):
     for blocks is split over the queues (`pop_victims`, on each index's `_rebalance` and
     `_pop_from`)."""
 
+    victims_depend_on_time = True  # a pop first demotes what has been idle past `active_s`
+
     def __init__(
         self,
         *,

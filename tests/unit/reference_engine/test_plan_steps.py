@@ -4,6 +4,7 @@ import random
 
 import pytest
 
+from reference_engine.core.block_pool import BlockPool
 from reference_engine.core.scheduler import Scheduler
 from tests.helpers import Driver, small_config
 
@@ -161,27 +162,44 @@ def test_streamingllm_plans_hold_up_to_a_compaction(monkeypatch):
     assert held["plans"] > 10 and held["compacting"] > 0, held
 
 
-def test_the_pool_is_asked_for_blocks_at_each_steps_time(monkeypatch):
-    """multi_queue demotes by age when asked for victims: a plan of several steps must evict at
-    the times and in the order stepping one by one does, not all at the plan's start."""
+def _pool_asks(monkeypatch, depends_on_time: bool) -> tuple[list[tuple[float, int]], list[tuple[float, int]]]:
+    """(time, blocks asked) of every eviction the pool asks its index for, stepping one by one
+    and by plans (whose requests, events and steps must be the same), with an LRU index that
+    says its victims do or do not depend on the time."""
     from reference_engine.policies import lru
     from reference_engine.policies.lru_queue import LruQueueIndex
 
     pops: list[tuple[float, int]] = []
 
     class TimedIndex(LruQueueIndex):
+        victims_depend_on_time = depends_on_time
+
         def pop_victims(self, num_blocks, now_s, *, strict=False):
             pops.append((now_s, num_blocks))
             return super().pop_victims(num_blocks, now_s, strict=strict)
 
     monkeypatch.setattr(lru, "LruQueueIndex", TimedIndex)
-    timelines = []
+    timelines, results = [], []
     for fast in (False, True):
         pops.clear()
-        replay(1, fast)
+        results.append(replay(1, fast)[:3])  # requests, events, steps
         timelines.append(list(pops))
-    slow, fast = timelines
+    assert results[0] == results[1]
+    return timelines[0], timelines[1]
+
+
+def test_the_pool_is_asked_for_blocks_at_each_steps_time(monkeypatch):
+    """multi_queue demotes by age when asked for victims: a plan of several steps must evict at
+    the times and in the order stepping one by one does, not all at the plan's start."""
+    slow, fast = _pool_asks(monkeypatch, depends_on_time=True)
     assert len(slow) > 20 and fast == slow
+
+
+def test_an_index_whose_victims_ignore_the_time_is_asked_once_per_request(monkeypatch):
+    """When the victims do not depend on the time, a plan's later steps grow each request in
+    one call: fewer asks for as many blocks, and the same requests, events and steps."""
+    slow, fast = _pool_asks(monkeypatch, depends_on_time=False)
+    assert len(fast) < len(slow) and sum(n for _, n in fast) == sum(n for _, n in slow)
 
 
 def test_a_prompt_one_token_short_gets_its_first_token_from_the_next_step():
@@ -222,3 +240,25 @@ def test_a_prompt_one_token_short_gets_its_token_even_behind_a_prefill_that_take
         d.run(fast=fast)
         results.append(([(r.first_token_s, r.finish_s) for r in requests], d.core.num_steps))
     assert results[0] == results[1]
+
+
+def test_a_free_buffer_evicts_at_the_step_after_each_allocation(monkeypatch):
+    """zones keeps a free buffer by evicting cached blocks at each step's start: a plan's later
+    steps visit only the steps that allocate and the ones right after (the first included,
+    after schedule()'s own allocations), and evict exactly when and what stepping does."""
+    pops: list[tuple[float, int]] = []
+    pool_evict = BlockPool.evict_cached
+
+    def evict_cached(self, num, now_s):
+        pops.append((now_s, num))
+        return pool_evict(self, num, now_s)
+
+    monkeypatch.setattr(BlockPool, "evict_cached", evict_cached)
+    overrides = {"kv_cache.policy": "zones", "zones.free_buffer_percent": 10}
+    timelines = []
+    for fast in (False, True):
+        pops.clear()
+        slow_or_fast = replay(1, fast, **overrides)[:3]
+        timelines.append((slow_or_fast, list(pops)))
+    (slow, slow_pops), (fast, fast_pops) = timelines
+    assert fast == slow and fast_pops == slow_pops and len(slow_pops) > 5
