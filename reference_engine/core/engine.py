@@ -65,7 +65,7 @@ class StepOutput:
     num_steps: int = 0  # 0: nothing to do; >1: one plan run several times
     num_scheduled_tokens: int = 0
     # (observe time, snapshot) for the observe times the steps reached: each snapshot shows the
-    # engine at the first step boundary at or after its time, where the steps stopped
+    # engine at the first step boundary at or after its time
     observations: list[tuple[float, UsageSnapshot]] = field(default_factory=list)
 
     @property

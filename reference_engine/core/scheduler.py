@@ -258,9 +258,9 @@ class Scheduler:
 
     # -------------------------------------------------------------- schedule
     def schedule(self, now_s: float, stop_s: float | None = None) -> StepPlan:
-        """The next step. With `stop_s` (replay: the next arrival or sample), the plan also says
-        how many steps it holds for (`_num_steps_held`), none of them starting at or after
-        `stop_s` or a timer of the engine's own."""
+        """The next step. With `stop_s` (replay: the next arrival, or the end of the samples one
+        call answers), the plan also says how many steps it holds for (`_num_steps_held`), none
+        of them starting at or after `stop_s` or a timer of the engine's own."""
         plan = StepPlan(start_s=now_s)
         if self._compactions:
             plan.compactions = self._take_compactions()
