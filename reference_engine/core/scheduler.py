@@ -889,26 +889,40 @@ class Scheduler:
         the steps before j, then `observe(j)`. Returns the number of steps whose tokens it
         applied (the caller applies the rest).
 
-        When nothing observes the steps between and the time cannot matter (no free buffer, and
-        the pool's evictions do not depend on when it asks or the free stack covers the growth),
-        each request's blocks come in one call: the same blocks leave the free stack and the
-        cached index in the same order; only which request gets which fresh block differs, and
-        no rule looks at a block's id. Else only the steps where something can happen are
-        visited: those that allocate or are observed, and with a free buffer the step after each
-        that allocates. O(requests), or O(allocations + observed boundaries × chunks)."""
+        When the time cannot matter (no free buffer, and the pool's evictions do not depend on
+        when it asks or the free stack covers the growth), each request's blocks up to the next
+        observed boundary (or the plan's end) come in one call: the same blocks leave the free
+        stack and the cached index in the same order; only which request gets which fresh block
+        differs, and no rule looks at a block's id. Else only the steps where something can
+        happen are visited: those that allocate or are observed, and with a free buffer the step
+        after each that allocates. O(requests × observed boundaries), or O(allocations + observed
+        boundaries × chunks)."""
         bt, num_steps, allocate = self.kv.block_tokens, len(boundaries_s) - 1, self.kv.allocate
-        observed = {j for j in observe_at if 0 < j < num_steps}
+        observed = sorted(j for j in observe_at if 0 < j < num_steps)
         buffered = self.policy.free_buffer_blocks > 0
-        if not (observed or buffered) and not (
+        done = 0  # steps whose tokens are applied
+
+        def observe_after(step: int) -> None:  # the tokens of the steps before `step`, then observe
+            nonlocal done
+            for chunk in plan.chunks:
+                chunk.request.num_computed_tokens += chunk.num_new_tokens * (step - done)
+            done = step
+            assert observe is not None, "observe_at needs an observer"
+            observe(step)
+
+        if not buffered and not (
             self.pool.evictions_depend_on_time and self._later_growth(plan, num_steps) > self.pool.num_free
         ):
-            t_s = boundaries_s[1]
-            for chunk in plan.chunks:
-                r, tokens = chunk.request, num_steps * chunk.num_new_tokens
-                if r.num_computed_tokens - r.num_dropped_tokens + tokens > len(r.block_ids) * bt:
-                    grown = allocate(r, tokens, t_s)
-                    assert grown, "a plan holds only while the pool can give its later steps' blocks"
-            return 0
+            for end in (*observed, num_steps):
+                t_s = boundaries_s[done + 1]
+                for chunk in plan.chunks:
+                    r, tokens = chunk.request, (end - done) * chunk.num_new_tokens
+                    if r.num_computed_tokens - r.num_dropped_tokens + tokens > len(r.block_ids) * bt:
+                        grown = allocate(r, tokens, t_s)
+                        assert grown, "a plan holds only while the pool can give its later steps' blocks"
+                if end < num_steps:
+                    observe_after(end)
+            return done
         growing: dict[int, list[tuple[Request, int]]] = {}  # step (from 0) -> (request, its chunk)
         for chunk in plan.chunks:
             r, n = chunk.request, chunk.num_new_tokens
@@ -921,14 +935,10 @@ class Scheduler:
         # with a free buffer, also the step after each that allocates (the first step's
         # allocations are schedule()'s): the free count falls only when a step allocates
         after = (s for s in (1, *(s + 1 for s in growing)) if s < num_steps) if buffered else ()
-        done = 0
+        visit_observed = set(observed)
         for step in sorted({*growing, *observed, *after}):
-            if step in observed:
-                for chunk in plan.chunks:
-                    chunk.request.num_computed_tokens += chunk.num_new_tokens * (step - done)
-                done = step
-                assert observe is not None, "observe_at needs an observer"
-                observe(step)
+            if step in visit_observed:
+                observe_after(step)
             t_s = boundaries_s[step]
             if buffered:
                 self._keep_free_buffer(t_s)
