@@ -8,11 +8,11 @@
         idle -> clock jumps to the next arrival
         engine events -> events.csv and the client view (requests.csv); samples due -> samples.csv
 
-A plan of several steps runs only steps that start before `until_s` and before the first
-sample time, so arrivals are added and samples taken at exactly the same step boundaries in
-both modes; the engine answers the sample times it reached with a snapshot of where it stopped
-(the first boundary at or after them). The two write identical records (tests/integration/test_replay_equivalence.py
-holds them to it).
+A plan of several steps runs only steps that start before `until_s`, so arrivals are added at
+exactly the same step boundaries in both modes; it runs through sample times, and the engine
+answers each with a snapshot taken at the first step boundary at or after it, the state the
+step-by-step driver samples there. The two write identical records
+(tests/integration/test_replay_equivalence.py holds them to it).
 
 A step that finds nothing to run while requests wait (all blocked on memory) would leave the clock
 where it is; the driver then jumps to the next moment something can change — an arrival or the
@@ -211,8 +211,8 @@ class ReplayDriver:
         return (self._num_samples + ahead) * self.sample_interval_s  # by index: no drift from repeated addition
 
     def _samples_before(self, next_arrival_s: float) -> tuple[list[float], float]:
-        """The due sample times the engine may reach in one call (it stops at the first and
-        answers those it reached with snapshots), and the next arrival, before which it stops."""
+        """The due sample times the engine may reach in one call (it answers those it reaches
+        with snapshots), and when it stops: the next arrival, or past the last of them."""
         times: list[float] = []
         for i in range(_SAMPLES_PER_CALL):
             t = self._next_sample_s(i)

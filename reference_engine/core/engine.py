@@ -15,14 +15,17 @@ freed while the step that reads it is still running.
 many steps it holds for (nothing it decides changes before then: no start, finish, first token,
 compaction, rung crossing, timer; `Scheduler._num_steps_held`), the executor runs it that many
 times and `update` applies them through the path of a single step, so the results are the ones
-stepping one by one gives. No step of it starts at or after `until_s` or the first time in
-`observe_s`; those it reaches are answered with a snapshot of where it stopped.
+stepping one by one gives. No step of it starts at or after `until_s`; the times in `observe_s`
+it runs through are answered with a snapshot taken at the first step boundary at or after each,
+while `update` applies the steps (the blocks and tokens of the steps before it, nothing else
+changing inside a plan).
 
 Pure: time only from the injected clock, no I/O, no globals.
 """
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -62,7 +65,7 @@ class StepOutput:
     num_steps: int = 0  # 0: nothing to do; >1: one plan run several times
     num_scheduled_tokens: int = 0
     # (observe time, snapshot) for the observe times the steps reached: each snapshot shows the
-    # engine at the first step boundary at or after its time, where the steps stopped
+    # engine at the first step boundary at or after its time
     observations: list[tuple[float, UsageSnapshot]] = field(default_factory=list)
 
     @property
@@ -411,11 +414,25 @@ class EngineCore:
         self._in_flight = InFlightStep(plan, outcome, outcome.boundaries_s(now))
         return self._in_flight
 
-    def end_step(self) -> StepOutput:
+    def end_step(self, observe_s: Sequence[float] = ()) -> StepOutput:
+        """Apply the step(s) in flight. Each of the (sorted) `observe_s` they reach is answered
+        in `StepOutput.observations` with a snapshot of the engine at the first step boundary at
+        or after it (after the first step's end), taken there while the steps are applied."""
         step, self._in_flight = self._in_flight, None
         assert step is not None, "no step in flight"
-        outputs = self.scheduler.update(step.plan, step.outcome, step.boundaries_s)
-        num_steps = step.outcome.num_steps
+        boundaries_s, num_steps = step.boundaries_s, step.outcome.num_steps
+        reached: dict[int, list[float]] = {}  # boundary index (1..num_steps) -> the observe times it answers
+        for t in observe_s:
+            j = max(1, bisect.bisect_left(boundaries_s, t))
+            if j > num_steps:
+                break
+            reached.setdefault(j, []).append(t)
+        snapshots: dict[int, UsageSnapshot] = {}
+
+        def observe(j: int) -> None:
+            snapshots[j] = take_snapshot(self, boundaries_s[j])
+
+        outputs = self.scheduler.update(step.plan, step.outcome, boundaries_s, reached.keys(), observe)
         num_tokens = num_steps * step.plan.num_tokens
         self.num_steps += num_steps
         self.num_computed_tokens += num_tokens
@@ -426,7 +443,10 @@ class EngineCore:
                 assert r.cancel_received_s is not None, "abort() stamps the cancel before deferring it"
                 self.scheduler.finish(r, FinishReason.CANCELLED, max(step.t_end_s, r.cancel_received_s))
         self._note_level(step.t_end_s)
-        return StepOutput(step.t_start_s, step.t_end_s, outputs, num_steps, num_tokens)
+        if num_steps in reached:
+            observe(num_steps)
+        observations = [(t, snapshots[j]) for j, times in reached.items() for t in times]
+        return StepOutput(step.t_start_s, step.t_end_s, outputs, num_steps, num_tokens, observations)
 
     def _fail_step_oom(self, plan: StepPlan, now: float, detail: str) -> None:
         """The device ran out of memory mid-step: the step's KV may be half-written, so every
@@ -442,19 +462,13 @@ class EngineCore:
 
     def step(self, until_s: float | None = None, observe_s: Sequence[float] = ()) -> StepOutput:
         """One plan: a step, or with `until_s` (replay) the steps the plan holds for, none
-        starting at or after `until_s` or the first of the (sorted, future) `observe_s`. The
-        observe times it reaches are answered in `StepOutput.observations` with a snapshot of
-        where it stopped, the first step boundary at or after them."""
+        starting at or after `until_s`. The (sorted, future) `observe_s` it reaches are answered
+        in `StepOutput.observations` with a snapshot of the engine at the first step boundary at
+        or after each, as stepping one by one would see it there (`end_step`)."""
         now = self.clock.now()
-        stop_s = None if until_s is None else min(until_s, observe_s[0]) if observe_s else until_s
-        if self.begin_step(stop_s) is None:
+        if self.begin_step(until_s) is None:
             return StepOutput(now, now)
-        out = self.end_step()
-        reached = [t for t in observe_s if t <= out.t_end_s]
-        if reached:
-            snapshot = take_snapshot(self, out.t_end_s)
-            out.observations = [(t, snapshot) for t in reached]
-        return out
+        return self.end_step(observe_s)
 
     def _note_level(self, now: float) -> None:
         level = self.marks.level(self.pool.num_live)

@@ -41,7 +41,7 @@ The scheduler owns the request states and the tenant ledger lines; it is the onl
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -258,9 +258,9 @@ class Scheduler:
 
     # -------------------------------------------------------------- schedule
     def schedule(self, now_s: float, stop_s: float | None = None) -> StepPlan:
-        """The next step. With `stop_s` (replay: the next arrival or sample), the plan also says
-        how many steps it holds for (`_num_steps_held`), none of them starting at or after
-        `stop_s` or a timer of the engine's own."""
+        """The next step. With `stop_s` (replay: the next arrival, or the end of the samples one
+        call answers), the plan also says how many steps it holds for (`_num_steps_held`), none
+        of them starting at or after `stop_s` or a timer of the engine's own."""
         plan = StepPlan(start_s=now_s)
         if self._compactions:
             plan.compactions = self._take_compactions()
@@ -320,7 +320,7 @@ class Scheduler:
         compacts a request in); the waiting queue (no request can start); the watermarks (usage
         stays on its rung, below the evict rung where every step acts) and the pool (the blocks
         later steps add come from what it can give without taking anyone's; the free buffer's
-        evictions at their starts are `_grow_later_steps`'s). The timers (queue deadlines, idle
+        evictions at their starts are `_apply_later_steps`'s). The timers (queue deadlines, idle
         sessions) and the caller's stop time go in `StepPlan.stop_s`."""
         k = self.executor.max_steps_per_plan
         max_ctx, prefilling, compressor = self.admission.max_context_tokens, self.prefilling, self.policy.compressor
@@ -825,18 +825,28 @@ class Scheduler:
             )
 
     # ---------------------------------------------------------------- update
-    def update(self, plan: StepPlan, outcome: StepOutcome, boundaries_s: Sequence[float]) -> list[RequestOutput]:
+    def update(
+        self,
+        plan: StepPlan,
+        outcome: StepOutcome,
+        boundaries_s: Sequence[float],
+        observe_at: Collection[int] = (),
+        observe: Callable[[int], None] | None = None,
+    ) -> list[RequestOutput]:
         """Apply the `outcome.num_steps` steps `plan` ran, which started at `boundaries_s[:-1]`
         and ended at `boundaries_s[-1]`: the blocks steps after the first grow into, at each
         step's start, then every request's tokens. Nothing but the last step can finish a
         request, sample a prompt's first token or compact one (`_num_steps_held`), so the
-        steps before it change counters only."""
+        steps before it change counters and blocks only. `observe(j)` is called at each inner
+        boundary j in `observe_at` (0 < j < num_steps) with the engine as stepping one by one
+        leaves it there: the blocks of steps 0..j-1 allocated, their tokens computed."""
         num_steps, t_end_s = outcome.num_steps, boundaries_s[-1]
         if outcome.failed_promotions:
             for load in self.loads.values():  # known failed now; recomputed when the load ends
                 load.failed = load.failed or not outcome.failed_promotions.isdisjoint(load.keys)
+        done = 0  # steps whose tokens are applied
         if num_steps > 1:
-            self._grow_later_steps(plan, boundaries_s)
+            done = self._apply_later_steps(plan, boundaries_s, observe_at, observe)
         outputs: list[RequestOutput] = []
         gpu_s_per_token = outcome.duration_s / max(1, plan.num_tokens)
         max_ctx = self.admission.max_context_tokens
@@ -849,7 +859,7 @@ class Scheduler:
             if r.state is finished:
                 continue
             n = chunk.num_new_tokens
-            r.num_computed_tokens += n * num_steps
+            r.num_computed_tokens += n * (num_steps - done)
             r.gpu_time_s += gpu_s_per_token * n
             r.last_step_s = t_end_s
             if not tokens:
@@ -864,49 +874,78 @@ class Scheduler:
                 self._compress(compressor, r, attention.get(r.request_id), t_end_s, num_steps)
         return outputs
 
-    def _grow_later_steps(self, plan: StepPlan, boundaries_s: Sequence[float]) -> None:
-        """Allocate the blocks of a plan's steps after the first as stepping one by one does:
-        at each step's start, in plan order, for each request whose tokens pass its last block
-        (`_num_steps_held` checked that they fit), after the free buffer's evictions there (no
-        block becomes cached before the last step ends, so they are the ones stepping makes).
+    def _apply_later_steps(
+        self,
+        plan: StepPlan,
+        boundaries_s: Sequence[float],
+        observe_at: Collection[int],
+        observe: Callable[[int], None] | None,
+    ) -> int:
+        """Apply a plan's steps after the first up to its last as stepping one by one does: the
+        blocks each grows into at its start, in plan order, for each request whose tokens pass
+        its last block (`_num_steps_held` checked that they fit), after the free buffer's
+        evictions there (no block becomes cached before the last step ends, so they are the ones
+        stepping makes); at each boundary j in `observe_at`, before those, first the tokens of
+        the steps before j, then `observe(j)`. Returns the number of steps whose tokens it
+        applied (the caller applies the rest).
 
         When the time cannot matter (no free buffer, and the pool's evictions do not depend on
-        when it asks or the free stack covers the growth), each request's blocks come in one
-        call: the same blocks leave the free stack and the cached index in the same order; only
-        which request gets which fresh block differs, and no rule looks at a block's id. Else
-        only the steps where something can happen are visited: those that allocate, and with a
-        free buffer the step after each. O(requests), or O(allocations)."""
+        when it asks or the free stack covers the growth), each request's blocks up to the next
+        observed boundary (or the plan's end) come in one call: the same blocks leave the free
+        stack and the cached index in the same order; only which request gets which fresh block
+        differs, and no rule looks at a block's id. Else only the steps where something can
+        happen are visited: those that allocate or are observed, and with a free buffer the step
+        after each that allocates. O(requests × observed boundaries), or O(allocations + observed
+        boundaries × chunks)."""
         bt, num_steps, allocate = self.kv.block_tokens, len(boundaries_s) - 1, self.kv.allocate
+        observed = sorted(j for j in observe_at if 0 < j < num_steps)
         buffered = self.policy.free_buffer_blocks > 0
+        done = 0  # steps whose tokens are applied
+
+        def observe_after(step: int) -> None:  # the tokens of the steps before `step`, then observe
+            nonlocal done
+            for chunk in plan.chunks:
+                chunk.request.num_computed_tokens += chunk.num_new_tokens * (step - done)
+            done = step
+            assert observe is not None, "observe_at needs an observer"
+            observe(step)
+
         if not buffered and not (
             self.pool.evictions_depend_on_time and self._later_growth(plan, num_steps) > self.pool.num_free
         ):
-            t_s = boundaries_s[1]
-            for chunk in plan.chunks:
-                r, tokens = chunk.request, num_steps * chunk.num_new_tokens
-                if r.num_computed_tokens - r.num_dropped_tokens + tokens > len(r.block_ids) * bt:
-                    grown = allocate(r, tokens, t_s)
-                    assert grown, "a plan holds only while the pool can give its later steps' blocks"
-            return
-        growing: dict[int, list[tuple[Request, int]]] = {}  # step (from 0) -> (request, its tokens so far)
+            for end in (*observed, num_steps):
+                t_s = boundaries_s[done + 1]
+                for chunk in plan.chunks:
+                    r, tokens = chunk.request, (end - done) * chunk.num_new_tokens
+                    if r.num_computed_tokens - r.num_dropped_tokens + tokens > len(r.block_ids) * bt:
+                        grown = allocate(r, tokens, t_s)
+                        assert grown, "a plan holds only while the pool can give its later steps' blocks"
+                if end < num_steps:
+                    observe_after(end)
+            return done
+        growing: dict[int, list[tuple[Request, int]]] = {}  # step (from 0) -> (request, its chunk)
         for chunk in plan.chunks:
             r, n = chunk.request, chunk.num_new_tokens
             held, capacity = r.num_kv_tokens, len(r.block_ids) * bt
             step = (capacity - held) // n  # the first whose tokens pass the last block
             while step < num_steps:
-                growing.setdefault(step, []).append((r, (step + 1) * n))
+                growing.setdefault(step, []).append((r, n))
                 capacity = -(-(held + (step + 1) * n) // bt) * bt
                 step = (capacity - held) // n
         # with a free buffer, also the step after each that allocates (the first step's
         # allocations are schedule()'s): the free count falls only when a step allocates
         after = (s for s in (1, *(s + 1 for s in growing)) if s < num_steps) if buffered else ()
-        for step in sorted({*growing, *after}):
+        visit_observed = set(observed)
+        for step in sorted({*growing, *observed, *after}):
+            if step in visit_observed:
+                observe_after(step)
             t_s = boundaries_s[step]
             if buffered:
                 self._keep_free_buffer(t_s)
-            for r, tokens in growing.get(step, ()):
-                grown = allocate(r, tokens, t_s)
+            for r, n in growing.get(step, ()):
+                grown = allocate(r, (step + 1 - done) * n, t_s)
                 assert grown, "a plan holds only while the pool can give its later steps' blocks"
+        return done
 
     def _apply_sampled(self, r: Request, tokens: list[int], t_end_s: float, max_ctx: int) -> RequestOutput:
         """`r` computed its tokens and sampled `tokens` in steps ending by `t_end_s` (one per

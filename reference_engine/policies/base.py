@@ -70,7 +70,7 @@ class EvictionIndex(Protocol[K]):
     `victims_depend_on_time`: whether which keys `pop_victims` returns depends on when it is
     asked (an index that demotes by age), not only on the inserts and removes before it. When
     not, popping n and then m keys gives the keys one pop of n + m does, in the same order: the
-    scheduler then grows a plan's later steps request by request (`Scheduler._grow_later_steps`).
+    scheduler then grows a plan's later steps request by request (`Scheduler._apply_later_steps`).
     """
 
     victims_depend_on_time: bool

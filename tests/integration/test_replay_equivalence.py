@@ -122,11 +122,13 @@ def spy_steps(monkeypatch) -> list:
 def test_event_driven_equals_step_by_step_on_the_default_config(tmp_path, monkeypatch):
     """The whole slice: it once caught fused runs letting a finished request's freed blocks feed
     the next request's growth (same live blocks, a different cached/free split in samples.csv).
-    Samples answered by plans of several steps (a snapshot where they stopped) are part of it."""
+    Samples answered by plans of several steps are part of it, most of them at a boundary inside
+    the plan (a snapshot taken while `update` applies its steps)."""
     outputs = spy_steps(monkeypatch)
     (fast, slow), (fast_calls, slow_calls) = replay_both(tmp_path, load_trace(MOONCAKE), load_config(DEFAULT_CONFIG))
     assert_same_record(fast, slow)
     assert sum(len(out.observations) for out in outputs if out.num_steps > 1) > 50
+    assert sum(snap.t_s < out.t_end_s for out in outputs for _, snap in out.observations) > 50
     assert (fast.requests["status"] == "ok").sum() > 100
     assert fast_calls * 5 < slow_calls  # plans really held for several steps
 
@@ -134,14 +136,14 @@ def test_event_driven_equals_step_by_step_on_the_default_config(tmp_path, monkey
 def test_streamingllm_plans_hold_up_to_their_compactions(tmp_path, monkeypatch):
     """A token-level policy whose compactions follow from KV lengths holds plans for several
     steps up to the step that compacts (events, releases, moves at its end), as step by step
-    would, and samples they reach are answered with snapshots of where they stopped."""
+    would, and samples they run through are answered with snapshots taken at the boundary."""
     from reference_engine.core.scheduler import Scheduler
 
     update, compacting = Scheduler.update, []
 
-    def spy(self, plan, outcome, boundaries_s):
+    def spy(self, plan, outcome, *args):
         before = self.approximated_tokens
-        out = update(self, plan, outcome, boundaries_s)
+        out = update(self, plan, outcome, *args)
         if outcome.num_steps > 1:
             compacting.append(self.approximated_tokens - before)
         return out

@@ -13,10 +13,10 @@ def spy_plans(monkeypatch, note):
     """Call `note(scheduler, plan, outcome)` before each plan of several steps is applied."""
     update = Scheduler.update
 
-    def spy(self, plan, outcome, boundaries_s):
+    def spy(self, plan, outcome, *args):
         if outcome.num_steps > 1:
             note(self, plan, outcome)
-        return update(self, plan, outcome, boundaries_s)
+        return update(self, plan, outcome, *args)
 
     monkeypatch.setattr(Scheduler, "update", spy)
 
