@@ -108,6 +108,10 @@ class BlockPool:
     def is_cached(self, block: int) -> bool:
         return self._ref[block] == 0 and self._hash[block] is not None
 
+    def knows_any(self, block_hashes: Sequence[int]) -> bool:
+        """Whether a block (live or cached) holds any of these contents. At C speed."""
+        return not self._hash_to_block.keys().isdisjoint(block_hashes)
+
     def cached_block(self, block_hash: int) -> int | None:
         return self._hash_to_block.get(block_hash)
 

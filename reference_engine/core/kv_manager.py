@@ -77,8 +77,9 @@ class KVCacheManager:
         r.block_ids.extend(private)
         return True
 
-    def register_full_blocks(self, r: Request) -> None:
-        """Publish the hashes of blocks that became full, so later requests can hit them.
+    def register_full_blocks(self, r: Request, num_computed_tokens: int | None = None) -> None:
+        """Publish the hashes of blocks that became full, so later requests can hit them (full
+        at `num_computed_tokens` computed tokens when given: the end of a plan's earlier step).
 
         Afterwards `num_registered_blocks` covers every full block, hashable or not (replay
         outputs have no tokens to hash), so the caller's cheap "did a block fill up?" check
@@ -87,7 +88,7 @@ class KVCacheManager:
         blocks anyone else can share (what `shared_prefix_tokens` and `compact` look at)."""
         if r.approximate:
             return
-        num_full = r.num_computed_tokens // self.block_tokens
+        num_full = (r.num_computed_tokens if num_computed_tokens is None else num_computed_tokens) // self.block_tokens
         if self.prefix_cache:
             if r.prompt_token_ids is not None or not r.block_hashes:  # given hashes arrive whole, once
                 self.update_hashes(r)

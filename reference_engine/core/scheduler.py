@@ -874,6 +874,49 @@ class Scheduler:
                 self._compress(compressor, r, attention.get(r.request_id), t_end_s, num_steps)
         return outputs
 
+    def _publish_in_step_order(self, plan: StepPlan, num_steps: int) -> dict[int, list[tuple[Request, int]]]:
+        """The prompt blocks a plan's steps before its last fill, when the order they are
+        published in can matter, as {steps run: [(request, the tokens its full publishable
+        blocks hold then)]} in plan order; else {} (they are published at the plan's end).
+
+        A block is published (its hash registered) only if no block holds that content yet, and
+        stepping one by one publishes each step's full blocks at its end, between the steps'
+        allocations, which may evict a cached block holding the same content. So the order
+        matters when a block to publish holds content the pool knows already, or two requests
+        publish the same content; otherwise every block is published whenever it is asked."""
+        kv, bt = self.kv, self.kv.block_tokens
+        if not kv.prefix_cache:
+            return {}
+        publishing: list[tuple[Request, int, int]] = []  # (request, chunk, blocks full before the last step)
+        seen: set[int] = set()
+        order_matters = False
+        for chunk in plan.chunks:
+            r, n = chunk.request, chunk.num_new_tokens
+            if r.approximate:
+                continue
+            # blocks of tokens known now: given hashes, or the token ids so far (what the plan
+            # samples joins at its end, and blocks of it publish there)
+            limit = len(r.block_hashes) if r.prompt_token_ids is None else r.num_tokens // bt
+            last_full = min((r.num_computed_tokens + (num_steps - 1) * n) // bt, limit)
+            if last_full <= r.num_registered_blocks:
+                continue  # nothing to publish before the last step (a decode past its prompt)
+            kv.update_hashes(r)
+            hashes = r.block_hashes[r.num_registered_blocks : last_full]
+            order_matters = order_matters or self.pool.knows_any(hashes) or not seen.isdisjoint(hashes)
+            seen.update(hashes)
+            publishing.append((r, n, last_full))
+        if not order_matters:
+            return {}
+        filling: dict[int, list[tuple[Request, int]]] = {}
+        for r, n, last_full in publishing:
+            start, done_full = r.num_computed_tokens, r.num_registered_blocks
+            for s in range(1, num_steps):
+                full = min((start + s * n) // bt, last_full)
+                if full > done_full:
+                    filling.setdefault(s, []).append((r, full * bt))
+                    done_full = full
+        return filling
+
     def _apply_later_steps(
         self,
         plan: StepPlan,
@@ -886,20 +929,24 @@ class Scheduler:
         its last block (`_num_steps_held` checked that they fit), after the free buffer's
         evictions there (no block becomes cached before the last step ends, so they are the ones
         stepping makes); at each boundary j in `observe_at`, before those, first the tokens of
-        the steps before j, then `observe(j)`. Returns the number of steps whose tokens it
-        applied (the caller applies the rest).
+        the steps before j, then `observe(j)`. Where the order of publishing full prompt blocks
+        can matter (`_publish_in_step_order`), the blocks each step fills are published at its
+        end, before the next step allocates, as stepping does. Returns the number of steps whose
+        tokens it applied (the caller applies the rest and publishes the last step's blocks).
 
-        When the time cannot matter (no free buffer, and the pool's evictions do not depend on
-        when it asks or the free stack covers the growth), each request's blocks up to the next
-        observed boundary (or the plan's end) come in one call: the same blocks leave the free
-        stack and the cached index in the same order; only which request gets which fresh block
-        differs, and no rule looks at a block's id. Else only the steps where something can
-        happen are visited: those that allocate or are observed, and with a free buffer the step
-        after each that allocates. O(requests × observed boundaries), or O(allocations + observed
+        When the time and the order cannot matter (no free buffer, nothing to publish in order,
+        and the pool's evictions do not depend on when it asks or the free stack covers the
+        growth), each request's blocks up to the next observed boundary (or the plan's end) come
+        in one call: the same blocks leave the free stack and the cached index in the same
+        order; only which request gets which fresh block differs, and no rule looks at a block's
+        id. Else only the steps where something can happen are visited: those that allocate,
+        publish or are observed, and with a free buffer the step after each that allocates.
+        O(requests × observed boundaries), or O(allocations + published blocks + observed
         boundaries × chunks)."""
         bt, num_steps, allocate = self.kv.block_tokens, len(boundaries_s) - 1, self.kv.allocate
         observed = sorted(j for j in observe_at if 0 < j < num_steps)
         buffered = self.policy.free_buffer_blocks > 0
+        publishing = self._publish_in_step_order(plan, num_steps)
         done = 0  # steps whose tokens are applied
 
         def observe_after(step: int) -> None:  # the tokens of the steps before `step`, then observe
@@ -910,7 +957,7 @@ class Scheduler:
             assert observe is not None, "observe_at needs an observer"
             observe(step)
 
-        if not buffered and not (
+        if not (buffered or publishing) and not (
             self.pool.evictions_depend_on_time and self._later_growth(plan, num_steps) > self.pool.num_free
         ):
             for end in (*observed, num_steps):
@@ -936,7 +983,9 @@ class Scheduler:
         # allocations are schedule()'s): the free count falls only when a step allocates
         after = (s for s in (1, *(s + 1 for s in growing)) if s < num_steps) if buffered else ()
         visit_observed = set(observed)
-        for step in sorted({*growing, *observed, *after}):
+        for step in sorted({*growing, *observed, *after, *publishing}):
+            for r, computed in publishing.get(step, ()):
+                self.kv.register_full_blocks(r, computed)  # at the end of the step before
             if step in visit_observed:
                 observe_after(step)
             t_s = boundaries_s[step]

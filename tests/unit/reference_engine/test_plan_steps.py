@@ -262,3 +262,32 @@ def test_a_free_buffer_evicts_at_the_step_after_each_allocation(monkeypatch):
         timelines.append((slow_or_fast, list(pops)))
     (slow, slow_pops), (fast, fast_pops) = timelines
     assert fast == slow and fast_pops == slow_pops and len(slow_pops) > 5
+
+
+def test_two_prefills_of_one_prompt_publish_its_blocks_in_step_order():
+    """Two requests computing the same prompt race for its blocks' hashes: the block that fills
+    first keeps one. The request started second gets the larger chunks (each capped at 64, what
+    is left to the shortest remainder first), overtakes the first and fills the later blocks
+    first, so stepping one by one hands it their hashes, though it comes second in plan order;
+    a plan of several steps must publish step by step to do the same."""
+    prompt = [50_000 + i for i in range(1200)]
+    outcomes = []
+    for fast in (False, True):
+        d = Driver(
+            small_config(
+                2048,
+                overrides={
+                    "engine.max_num_batched_tokens": 192,
+                    "engine.long_prefill_token_threshold": 64,
+                    "tenants.acme.max_kv_share": 1.0,
+                },
+            )
+        )
+        d.add(prompt_token_ids=[*prompt, *range(60_000, 62_000)], max_new=4)  # the longer one
+        d.step()  # the long prompt alone: 192 tokens
+        short = d.add(prompt_token_ids=prompt, max_new=4)
+        while not short.is_finished:
+            d.step(float("inf") if fast else None)
+        pool = d.core.pool  # the winner's blocks are hashed: the short prompt's go to the cache
+        outcomes.append((short.finish_s, pool.num_cached, pool.num_free, d.core.num_steps))
+    assert outcomes[0] == outcomes[1] and outcomes[0][1] > 0
