@@ -21,6 +21,21 @@ def spy_plans(monkeypatch, note):
     monkeypatch.setattr(Scheduler, "update", spy)
 
 
+def prefill_driver(budget: int, cap: int) -> Driver:
+    """A 2,048-block engine for prefills racing under a token budget and a long-prefill cap,
+    one tenant free to use the whole pool."""
+    return Driver(
+        small_config(
+            2048,
+            overrides={
+                "engine.max_num_batched_tokens": budget,
+                "engine.long_prefill_token_threshold": cap,
+                "tenants.acme.max_kv_share": 1.0,
+            },
+        )
+    )
+
+
 def workload(seed: int):
     rng = random.Random(seed)
     t, out = 0.0, []
@@ -222,16 +237,7 @@ def test_a_prompt_one_token_short_gets_its_token_even_behind_a_prefill_that_take
     fused run once planned the remainder a chunk of 0 behind a 26K-token prompt.)"""
     results = []
     for fast in (False, True):
-        d = Driver(
-            small_config(
-                2048,
-                overrides={
-                    "engine.max_num_batched_tokens": 128,
-                    "engine.long_prefill_token_threshold": 32,
-                    "tenants.acme.max_kv_share": 1.0,
-                },
-            )
-        )
+        d = prefill_driver(budget=128, cap=32)
         # both prefill 32 tokens a step while the third waits; once it starts, nothing waits and
         # the first prefill may take the whole budget, with the second one token short
         requests = [d.add(prompt_len=1000, max_new=20), d.add(prompt_len=129, max_new=20)]
@@ -273,16 +279,7 @@ def test_two_prefills_of_one_prompt_publish_its_blocks_in_step_order():
     prompt = [50_000 + i for i in range(1200)]
     outcomes = []
     for fast in (False, True):
-        d = Driver(
-            small_config(
-                2048,
-                overrides={
-                    "engine.max_num_batched_tokens": 192,
-                    "engine.long_prefill_token_threshold": 64,
-                    "tenants.acme.max_kv_share": 1.0,
-                },
-            )
-        )
+        d = prefill_driver(budget=192, cap=64)
         d.add(prompt_token_ids=[*prompt, *range(60_000, 62_000)], max_new=4)  # the longer one
         d.step()  # the long prompt alone: 192 tokens
         short = d.add(prompt_token_ids=prompt, max_new=4)
