@@ -94,12 +94,16 @@ async def test_tenant_quota_is_429_with_retry_after_and_the_request_id():
 
 
 async def test_a_request_past_its_queue_deadline_is_429_queue_deadline():
-    config = server_config(engine__max_num_seqs=1, admission__queue_deadline_ms=1)
+    # the hog takes the only sequence slot and the next request waits behind it past its deadline
+    config = server_config(engine__max_num_seqs=1, admission__queue_deadline_ms=50)
     async with serving(config) as (client, app):
         running = app.state.kvgate.core.scheduler.running
-        hog = asyncio.create_task(client.post("/v1/chat/completions", json=chat(max_tokens=2000), headers=ACME))
-        while not running:
+        hog: asyncio.Task | None = None
+        while not running:  # on a busy machine a hog started late is past the deadline too: send another
+            if hog is None or hog.done():
+                hog = asyncio.create_task(client.post("/v1/chat/completions", json=chat(max_tokens=2000), headers=ACME))
             await asyncio.sleep(0.005)
+        assert hog is not None
         r = await client.post("/v1/chat/completions", json=chat(), headers={"Authorization": "Bearer sk-globex"})
         hog.cancel()
         assert r.status_code == 429 and error_of(r)["code"] == "queue_deadline" and r.headers["retry-after"]
