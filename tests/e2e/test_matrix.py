@@ -99,7 +99,7 @@ def test_repeats_each_get_a_record_and_the_comparison_decides_among_candidates(t
             run_dir = out / name / f"{name}-{k}"
             assert read_verdict(run_dir).outcome is Outcome.PASS, run_dir
             assert RunRecord.load(run_dir).meta.pressure is not None
-            assert (run_dir / "report.html").stat().st_size < 1_000_000
+            assert len((run_dir / "report.html").read_bytes()) < 1_000_000  # page bytes: the library is shared
     assert [p.relative_to(out).as_posix() for p in out.rglob("*.js")] == [LIBRARY_FILE]  # one copy, at the root
     comparison = (out / "comparison.html").read_text()
     assert re.findall(r'<a href="([^"]+)"', comparison)[4:] == [
