@@ -38,7 +38,6 @@ from gates import load_thresholds  # noqa: E402
 from record.query import percentile  # noqa: E402
 from reference_engine import EngineConfig, load_config, with_overrides  # noqa: E402
 from reference_engine.catalog import DType, get_model  # noqa: E402
-from reference_engine.divergence import measure_divergence, run_prompts  # noqa: E402
 from reference_engine.memory import GIB  # noqa: E402
 
 POLICIES = {
@@ -99,6 +98,9 @@ def first_divergence(answer: list[int], exact: list[int]) -> int:
 
 def main() -> None:
     args = _parse()
+    # torch is the optional extra: imported here, so that --help works without it
+    from reference_engine.divergence import measure_divergence, run_prompts
+
     streaming = load_config(REPO / POLICIES["streamingllm"]).streamingllm
     shortest = streaming.sink_tokens + streaming.sliding_window_tokens + 4 * BLOCK_TOKENS
     model = get_model(args.model)

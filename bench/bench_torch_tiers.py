@@ -25,13 +25,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-import torch  # noqa: E402
-
 from reference_engine.catalog import DType, get_model  # noqa: E402
 from reference_engine.executors.base import Tier, TierTransfer  # noqa: E402
-from reference_engine.executors.torch_executor import TORCH_DTYPES  # noqa: E402
-from reference_engine.executors.torch_kv import PagedKVCache  # noqa: E402
-from reference_engine.executors.torch_tiers import TierStore  # noqa: E402
 
 GIB = 2**30
 
@@ -49,18 +44,29 @@ def _parse() -> argparse.Namespace:
     return p.parse_args()
 
 
-def _timed_s(run: Callable[[], None], device: torch.device) -> float:
+def _timed_s(run: Callable[[], None], sync: Callable[[], None]) -> float:
     t0 = time.perf_counter()
     run()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    sync()
     return time.perf_counter() - t0
 
 
 def main() -> None:
     args = _parse()
+    # torch is the optional extra: imported here, so that --help works without it
+    import torch
+
+    from reference_engine.executors.torch_executor import TORCH_DTYPES
+    from reference_engine.executors.torch_kv import PagedKVCache
+    from reference_engine.executors.torch_tiers import TierStore
+
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
     spec = get_model(args.model)
     n = args.blocks
     cache = PagedKVCache(
@@ -94,7 +100,7 @@ def main() -> None:
     before = cache.data[:, :, :n].clone()
     for _ in range(args.repeats):  # interleaved, so a burst of load hits every kind alike
         for name, run in runs.items():
-            best[name] = min(best[name], _timed_s(run, device))
+            best[name] = min(best[name], _timed_s(run, sync))
             assert torch.equal(cache.data[:, :, n:], before), f"{name}: the round trip changed a byte"
             cache.data[:, :, n:].zero_()
     print(
