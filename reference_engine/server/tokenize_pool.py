@@ -7,6 +7,11 @@ One worker process, forked at the first long prompt (a server that never sees on
 it; a fork takes milliseconds where a spawn would re-import the server for seconds), has the
 engine's tokenizer and gets the prompt's text per call; the ids come back pickled, which costs
 the loop a fraction of what tokenizing them would.
+
+The process ends with the server (lifetime.py): `close` waits for it to exit (a server stopped
+by SIGTERM re-raises the signal once it has shut down, and would otherwise leave before the
+pool's own shutdown reached the child), it dies when its parent dies, and a fork does not
+keep the server's signal handlers, which would make it ignore SIGTERM.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import asyncio
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 
+from reference_engine.server.lifetime import default_stop_signals, die_with_parent
 from reference_engine.tokenizer import Tokenizer
 
 _tokenizer: Tokenizer | None = None  # the worker process's own copy
@@ -22,6 +28,8 @@ _tokenizer: Tokenizer | None = None  # the worker process's own copy
 
 def _install(tokenizer: Tokenizer) -> None:
     global _tokenizer
+    default_stop_signals()
+    die_with_parent()
     _tokenizer = tokenizer
 
 
@@ -48,6 +56,7 @@ class TokenizePool:
         return await asyncio.get_running_loop().run_in_executor(self._pool, _encode, text)
 
     def close(self) -> None:
+        """Stop the tokenizer process and wait until it has exited (at most one prompt's time)."""
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None

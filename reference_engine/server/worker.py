@@ -10,24 +10,14 @@ its parent (the supervisor) dies.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import logging
-import signal
 import socket
-import sys
 from pathlib import Path
 
 from reference_engine.config import load_config
 from reference_engine.server import http_edge
 from reference_engine.server.app import create_app
-
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+from reference_engine.server.lifetime import die_with_parent
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -37,7 +27,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--worker", required=True, type=int)
     p.add_argument("--log-level", default="info")
     args = p.parse_args(argv)
-    _die_with_parent()
+    die_with_parent()
     logging.basicConfig(
         level=args.log_level.upper(), format=f"%(asctime)s worker-{args.worker} %(name)s %(levelname)s %(message)s"
     )
