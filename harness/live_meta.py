@@ -19,7 +19,6 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from harness.loadgen.settings import SECRETS
 from record.run_record import Phase, PoolInfo, RunMeta, Signals, TenantInfo
 from reference_engine import EngineConfig, config_digest, parse_config
 from reference_engine.config import redacted
@@ -53,12 +52,6 @@ def engine_config_of(
     if admin_answer is not None:
         return parse_config(admin_answer["config"]), str(admin_answer["digest"])
     return (local, config_digest(local)) if local is not None else (None, "")
-
-
-def public_settings(settings: dict[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in settings.items() if k not in SECRETS}
-    out["tenants"] = [t.split("=")[0] for t in str(settings.get("tenants", "")).split(",") if t]
-    return out
 
 
 def live_meta(

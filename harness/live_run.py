@@ -10,9 +10,10 @@ its /tokenize, else --tokenizer), so the scenarios' prompt sizes are its tokens;
 Phases, on one clock (seconds since `meta.started_unix`, taken just before the baseline):
 
     baseline  a few sequential interactive requests, nothing else in flight (baseline.py)
-    load      the scenarios under locust (locust_process.py), from the first request sent to
-              the moment locust exited; or an open-loop load sent from this process
-              (open_load.py), from its first intended send to its last answer
+    load      locust (locust_process.py) until it exits: the scenarios' users, from the first
+              request sent; or an open loop (arrivals at a rate, a trace), from its schedule's
+              time 0. Either on this host's processes or on workers of other hosts; what the
+              master reports about them and the schedule is accounted for (load_report.py)
     cooldown  after the load: until the engine holds no request (bounded by cooldown_max_s), and
               at least cooldown_min_s, sampling all along, so memory fall-back can be judged
 
@@ -40,7 +41,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -50,13 +51,15 @@ from harness.collectors.isolation import Isolation, probe_isolation
 from harness.collectors.live import CollectorSettings, LiveCollectors
 from harness.collectors.llamacpp_slots import DEFAULT_LAYOUT, KvLayout
 from harness.collectors.tenant_estimate import PoolCapacity, record_tenant_estimate, scraped_pool
-from harness.live_meta import engine_config_of, live_meta, public_settings
+from harness.live_meta import engine_config_of, live_meta
+from harness.load_report import account_for, missing_workers, read_load_report
 from harness.load_sizing import PlannedLoad, size_load
+from harness.loadgen.load_workers import LOAD_JSON_FILE
 from harness.loadgen.request_log import tally
+from harness.loadgen.schedule import Workload
 from harness.loadgen.settings import LoadSettings
 from harness.loadgen.tenants import TenantSet, parse_tenants
-from harness.locust_process import LocustProcess, RowTail, locust_command
-from harness.open_load import OpenLoad, run_open_load
+from harness.locust_process import LocustProcess, Master, RowTail, locust_command
 from harness.preflight import preflight
 from harness.scenario_catalog import Scenario
 from harness.target import ReferenceEngine, Target, external_target
@@ -64,19 +67,25 @@ from harness.target_speed import SpeedNotMeasuredError, measure_speed
 from harness.token_counts import MeasuredTokens, measure_tokens
 from record.errors import KvgateError
 from record.pressure import record_pressure
-from record.run_record import ENDED_EARLY, CollectorStatus, Phase, RunMeta, RunRecordWriter
+from record.run_record import ENDED_EARLY, CollectorStatus, Phase, RunMeta, RunRecord, RunRecordWriter
 from reference_engine import EngineConfig
 from reference_engine.config import save_config
 
 TAIL_INTERVAL_S = 0.5
 ENGINE_CONFIG_FILE = "engine_config.json"
 EXIT_MARGIN_S = 60.0
+DRAIN_MARGIN_S = 10.0
+"""An open loop waits for its last answers up to a request timeout and this after its last send."""
 FAST_POLL_SCENARIOS = frozenset({"cancel_storm"})
 """Scenarios whose release latency an outside target's metrics must show to within tens of ms."""
 
 
 class LocustFailed(KvgateError):
     """The load generator itself failed (not the target): a harness error."""
+
+
+class WorkersMissing(KvgateError):
+    """A master whose workers never came (or were refused): the run never began."""
 
 
 class RunProgress(Protocol):
@@ -110,6 +119,8 @@ class LivePlan:
     users: int
     spawn_rate: float
     processes: int = 0
+    master: Master | None = None
+    """Locust workers on other hosts, connecting to this master, instead of `processes` here."""
     engine_workers: int = 0
     target_url: str | None = None
     metrics_url: str | None = None
@@ -130,9 +141,9 @@ class LivePlan:
     target's). Without it the config of an external run only supplies tenants, keys and model."""
     followed: FollowedLoad | None = None
     """Record a load that another process drives instead of starting locust (no baseline then)."""
-    open_loop: OpenLoad | None = None
-    """Send an open-loop load (arrivals at a rate, a trace) from this process instead of starting
-    locust (harness/open_load.py)."""
+    open_loop: Workload | None = None
+    """An open loop (arrivals at a rate, a trace: what `settings` ask for, loadgen/workloads.py)
+    instead of the scenarios' users; locust sends it all the same."""
 
     kv_events_endpoint: str = ""
     """vLLM's KV cache events: tcp://host:port to connect to, listen:tcp://host:port to bind, or none."""
@@ -156,7 +167,7 @@ class LivePlan:
         assert self.isolation is None or self.isolation.note, "a repeated isolation result must say whose it is"
 
     def scenario_names(self) -> list[str]:
-        return [self.open_loop.workload.name] if self.open_loop is not None else [s.name for s in self.scenarios]
+        return [self.open_loop.name] if self.open_loop is not None else [s.name for s in self.scenarios]
 
 
 @dataclass(frozen=True)
@@ -309,7 +320,7 @@ def _record(
         "spawn_rate": plan.spawn_rate,
         "duration_s": plan.duration_s,
         "processes": plan.processes,
-        "settings": public_settings(asdict(settings)),
+        "settings": settings.public(),
         "engine_overrides": dict(plan.engine_overrides),
     }
     notes: list[str] = [isolation.note] if isolation.note else []
@@ -340,30 +351,18 @@ def _record(
             )
             writer.append("requests", [o.row(started_unix) for o in baseline])
             phases.append(Phase(name="baseline", start_s=b0, end_s=clock()))
-        if plan.open_loop is not None:
-            opened = run_open_load(
-                plan.open_loop,
-                base_url=target.url,
-                settings=settings.with_(phase="load"),
-                tenants=tenants,
-                duration_s=plan.duration_s,
-                writer=writer,
-                progress=progress,
-                clock=clock,
-                started_unix=started_unix,
-                usage=lambda: collectors.last_snapshot["usage"] if collectors.last_snapshot else None,
-            )
-            load_start, load_end, counts = opened.start_s, opened.end_s, opened.counts
-            live["open_loop"] = opened.summary
-            notes += opened.notes
-        elif plan.followed is None:
+        if plan.followed is None:
             load_start, load_end, counts = _load(
                 plan, settings.with_(t0_unix=started_unix), target, writer, collectors, progress, clock, live
             )
+            report_path = plan.run_dir / LOAD_JSON_FILE
         else:
             load_start, load_end, counts = _follow(
                 plan.followed, writer, collectors, progress, clock, plan.followed.origin_unix - started_unix
             )
+            report_path = Path(settings.load_json)
+        if settings.load_json or plan.followed is None:
+            load_start = _account(plan, settings, report_path, started_unix, live, notes, load_start)
         phases.append(Phase(name="load", start_s=load_start, end_s=load_end))
         progress.phase("cooldown", "waiting for the engine to drain")
         live["drained"] = collectors.wait_drained(plan.cooldown_max_s)
@@ -448,9 +447,12 @@ def _load(
     live: dict[str, Any],
 ) -> tuple[float, float, Counter[str]]:
     """Run locust until it exits; copy its rows into the record as they come. Returns the load
-    window (first request sent, locust exited) and the request counts."""
-    rows_path = plan.run_dir / "locust_requests.csv"
-    settings = settings.with_(requests_csv=str(rows_path), phase="load")
+    window (first request sent, locust exited) and the request counts. A master whose workers
+    never came is a harness error that says how many it waited for (WorkersMissing)."""
+    rows_path, report_path = plan.run_dir / "locust_requests.csv", plan.run_dir / LOAD_JSON_FILE
+    settings = settings.with_(requests_csv=str(rows_path), phase="load", load_json=str(report_path))
+    if plan.open_loop is not None:
+        settings = settings.with_(schedule_s=plan.duration_s)
     cmd = locust_command(
         scenarios=plan.scenarios,
         mixed_dir=plan.mixed_dir,
@@ -461,16 +463,17 @@ def _load(
         stop_timeout_s=plan.stop_timeout_s,
         processes=plan.processes,
         html_path=plan.run_dir / "locust.html",
+        open_loop=plan.open_loop is not None,
+        master=plan.master,
     )
     live["locust_command"] = cmd
-    shaped = plan.mixed_dir is None and any(s.name == "step_load" for s in plan.scenarios)
-    progress.phase("load", f"{'the step-load shape' if shaped else f'{plan.users} users'}, {plan.duration_s:.0f} s")
+    progress.phase("load", f"{_what_loads(plan)}, {plan.duration_s:.0f} s")
     spawned = clock()
     tail, counts = RowTail(rows_path), Counter[str]()
     first_sent: float | None = None
     locust = LocustProcess(cmd, settings, plan.run_dir / "locust.log")
     try:
-        deadline = spawned + plan.duration_s + plan.stop_timeout_s + EXIT_MARGIN_S
+        deadline = spawned + _longest_load_s(plan, settings)
         while locust.wait(TAIL_INTERVAL_S) is None and clock() < deadline:
             first_sent = _copy_rows(tail, writer, counts, first_sent)
             usage = collectors.last_snapshot["usage"] if collectors.last_snapshot else None
@@ -480,9 +483,54 @@ def _load(
         ended = clock()
         first_sent = _copy_rows(tail, writer, counts, first_sent)
         rows_path.unlink(missing_ok=True)
+    if plan.master is not None:
+        report = read_load_report(report_path)
+        why = missing_workers(report, expected=plan.master.expect_workers, waited_s=plan.master.wait_s)
+        if why is not None:
+            raise WorkersMissing(why)
     if live["locust_exit_code"] != 0:
         raise LocustFailed(f"locust exited with code {live['locust_exit_code']}; see {plan.run_dir / 'locust.log'}")
     return (first_sent if first_sent is not None else spawned), ended, counts
+
+
+def _what_loads(plan: LivePlan) -> str:
+    if plan.open_loop is not None:
+        return f"open loop, {plan.open_loop.name}"
+    shaped = plan.mixed_dir is None and any(s.name == "step_load" for s in plan.scenarios)
+    return "the step-load shape" if shaped else f"{plan.users} users"
+
+
+def _longest_load_s(plan: LivePlan, settings: LoadSettings) -> float:
+    """How long locust may take before it is stopped: the load, its stop (an open loop: its
+    drain, up to a request timeout after the last send), waiting for workers, and a margin."""
+    drain_s = settings.request_timeout_s + DRAIN_MARGIN_S if plan.open_loop is not None else 0.0
+    workers_s = plan.master.wait_s if plan.master is not None else 0.0
+    return plan.duration_s + drain_s + plan.stop_timeout_s + workers_s + EXIT_MARGIN_S
+
+
+def _account(
+    plan: LivePlan,
+    settings: LoadSettings,
+    report_path: Path,
+    started_unix: float,
+    live: dict[str, Any],
+    notes: list[str],
+    load_start: float,
+) -> float:
+    """What the master reported about who sent the load (and an open loop's schedule) into
+    meta.live and the notes (load_report.py). Returns the load's start: an open loop's begins
+    at its schedule's time 0."""
+    rows = RunRecord.table(plan.run_dir, "requests")
+    account = account_for(
+        read_load_report(report_path),
+        rows[rows["phase"] == "load"],
+        max_lag_ms=settings.max_lag_ms,
+        max_in_flight=settings.max_in_flight,
+    )
+    live |= account.live
+    notes += account.notes
+    report_path.unlink(missing_ok=True)
+    return account.origin_unix - started_unix if account.origin_unix is not None else load_start
 
 
 def _follow(

@@ -7,10 +7,17 @@ load generator's CPU (the TTFT measurement) apart from the collectors' JSON pars
 2-core machine, gives `--processes N` (locust's master + workers) for free, and runs exactly
 the code path of a plain `locust -f scenarios/` run.
 
+The same subprocess runs every kind of load: the scenarios' users (closed loop), or the open
+loop's locustfile (`OPEN_LOOP_LOCUSTFILE`: arrivals at a rate, a trace), whose master deals one
+schedule to every locust process. Its workers are `--processes N` on this host, or processes on
+other hosts that connect to a master bound where they can reach it (`Master`): `kvgate worker
+--master HOST:PORT` there.
+
 The locust master writes each request as a run-record row to a CSV (`--kvgate-requests-csv`),
 flushed as it goes; `RowTail` reads the complete lines appended since the last call, so the
 harness copies rows into the record and counts them for the progress display while the load
-runs. Settings reach the locust process through KVGATE_* environment variables.
+runs. At the end it writes who sent the load (`--kvgate-load-json`). Settings reach the locust
+process through KVGATE_* environment variables.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -30,6 +38,31 @@ from harness.loadgen.settings import LoadSettings
 from harness.scenario_catalog import Scenario
 
 STOP_GRACE_S = 20.0
+OPEN_LOOP_LOCUSTFILE = Path(__file__).resolve().parent / "loadgen" / "open_loop_locustfile.py"
+
+
+@dataclass(frozen=True)
+class Master:
+    """A locust master that workers on other hosts connect to."""
+
+    host: str
+    port: int
+    expect_workers: int
+    wait_s: float
+    """How long it waits for them before it gives up."""
+
+    def options(self) -> list[str]:
+        return [
+            "--master",
+            "--master-bind-host",
+            self.host,
+            "--master-bind-port",
+            str(self.port),
+            "--expect-workers",
+            str(self.expect_workers),
+            "--expect-workers-max-wait",
+            str(math.ceil(self.wait_s)),
+        ]
 
 
 class RowTail:
@@ -67,37 +100,35 @@ def locust_command(
     stop_timeout_s: float,
     processes: int,
     html_path: Path | None,
+    open_loop: bool = False,
+    master: Master | None = None,
 ) -> list[str]:
-    """`mixed_dir`: run the whole directory (the mixed default, users/spawn rate drive it);
-    otherwise the named scenarios' files, with their user classes named (so a chosen step-load
-    scenario's shape drives the run)."""
-    files = str(mixed_dir) if mixed_dir is not None else ",".join(str(s.path) for s in scenarios)
-    cmd = [
-        sys.executable,
-        "-m",
-        "locust",
-        "-f",
-        files,
-        "--headless",
-        "--host",
-        host,
-        "-u",
-        str(users),
-        "-r",
-        str(spawn_rate),
-        "-t",
-        f"{max(1, round(duration_s))}s",
+    """`open_loop`: the open loop's locustfile, whose shape runs one sender per process and ends
+    the test when the schedule is done (its length is a setting, not -t). `mixed_dir`: run the
+    whole directory (the mixed default, users/spawn rate drive it); otherwise the named
+    scenarios' files, with their user classes named (so a chosen step-load scenario's shape
+    drives the run). `master`: workers on other hosts instead of `processes` on this one."""
+    if open_loop:
+        files = str(OPEN_LOOP_LOCUSTFILE)
+    else:
+        files = str(mixed_dir) if mixed_dir is not None else ",".join(str(s.path) for s in scenarios)
+    cmd = [sys.executable, "-m", "locust", "-f", files, "--headless", "--host", host]
+    if not open_loop:
+        cmd += ["-u", str(users), "-r", str(spawn_rate), "-t", f"{max(1, round(duration_s))}s"]
+    cmd += [
         "--stop-timeout",
         f"{math.ceil(stop_timeout_s)}s",  # locust reads whole seconds only: "1.0" is an error
         "--exit-code-on-error",
         "0",
         "--only-summary",
     ]
-    if processes:
+    if master is not None:
+        cmd += master.options()
+    elif processes:
         cmd += ["--processes", str(processes)]
     if html_path is not None:
         cmd += ["--html", str(html_path)]
-    if mixed_dir is None:
+    if mixed_dir is None and not open_loop:
         cmd += [c for s in scenarios for c in s.user_classes]
     return cmd
 

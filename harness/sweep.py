@@ -6,7 +6,7 @@
 A step passes when both SLO gates (`SLO_GATES`: the interactive P95 TTFT within `[slo] ttft_ms`
 and goodput above its floor, both from gates/thresholds.toml) are measured and pass. The sweep
 stops at the first step that does not: the rate before it is the highest that meets the SLO.
-A step whose client lagged past its bound (harness/open_load.py) is a harness error: the
+A step whose client lagged past its bound (harness/load_report.py) is a harness error: the
 sweep stops there too, and its highest rate is a lower bound, the client's limit and not the
 target's. A step lasts `--duration`, or longer where its rate would offer fewer than
 `MIN_STEP_REQUESTS` in that time (`step_duration_s`): at 0.1/s a 15-second step may send nothing,

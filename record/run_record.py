@@ -61,12 +61,15 @@ REQUEST_COLUMNS: tuple[str, ...] = (
     "approximate",
     "worker",
     "intended_s",
+    "load_worker",
 )
 """status: ok | error | cancelled (an intended cancel) | timeout. error_code: the OpenAI error
 `code` (kv_capacity, tenant_quota, queue_deadline, context_expired, context_length_exceeded,
-worker_lost, ...) or a client-side code (connection_error, timeout, bad_response). intended_s: when
-an open-loop request was meant to be sent (empty for closed-loop users); its client lag is
-sent_s − intended_s."""
+worker_lost, ...) or a client-side code (connection_error, timeout, bad_response). worker: the
+engine worker that served it. intended_s: when an open-loop request was meant to be sent (empty
+for closed-loop users); its client lag is sent_s − intended_s. load_worker: the load generator's
+process that sent it (`local`, or the locust worker `w0`, `w1`, ...; empty for the harness's own
+baseline requests)."""
 
 SAMPLE_COLUMNS: tuple[str, ...] = (
     "t_s",
@@ -307,6 +310,7 @@ _DTYPES = {
         "error_code": str,
         "finish_reason": str,
         "worker": str,
+        "load_worker": str,
     },
     "events": {
         "kind": str,

@@ -138,6 +138,8 @@ def run(args: argparse.Namespace) -> int:
                 "fixed_profile": False,
                 "rate": None,  # the matrix drives locust's users, never an open-loop load
                 "trace": None,
+                "master_bind": None,  # ... on this host
+                "expect_workers": None,
             }
         )
         try:

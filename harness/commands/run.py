@@ -5,15 +5,19 @@
     kvgate run --target http://127.0.0.1:8000 --model my-model --tenants me=sk-123   # any server
     kvgate run --target URL --rate 4 --arrivals poisson --duration 60   # open loop: chat at 4 requests/s
     kvgate run --target URL --trace conversation_trace.jsonl --rate-scale 0.5 --limit 200   # a trace, live
+    kvgate run --target URL --rate 20 --processes 2                   # two locust worker processes here
+    kvgate run --target URL --rate 20 --master-bind 10.0.0.5:5557 --expect-workers 2   # workers elsewhere:
+    kvgate worker --master 10.0.0.5:5557                              # ... on each of their hosts
 
 Without --target the reference engine is started with --policy (and stopped afterwards, also on
 Ctrl-C or failure). Then: preflight, baseline, load (locust, headless), cooldown, the run
 record under --out (default runs/<timestamp>-<policy>/), the gates (verdict.json, JUnit XML,
 a table), report.html. Exit codes: 0 every measurable gate passed, 1 a gate failed (or a
 --require'd gate was not measurable), 2 a harness error (preflight failed, the engine did not
-start, nothing measurable, most gates not measurable without --allow-partial, ...). docs/scenarios.md
-explains the scenarios, profiles and settings; docs/load.md the open-loop options (--rate,
---trace), which replace locust's users by arrivals on a schedule sent from this process.
+start, workers that never came, nothing measurable, most gates not measurable without
+--allow-partial, ...). docs/scenarios.md explains the scenarios, profiles and settings;
+docs/load.md the open-loop options (--rate, --trace), which replace the scenarios' users by
+arrivals on a schedule, and how locust workers on other hosts carry any load.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
@@ -36,19 +41,17 @@ from harness.collectors.llamacpp_slots import DEFAULT_LAYOUT, KvLayout
 from harness.commands.gate import add_partial_argument, names
 from harness.judge import judge
 from harness.live_run import LivePlan, run_live
-from harness.loadgen.arrivals import ArrivalKind, Arrivals, arrival_kind
-from harness.loadgen.chat_workload import ChatWorkload
+from harness.loadgen.arrivals import ArrivalKind
 from harness.loadgen.client_lag import MAX_LAG_P99_MS
-from harness.loadgen.open_loop import Workload
 from harness.loadgen.outcome import Status
 from harness.loadgen.prompts import DEFAULT_SYSTEM_PROMPT
 from harness.loadgen.settings import LoadSettings, SettingsError, env_fields
 from harness.loadgen.tenants import TenantSpecError, format_tenants, parse_tenants, tenants_of_config
-from harness.open_load import DEFAULT_MAX_IN_FLIGHT, OpenLoad
+from harness.loadgen.workloads import workload_of
+from harness.locust_process import Master
 from harness.profiles import PROFILES, format_overrides, get_profile, request_timeout
-from harness.replay.loaders import AUTO, LOADERS, load_trace
+from harness.replay.loaders import AUTO, LOADERS
 from harness.scenario_catalog import scenarios_dir, select
-from harness.trace_workload import TraceWorkload
 from record.errors import KvgateError
 from record.run_record import Pressure
 from reference_engine import EngineConfig, load_config, with_overrides
@@ -160,6 +163,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--limit", type=positive(int), metavar="N", help="send at most N requests (--duration bounds them too)"
     )
     add_arrival_arguments(load)
+    add_master_arguments(p)
     p.add_argument(
         "--require",
         metavar="NAMES",
@@ -191,42 +195,99 @@ def add_arrival_arguments(p: argparse._ActionsContainer) -> None:
         metavar="MS",
         help=f"P99 client lag beyond which the run is a harness error, not a verdict (default {MAX_LAG_P99_MS:.0f})",
     )
+    default_in_flight = LoadSettings().max_in_flight
     p.add_argument(
         "--max-in-flight",
         type=positive(int),
-        default=DEFAULT_MAX_IN_FLIGHT,
+        default=default_in_flight,
         metavar="N",
-        help=f"requests the client holds open at once; more wait, and show as lag (default {DEFAULT_MAX_IN_FLIGHT})",
+        help=f"requests each locust process holds open at once; more wait, and show as lag (default "
+        f"{default_in_flight})",
     )
 
 
-def open_load_of(args: argparse.Namespace) -> OpenLoad | None:
-    """The open-loop load `kvgate run`'s options ask for, or None (locust's users)."""
+def add_processes_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--processes",
+        type=at_least_zero,
+        default=0,
+        metavar="N",
+        help="locust worker processes on this host (locust --processes; 0: one process)",
+    )
+
+
+def add_master_arguments(p: argparse.ArgumentParser) -> None:
+    """Locust workers on other hosts: shared by `kvgate run` and `kvgate sweep` (docs/load.md)."""
+    group = p.add_argument_group("locust workers on other hosts (kvgate worker --master HOST:PORT there)")
+    group.add_argument(
+        "--master-bind",
+        type=host_port,
+        metavar="HOST:PORT",
+        help="run locust's master bound here, for workers on other hosts to connect to (instead of --processes)",
+    )
+    group.add_argument(
+        "--expect-workers", type=positive(int), metavar="N", help="with --master-bind: start once N workers are in"
+    )
+    group.add_argument(
+        "--workers-wait",
+        type=positive(float),
+        default=60.0,
+        metavar="S",
+        help="with --master-bind: wait this long for them, then give up (exit 2; default 60)",
+    )
+
+
+def host_port(text: str) -> tuple[str, int]:
+    """An argparse type: HOST:PORT (an IPv6 host in brackets, [::1]:5557)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, e.g. 10.0.0.5:5557, got {text!r}")
+    return host.strip("[]"), int(port)
+
+
+def open_loop_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings of the open-loop load `kvgate run`'s options ask for (none: locust's users)."""
     if args.trace is not None:
-        trace = load_trace(args.trace, args.trace_format)
-        return _open_load(
-            args,
-            TraceWorkload(
-                trace=trace,
-                rate_scale=args.rate_scale,
-                time_scale=args.time_scale,
-                size_scale=args.size_scale,
-                max_requests=args.limit,
-            ),
-        )
-    return chat_load(args, args.rate, args.limit) if args.rate is not None else None
+        return {
+            **_client_settings(args),
+            "trace": str(args.trace),
+            "trace_format": args.trace_format,
+            "rate_scale": args.rate_scale,
+            "time_scale": args.time_scale,
+            "size_scale": args.size_scale,
+            "max_requests": args.limit or 0,
+        }
+    return chat_settings(args, args.rate, args.limit) if args.rate is not None else {}
 
 
-def chat_load(args: argparse.Namespace, rate_per_s: float, max_requests: int | None = None) -> OpenLoad:
+def chat_settings(args: argparse.Namespace, rate_per_s: float, max_requests: int | None = None) -> dict[str, Any]:
     """Chat at `rate_per_s` on the schedule `add_arrival_arguments` asked for."""
-    schedule = Arrivals(
-        kind=arrival_kind(args.arrivals), rate_per_s=rate_per_s, seed=args.seed, burst_size=args.burst_size
-    )
-    return _open_load(args, ChatWorkload(schedule=schedule, max_requests=max_requests))
+    return {
+        **_client_settings(args),
+        "rate": rate_per_s,
+        "arrivals": args.arrivals,
+        "arrival_burst_size": args.burst_size,
+        "arrival_seed": args.seed,
+        "max_requests": max_requests or 0,
+    }
 
 
-def _open_load(args: argparse.Namespace, workload: Workload) -> OpenLoad:
-    return OpenLoad(workload=workload, max_lag_ms=args.max_lag_ms, max_in_flight=args.max_in_flight)
+def _client_settings(args: argparse.Namespace) -> dict[str, Any]:
+    return {"max_lag_ms": args.max_lag_ms, "max_in_flight": args.max_in_flight}
+
+
+def master_of(args: argparse.Namespace) -> Master | None:
+    """--master-bind and --expect-workers, checked together."""
+    if args.master_bind is None:
+        if args.expect_workers is not None:
+            raise KvgateError("--expect-workers is for --master-bind: workers on other hosts connect to that master")
+        return None
+    if args.expect_workers is None:
+        raise KvgateError("--master-bind needs --expect-workers N: how many workers to wait for")
+    if args.processes:
+        raise KvgateError("--processes starts workers here, --master-bind waits for workers elsewhere: pick one")
+    host, port = args.master_bind
+    return Master(host, port, args.expect_workers, args.workers_wait)
 
 
 def add_load_arguments(p: argparse.ArgumentParser) -> None:
@@ -256,13 +317,7 @@ def add_load_arguments(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="engine worker processes behind a router (kvgate serve --workers; worker_kill needs >= 2)",
     )
-    p.add_argument(
-        "--processes",
-        type=at_least_zero,
-        default=0,
-        metavar="N",
-        help="locust worker processes (locust --processes; 0: one process)",
-    )
+    add_processes_argument(p)
     p.add_argument(
         "--request-timeout",
         type=positive(float),
@@ -361,10 +416,10 @@ def build_plan(args: argparse.Namespace) -> LivePlan:
     if config is not None and overrides:
         config = with_overrides(config, overrides)
     try:
-        settings = _settings(args, config, profile.settings)
+        settings = _settings(args, config, profile.settings).with_(**open_loop_settings(args))
     except (SettingsError, TenantSpecError) as err:
         raise KvgateError(str(err)) from None
-    open_loop = open_load_of(args)
+    open_loop = workload_of(settings)
     if open_loop is not None and args.scenarios:
         raise KvgateError("--scenarios picks locust scenarios; --rate and --trace send an open-loop load instead")
     duration_s, stop_timeout_s = args.duration or profile.duration_s, profile.stop_timeout_s
@@ -389,6 +444,7 @@ def build_plan(args: argparse.Namespace) -> LivePlan:
         users=args.users or profile.users,
         spawn_rate=args.spawn_rate or profile.spawn_rate,
         processes=args.processes,
+        master=master_of(args),
         engine_workers=args.workers,
         target_url=args.target,
         metrics_url=args.metrics_url,

@@ -2,14 +2,17 @@
 
     kvgate sweep --target http://127.0.0.1:8000 --tenants me=sk-123 --start-rate 1 --rate-factor 2 --max-steps 6
     kvgate sweep --policy configs/default.toml --rates 2,4,8 --duration 30
+    kvgate sweep --target URL --rates 20,40,80 --master-bind 10.0.0.5:5557 --expect-workers 2   # + kvgate worker
 
 Each step is one live run (`kvgate run --rate R`, no baseline) in `--out/step-<k>-<rate>/`,
 judged by the SLO gates alone (harness/sweep.py); the sweep stops at the first step that does
 not pass, or after its steps. The first step sends the prefix-isolation probes; later steps
 record its result, with a note saying so. `--out/sweep.html` plots TTFT and goodput against
-the rate, `--out/sweep.json` holds the table. Exit codes: 0 a rate met the SLO, 1 none did (the lowest
-already failed), 2 a harness error (among them a client that lagged past --max-lag-ms: the
-rate found so far is then a lower bound). docs/load.md explains it.
+the rate, `--out/sweep.json` holds the table. Each step's load is locust's, as every load is:
+on `--processes` here, or on workers of other hosts (`--master-bind`), which serve one step
+after another (`kvgate worker` reconnects). Exit codes: 0 a rate met the SLO, 1 none did (the
+lowest already failed), 2 a harness error (among them a client that lagged past --max-lag-ms:
+the rate found so far is then a lower bound). docs/load.md explains it.
 """
 
 from __future__ import annotations
@@ -31,12 +34,15 @@ from harness.collectors.llamacpp_slots import DEFAULT_LAYOUT
 from harness.commands.run import (
     RichProgress,
     add_arrival_arguments,
+    add_master_arguments,
+    add_processes_argument,
     build_plan,
-    chat_load,
+    chat_settings,
     positive,
     raise_keyboard_interrupt,
 )
 from harness.live_run import LivePlan, run_live
+from harness.loadgen.workloads import workload_of
 from harness.profiles import PROFILES
 from harness.sweep import GOODPUT_METRIC, judge_step, step_duration_s, step_rates
 from record.errors import KvgateError
@@ -97,14 +103,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sample-interval", type=positive(float), metavar="S", help="seconds between samples")
     p.add_argument("--out", type=Path, metavar="DIR", help="sweep directory (default runs/sweep-<timestamp>)")
     add_arrival_arguments(p)
-    # what `kvgate run`'s plan reads and a sweep does not choose: no locust, no trace
+    add_processes_argument(p)
+    add_master_arguments(p)
+    # what `kvgate run`'s plan reads and a sweep does not choose: no scenarios, no trace
     p.set_defaults(
         func=run,
         scenarios=[],
         scenarios_dir=None,
         users=None,
         spawn_rate=None,
-        processes=0,
         workers=0,
         rate=None,
         trace=None,
@@ -143,13 +150,15 @@ def run(args: argparse.Namespace) -> int:
     base = build_plan(argparse.Namespace(**{**run_defaults, **vars(args), "out": out}))
     steps: list[SweepStep] = []
     for k, rate in enumerate(rates[: args.max_steps]):
+        settings = base.settings.with_(**chat_settings(args, rate))
         plan = dataclasses.replace(
             base,
             run_dir=out / f"step-{k}-{rate:g}",
             scenarios=[],
             mixed_dir=None,
             baseline_requests=0,
-            open_loop=chat_load(args, rate),
+            settings=settings,
+            open_loop=workload_of(settings),
             duration_s=step_duration_s(rate, base.duration_s),
         )
         console.print(

@@ -14,8 +14,22 @@
     plugin.py            locust event hooks: options, per-process context, row forwarding
     users.py             KvgateUser, the base of every scenario's user
     shape.py             StepLoadShape, the locust adapter of ramp.py
+    load_workers.py      the master's roll of the processes that send: identity, clock, lost
+    clock_sync.py        a worker's clock offset to the master, NTP-style (pure)
+  the open loop (docs/load.md):
+    arrivals.py          arrival schedules at a rate (pure)
+    schedule.py          Slot: one scheduled request, small enough for a locust message
+    chat_workload.py     chat at a rate, as slots
+    trace_workload.py    a request trace, as slots
+    workloads.py         the workload a run's settings ask for
+    dealer.py            the master deals the schedule, each slot to one sender (pure)
+    sender.py            a locust process sends its slots, each at its time (gevent)
+    client_lag.py        the lag of a load, and its bound
+    open_loop_users.py   the locust side: one sender user per process, the shape, the dealing
+    open_loop_locustfile.py  the locustfile kvgate run and plain locust load
 
-Only plugin.py, users.py and shape.py import locust (which monkey-patches the process with
-gevent on import); everything else is plain Python, used by `kvgate run` and unit tests too.
+Only plugin.py, users.py, shape.py and open_loop_users.py import locust (which monkey-patches
+the process with gevent on import; sender.py and watcher.py use gevent, and run inside locust);
+everything else is plain Python, used by `kvgate run` and unit tests too.
 docs/scenarios.md explains the scenarios and every setting.
 """

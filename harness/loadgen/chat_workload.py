@@ -14,9 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.loadgen.arrivals import Arrivals
-from harness.loadgen.exchange import Call
-from harness.loadgen.open_loop import Arrival
-from harness.loadgen.prompts import chat_prompt
+from harness.loadgen.schedule import ChatText, Slot
 from harness.loadgen.settings import LoadSettings
 from harness.loadgen.tenants import TenantSet
 
@@ -29,21 +27,19 @@ class ChatWorkload:
     max_requests: int | None = None
     name: str = "open_loop_chat"
 
-    def arrivals(self, settings: LoadSettings, tenants: TenantSet, duration_s: float) -> Iterator[Arrival]:
+    def slots(self, settings: LoadSettings, tenants: TenantSet, duration_s: float) -> Iterator[Slot]:
         candidates = tenants.of_class(TRAFFIC_CLASS)
         for n, at_s in enumerate(self.schedule.times(duration_s=duration_s, max_requests=self.max_requests)):
             request_id = f"{self.name}-{n}"
-            prompt = chat_prompt(settings.prompt_tokens, seed=request_id, system=settings.system_prompt)
-            call = Call(
+            yield Slot(
+                index=n,
+                at_s=at_s,
                 request_id=request_id,
                 scenario=self.name,
-                phase=settings.phase,
-                tenant=candidates[n % len(candidates)],
-                model=settings.model,
-                prompt=prompt,
+                tenant=candidates[n % len(candidates)].name,
                 max_tokens=settings.max_tokens,
+                text=ChatText(num_tokens=settings.prompt_tokens, seed=request_id),
             )
-            yield Arrival(at_s, call)
 
     def describe(self) -> dict[str, Any]:
         return {"workload": self.name, "arrivals": self.schedule.describe(), "max_requests": self.max_requests}

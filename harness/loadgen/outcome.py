@@ -1,8 +1,10 @@
 """One request as the client saw it: the `RequestOutcome` that becomes a requests.csv row.
 
-An outcome keeps its send time in wall-clock unix seconds (`sent_unix`) and its durations from a
+An outcome keeps its send time (and an open-loop request's intended send time) in wall-clock unix
+seconds of the process that sent it (`sent_unix`, `intended_unix`) and its durations from a
 monotonic clock (`ttft_s`, `e2e_s`), so it can cross processes (a locust worker forwards it to
-the master) and be put on the run's time axis only where the record is written:
+the master) and be put on the run's time axis only where the record is written: the master
+moves it onto its own clock (`on_master`, with the worker's measured clock offset), and
 `row(origin_unix)` gives REQUEST_COLUMNS with times in seconds since the run started.
 
 Its `status` and `error_code` speak the record's vocabulary (record/outcomes.py, docs/run_record.md).
@@ -11,7 +13,7 @@ Its `status` and `error_code` speak the record's vocabulary (record/outcomes.py,
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from record.outcomes import ClientCode, Status, is_overload_refusal
@@ -48,6 +50,10 @@ class RequestOutcome:
     retry_after_s: float | None = None
     """The server's Retry-After on an explicit overload answer (429/503/529): how long a client that
     behaves waits before it asks again. Not a run-record column."""
+    intended_unix: float | None = None
+    """When an open-loop request was meant to leave (None: a closed-loop user's)."""
+    load_worker: str = ""
+    """The load generator's process that sent it; the master names it (`on_master`)."""
 
     @property
     def is_rejection(self) -> bool:
@@ -72,6 +78,17 @@ class RequestOutcome:
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
 
+    def on_master(self, load_worker: str, clock_offset_s: float) -> RequestOutcome:
+        """This outcome as the master records it: named for the process that sent it, its send
+        times moved onto the master's clock (`clock_offset_s`: the sender's clock minus the
+        master's). Both times move alike, so the client lag is the sender's own."""
+        return replace(
+            self,
+            load_worker=load_worker,
+            sent_unix=self.sent_unix - clock_offset_s,
+            intended_unix=None if self.intended_unix is None else self.intended_unix - clock_offset_s,
+        )
+
     def row(self, origin_unix: float) -> dict[str, Any]:
         """The requests.csv row, times in seconds since `origin_unix`."""
         sent_s = self.sent_unix - origin_unix
@@ -80,6 +97,7 @@ class RequestOutcome:
             sent_s=sent_s,
             first_token_s=None if self.ttft_s is None else sent_s + self.ttft_s,
             done_s=None if self.e2e_s is None else sent_s + self.e2e_s,
+            intended_s=None if self.intended_unix is None else self.intended_unix - origin_unix,
         )
         return {c: row.get(c) for c in REQUEST_COLUMNS}
 

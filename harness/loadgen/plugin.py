@@ -6,23 +6,38 @@ command line). Each listener is small and says what it does:
 
     init_command_line_parser  add the --kvgate-* options (settings.py)
     init                      refresh the event loop's clock; build this process's
-                              ScenarioContext; the master (or the only process) listens for
-                              forwarded outcomes; every other process starts its forwarding
-                              loop and answers flush requests; decide whether the step shape
-                              drives; weigh the user classes by --kvgate-mix; a headless run
-                              with --kvgate-record-dir starts its watcher (watcher.py)
+                              ScenarioContext; the master (or the only process) keeps the roll
+                              of the load's processes (load_workers.py) and listens for
+                              forwarded outcomes; a worker says who it is (`hello`), answers
+                              clock pings and flush requests, and starts its forwarding loop;
+                              decide whether the step shape drives; weigh the user classes by
+                              --kvgate-mix; a headless run with --kvgate-record-dir starts its
+                              watcher (watcher.py)
     test_start                re-read the settings (the web UI may have changed them), resolve
                               the model name, open the request log (master / only process), and
-                              start the watcher if init did not (a run from the web UI)
-    test_stop                 a worker forwards whatever is still buffered; the master flushes
-                              every worker (below) before the test may end
-    quitting                  forward what is left, close the request log; with
-                              --kvgate-record-dir, judge the run (watcher.py)
+                              start the watcher if init did not (a run from the web UI); the
+                              master holds the start until every worker has said who it is, and
+                              ends the run if fewer than it expects were admitted
+    test_stop                 a worker forwards whatever is still buffered; the master marks
+                              the workers that went as lost and flushes the others (below)
+    quitting                  forward what is left, close the request log, write the master's
+                              report (--kvgate-load-json); with --kvgate-record-dir, judge the
+                              run (watcher.py)
+
+Messages between the master (M) and its workers (W), besides locust's own:
+
+    kvgate_hello, kvgate_refused, kvgate_ping, kvgate_pong   who a worker is, its clock (roll_call.py)
+    kvgate_outcomes  W -> M  [outcome, ...]: rows, once a second and when the test stops
+    kvgate_flush     M -> W  stop the users, forward everything, answer kvgate_flushed
+    kvgate_flushed   W -> M  sent after the worker's last outcomes and stats report
+    kvgate_sender_ready, kvgate_slots                        an open loop's (open_loop_users.py)
 
 Forwarding: every process that runs users buffers its outcomes and sends them with
 `runner.send_message("kvgate_outcomes", ...)` once a second and when the test stops; the master
-(or a local runner, which delivers its messages to itself) writes them. A run with
-`--processes N` or separate workers so records every request exactly once, in one place.
+(or a local runner, which delivers its messages to itself) writes them, each named for the
+process that sent it (`load_worker`) and moved onto the master's clock by that worker's measured
+offset. A run with `--processes N` or separate workers so records every request exactly once,
+in one place, on one time axis.
 
 The flush: locust's master ends a headless run by sending its workers `quit` and listening for
 just 0.5 s more, while a worker first lets its users finish (up to --stop-timeout); on a busy
@@ -31,7 +46,8 @@ stopped listening, and are lost (a run recorded 23 of its 24 requests). So the m
 test_stop asks each worker to stop its users and send everything now (`kvgate_flush`), and
 waits until each has answered `kvgate_flushed`, sent after its last outcomes and its last stats
 report on the same ordered connection (at most --stop-timeout + FLUSH_MARGIN_S; a worker that
-never answers is named in the log).
+never answers is named in the log). A worker whose heartbeat has stopped is not asked: it is
+lost (load_workers.py), and waiting for it would only delay the rows of the others.
 
 The watcher: a headless run starts `kvgate watch` in `init`, before locust starts its users and
 its --run-time clock, which begin together. Started at test_start, as a run from the web UI
@@ -46,117 +62,30 @@ machine, where imports take seconds, the timer was set from a stale time and fir
 
 from __future__ import annotations
 
-import itertools
 import logging
-import secrets
 import time
-from dataclasses import dataclass, field
 from typing import Any
-from weakref import WeakKeyDictionary
 
 import gevent
-import httpx
 from locust import events
 from locust.env import Environment
-from locust.runners import MasterRunner, Runner, WorkerRunner
+from locust.runners import STATE_MISSING, MasterRunner, Runner, WorkerRunner
 
+from harness.loadgen import roll_call
+from harness.loadgen.context import OUTCOMES_MESSAGE, ScenarioContext, context_of, resolve_model, settings_of
+from harness.loadgen.load_workers import LoadWorkers, identity_of
 from harness.loadgen.outcome import RequestOutcome
-from harness.loadgen.request_log import RequestLog
-from harness.loadgen.settings import LoadSettings, add_arguments, apply_mix, parse_mix
-from harness.loadgen.tenants import Tenant, TenantSet, parse_tenants
-from harness.loadgen.watcher import Watcher, default_rows
+from harness.loadgen.settings import add_arguments, apply_mix, parse_mix
+from harness.loadgen.watcher import Watcher, default_load_json, default_rows
+
+__all__ = ["ScenarioContext", "context_of", "resolve_model", "step_shape_wanted"]
 
 log = logging.getLogger("kvgate.scenarios")
 
-OUTCOMES_MESSAGE = "kvgate_outcomes"
 FLUSH_MESSAGE, FLUSHED_MESSAGE = "kvgate_flush", "kvgate_flushed"
 FORWARD_INTERVAL_S = 1.0
 FLUSH_MARGIN_S = 30.0
 FLUSH_POLL_S = 0.05
-FALLBACK_MODEL = "default"
-
-
-@dataclass(eq=False)
-class ScenarioContext:
-    """What the users of one locust process share. Only the listeners below call `configure`
-    and set `model` and `log`; users call `next_request_id`, `next_seed`, `tenant_for` and
-    `record`."""
-
-    settings: LoadSettings
-    tenants: TenantSet = field(init=False)
-    model: str = ""
-    log: RequestLog | None = None
-    watcher: Watcher | None = None
-    nonce: str = field(default_factory=lambda: secrets.token_hex(3))
-    flushed: set[str] = field(default_factory=set)  # (master) workers that answered the flush
-    _buffer: list[RequestOutcome] = field(default_factory=list)
-    _ids: itertools.count = field(default_factory=itertools.count)
-
-    def __post_init__(self) -> None:
-        self.configure(self.settings)
-
-    def configure(self, settings: LoadSettings) -> None:
-        self.settings, self.tenants = settings, TenantSet(parse_tenants(settings.tenants))
-
-    def next_request_id(self) -> str:
-        """Unique across the processes of a run: a per-process nonce and a counter."""
-        return f"{self.nonce}-{next(self._ids)}"
-
-    def tenant_for(self, traffic_class: str) -> Tenant:
-        """The tenant of the next user of this class: round-robin over all the process's users,
-        whatever their scenario (`TenantSet.next_of_class`)."""
-        return self.tenants.next_of_class(traffic_class)
-
-    def next_seed(self) -> str:
-        return f"seed-{self.next_request_id()}"
-
-    def record(self, outcome: RequestOutcome) -> None:
-        self._buffer.append(outcome)
-
-    def forward(self, runner: Runner) -> None:
-        if self._buffer:
-            batch, self._buffer = self._buffer, []
-            runner.send_message(OUTCOMES_MESSAGE, [o.to_message() for o in batch])
-
-    def open_log(self) -> RequestLog:
-        if self.log is None:
-            origin = self.settings.t0_unix or time.time()
-            self.log = RequestLog(self.settings.requests_csv or None, origin)
-        return self.log
-
-
-_CONTEXTS: WeakKeyDictionary[Environment, ScenarioContext] = WeakKeyDictionary()
-
-
-def context_of(environment: Environment) -> ScenarioContext:
-    ctx = _CONTEXTS.get(environment)
-    if ctx is None:
-        ctx = _CONTEXTS[environment] = ScenarioContext(_settings(environment))
-    return ctx
-
-
-def _settings(environment: Environment) -> LoadSettings:
-    try:
-        return LoadSettings.from_options(environment.parsed_options)
-    except ValueError as err:  # SettingsError, TenantSpecError
-        raise SystemExit(f"kvgate scenarios: {err}") from None
-
-
-def resolve_model(host: str, tenant: Tenant) -> str:
-    """The first model the target serves (GET /v1/models), for a run that named none."""
-    try:
-        resp = httpx.get(
-            f"{host.rstrip('/')}/v1/models", headers={"Authorization": f"Bearer {tenant.key}"}, timeout=10.0
-        )
-        return str(resp.json()["data"][0]["id"])
-    except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as err:
-        log.error(
-            "could not read the model name from %s/v1/models (%s); sending %r: set --kvgate-model",
-            host,
-            err,
-            FALLBACK_MODEL,
-        )
-        return FALLBACK_MODEL
 
 
 def step_shape_wanted(environment: Environment) -> bool:
@@ -188,21 +117,35 @@ def _on_init(environment: Environment, runner: Runner | None, **_: Any) -> None:
     if ctx.settings.record_dir and options is not None and not isinstance(runner, WorkerRunner):
         # the watcher follows the request log: it must exist, and its times count from now
         options.kvgate_requests_csv = options.kvgate_requests_csv or default_rows(ctx.settings.record_dir)
+        options.kvgate_load_json = options.kvgate_load_json or default_load_json(ctx.settings.record_dir)
         options.kvgate_t0_unix = options.kvgate_t0_unix or time.time()
         if options.headless:  # ready before locust starts the --run-time clock (see "The watcher")
-            ctx.watcher = Watcher.start(_settings(environment), environment.host or "")
+            ctx.watcher = Watcher.start(settings_of(environment), environment.host or "")
+    identity = identity_of(environment.parsed_locustfiles or [])
     if not isinstance(runner, WorkerRunner):
         runner.register_message(OUTCOMES_MESSAGE, _on_outcomes)
     if isinstance(runner, MasterRunner):
+        ctx.roll = LoadWorkers(identity, expected=getattr(options, "expect_workers", 0) or 0)
         runner.register_message(FLUSHED_MESSAGE, _on_flushed)
     else:
         runner.greenlet.spawn(_forward_loop, ctx, runner)
     if isinstance(runner, WorkerRunner):
         runner.register_message(FLUSH_MESSAGE, _on_flush)
+    elif not isinstance(runner, MasterRunner):
+        ctx.roll = LoadWorkers.alone(identity)
+    roll_call.register(runner, identity)
 
 
 def _on_outcomes(environment: Environment, msg: Any, **_: Any) -> None:
-    context_of(environment).open_log().add(RequestOutcome.from_message(d) for d in msg.data)
+    """(master / only process) Rows, named for their sender and moved onto the master's clock."""
+    ctx = context_of(environment)
+    assert ctx.roll is not None
+    name, offset_s = ctx.roll.name_of(msg.node_id), ctx.roll.offset_s(msg.node_id)
+    outcomes = [RequestOutcome.from_message(d).on_master(name, offset_s) for d in msg.data]
+    ctx.open_log().add(outcomes)
+    for observe in ctx.row_observers:
+        for outcome in outcomes:
+            observe(outcome)
 
 
 def _on_flush(environment: Environment, **_: Any) -> None:
@@ -220,8 +163,9 @@ def _on_flushed(environment: Environment, msg: Any, **_: Any) -> None:
 
 
 def _flush_workers(ctx: ScenarioContext, runner: MasterRunner, stop_timeout_s: float) -> None:
-    """(master) Ask every worker to flush and wait for their answers (module docstring)."""
-    workers = {client.id for client in runner.clients.all}
+    """(master) Ask every worker still there to flush and wait for their answers (module docstring)."""
+    roll_call.gone_workers(ctx, runner)
+    workers = {client.id for client in runner.clients.all if client.state != STATE_MISSING}
     for worker in workers - ctx.flushed:
         runner.send_message(FLUSH_MESSAGE, client_id=worker)
     deadline = time.monotonic() + stop_timeout_s + FLUSH_MARGIN_S
@@ -243,14 +187,16 @@ def _forward_loop(ctx: ScenarioContext, runner: Runner) -> None:
 @events.test_start.add_listener
 def _on_test_start(environment: Environment, **_: Any) -> None:
     ctx = context_of(environment)
-    ctx.configure(_settings(environment))
+    ctx.configure(settings_of(environment))
     if not isinstance(environment.runner, WorkerRunner):
         ctx.open_log()
         if ctx.settings.record_dir and ctx.watcher is None:
             ctx.watcher = Watcher.start(ctx.settings, environment.host or "")
     if isinstance(environment.runner, MasterRunner):
         ctx.flushed.clear()
+        roll_call.await_hellos(ctx, environment.runner)
         return
+    ctx.write_report(started=True)
     ctx.model = ctx.settings.model or resolve_model(environment.host or "", ctx.tenants.all[0])
 
 
@@ -270,5 +216,6 @@ def _on_quitting(environment: Environment, **_: Any) -> None:
         ctx.forward(environment.runner)
     if ctx.log is not None:
         ctx.log.close()
+        ctx.write_report(started=True)
     if ctx.watcher is not None:
         environment.process_exit_code = ctx.watcher.finish()

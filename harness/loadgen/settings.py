@@ -15,8 +15,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from harness.loadgen.arrivals import ArrivalKind, arrival_kind
+from harness.loadgen.client_lag import MAX_LAG_P99_MS
 from harness.loadgen.prompts import DEFAULT_SYSTEM_PROMPT, TokenModel
 from harness.loadgen.tenants import DEFAULT_SPEC, parse_tenants
+from record.errors import UnknownNameError
 from reference_engine.config import DEV_ADMIN_KEY
 
 
@@ -64,6 +67,20 @@ class LoadSettings:
     step_max_users: int = 64
     step_hold_s: float = 10.0
     request_timeout_s: float = 120.0
+    rate: float = 0.0
+    arrivals: str = ArrivalKind.POISSON.value
+    arrival_burst_size: int = 8
+    arrival_seed: int = 0
+    trace: str = ""
+    trace_format: str = "auto"
+    rate_scale: float = 1.0
+    time_scale: float = 1.0
+    size_scale: float = 1.0
+    max_requests: int = 0
+    schedule_s: float = 0.0
+    max_in_flight: int = 256
+    max_lag_ms: float = MAX_LAG_P99_MS
+    load_json: str = ""
     token_model: str = ""
     mix: str = ""
     requests_csv: str = ""
@@ -92,6 +109,8 @@ class LoadSettings:
             "step_users",
             "step_max_users",
             "num_documents",
+            "arrival_burst_size",
+            "max_in_flight",
         ):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{option(name)} must be at least 1, got {getattr(self, name)}")
@@ -106,6 +125,13 @@ class LoadSettings:
             raise SettingsError(f"{option('tier_chaos_slowdown')} divides a read bandwidth: at least 1")
         if self.step_s <= 0 or self.request_timeout_s <= 0:
             raise SettingsError(f"{option('step_s')} and {option('request_timeout_s')} must be positive")
+        for name in ("rate_scale", "time_scale", "size_scale", "max_lag_ms"):
+            if getattr(self, name) <= 0:
+                raise SettingsError(f"{option(name)} must be positive, got {getattr(self, name)}")
+        try:
+            arrival_kind(self.arrivals)
+        except UnknownNameError as err:
+            raise SettingsError(f"{option('arrivals')}: {err}") from None
         parse_tenants(self.tenants)  # raises TenantSpecError (a ValueError) with the expected form
         try:
             TokenModel.parse(self.token_model)
@@ -145,6 +171,12 @@ class LoadSettings:
 
     def with_(self, **changes: Any) -> LoadSettings:
         return replace(self, **changes)
+
+    def public(self) -> dict[str, Any]:
+        """These settings as a record may keep them: no keys, the tenants by name only."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in SECRETS}
+        out["tenants"] = [t.name for t in parse_tenants(self.tenants)]
+        return out
 
     def to_env(self) -> dict[str, str]:
         """Environment variables that reproduce these settings in a locust process."""
@@ -193,6 +225,23 @@ OPTIONS: dict[str, str] = {
     "step_max_users": "the step-load shape stops adding users here",
     "step_hold_s": "once rejections (429) begin (or max users is reached), hold this long, then stop",
     "request_timeout_s": "a request with no end after this long is a timeout",
+    "rate": "open loop (docs/load.md): chat requests (short_qa's) per second on average, sent on the arrivals "
+    "schedule whatever the target does",
+    "arrivals": "open loop: the schedule at the rate, poisson | constant | bursts",
+    "arrival_burst_size": "open loop, bursts: requests per burst",
+    "arrival_seed": "open loop: the seed of the arrival schedule (the same seed, the same times)",
+    "trace": "open loop: send this request trace (Mooncake JSONL, Azure 2023 or BurstGPT CSV) at its own times "
+    "instead of chat at a rate (only the master reads it)",
+    "trace_format": "open loop: the trace's format (auto: from its first line)",
+    "rate_scale": "open loop, trace: multiply its arrival rate by this",
+    "time_scale": "open loop, trace: stretch its time axis by this",
+    "size_scale": "open loop, trace: multiply every prompt and output length and the prefix block size by this",
+    "max_requests": "open loop: send at most this many requests (0: as many as the schedule holds)",
+    "schedule_s": "open loop: seconds of schedule (default: locust's --run-time)",
+    "max_in_flight": "open loop: requests each locust process holds open at once; more wait, and show as lag",
+    "max_lag_ms": "open loop: P99 client lag (per locust process) beyond which the run is a harness error",
+    "load_json": "the master writes who sent the load to this JSON file: locust workers, their clock offsets and "
+    "kvgate versions, and what an open-loop schedule dealt to each (kvgate run reads it)",
     "token_model": "what a prompt costs in the target's tokens, per_word,per_message,base,per_other_word (kvgate run "
     "measures it "
     "with the target's /tokenize or --tokenizer; default: the reference engine's one token per word)",

@@ -115,38 +115,44 @@ class KvgateUser(FastHttpUser):
         group.join()
 
     def _report(self, outcome: RequestOutcome) -> None:
-        name = f"{outcome.scenario}/{outcome.traffic_class}"
-        context = {
-            "tenant": outcome.tenant,
-            "request_id": outcome.request_id,
-            "engine_request_id": outcome.engine_request_id,
-        }
-        fire = self.environment.events.request.fire
-        failure = RequestFailed(f"{outcome.http_status or '-'} {outcome.error_code}") if outcome.is_failure else None
-        request_type = (
-            "CANCEL"
-            if outcome.status == Status.CANCELLED.value
-            else "UNFINISHED"
-            if outcome.status == Status.UNFINISHED.value
-            else "REJECTED"
-            if outcome.is_rejection
-            else "POST"
-        )
+        report_to_locust(self.environment, outcome)
+        self.ctx.record(outcome)
+
+
+def report_to_locust(environment: Any, outcome: RequestOutcome) -> None:
+    """Fire the locust events of one request (module docstring), so the web UI and CSV stats show
+    what the record holds: every user does, and the open loop's sender (open_loop_users.py)."""
+    name = f"{outcome.scenario}/{outcome.traffic_class}"
+    context = {
+        "tenant": outcome.tenant,
+        "request_id": outcome.request_id,
+        "engine_request_id": outcome.engine_request_id,
+    }
+    fire = environment.events.request.fire
+    failure = RequestFailed(f"{outcome.http_status or '-'} {outcome.error_code}") if outcome.is_failure else None
+    request_type = (
+        "CANCEL"
+        if outcome.status == Status.CANCELLED.value
+        else "UNFINISHED"
+        if outcome.status == Status.UNFINISHED.value
+        else "REJECTED"
+        if outcome.is_rejection
+        else "POST"
+    )
+    fire(
+        request_type=request_type,
+        name=name,
+        response_time=(outcome.e2e_s or 0.0) * 1000,
+        response_length=outcome.completion_tokens or 0,
+        exception=failure,
+        context=context,
+    )
+    if outcome.ttft_s is not None:
         fire(
-            request_type=request_type,
-            name=name,
-            response_time=(outcome.e2e_s or 0.0) * 1000,
-            response_length=outcome.completion_tokens or 0,
-            exception=failure,
+            request_type="TTFT",
+            name=f"ttft/{name}",
+            response_time=outcome.ttft_s * 1000,
+            response_length=0,
+            exception=None,
             context=context,
         )
-        if outcome.ttft_s is not None:
-            fire(
-                request_type="TTFT",
-                name=f"ttft/{name}",
-                response_time=outcome.ttft_s * 1000,
-                response_length=0,
-                exception=None,
-                context=context,
-            )
-        self.ctx.record(outcome)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import gevent
 
+from harness.loadgen.load_workers import LOAD_JSON_FILE
 from harness.loadgen.settings import LoadSettings
 
 log = logging.getLogger("kvgate.scenarios")
@@ -35,6 +36,10 @@ COOLDOWN_MAX_S = 30.0
 
 def default_rows(record_dir: str) -> str:
     return str(Path(record_dir) / ROWS_FILE)
+
+
+def default_load_json(record_dir: str) -> str:
+    return str(Path(record_dir) / LOAD_JSON_FILE)
 
 
 @dataclass

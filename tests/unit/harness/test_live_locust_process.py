@@ -3,7 +3,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from harness.locust_process import RowTail, locust_command
+from harness.locust_process import OPEN_LOOP_LOCUSTFILE, Master, RowTail, locust_command
 from harness.scenario_catalog import scenarios_dir, select
 from record.run_record import REQUEST_COLUMNS
 
@@ -48,3 +48,43 @@ def test_the_mixed_default_runs_the_directory_and_named_scenarios_name_their_cla
     )
     assert named[-2:] == ["StepLoad", "ShortQA"] and named[named.index("--processes") + 1] == "2"
     assert named[named.index("-f") + 1].endswith("step_load.py," + str(scenarios_dir() / "short_qa.py"))
+
+
+def test_an_open_loop_runs_its_locustfile_whose_shape_decides_users_and_end() -> None:
+    cmd = locust_command(
+        scenarios=[],
+        mixed_dir=None,
+        host="http://127.0.0.1:1",
+        users=4,
+        spawn_rate=2.0,
+        duration_s=10.0,
+        stop_timeout_s=5,
+        processes=2,
+        html_path=None,
+        open_loop=True,
+    )
+    assert cmd[cmd.index("-f") + 1] == str(OPEN_LOOP_LOCUSTFILE) and OPEN_LOOP_LOCUSTFILE.is_file()
+    assert not {"-u", "-r", "-t"} & set(cmd) and cmd[cmd.index("--processes") + 1] == "2"
+
+
+def test_a_master_for_workers_on_other_hosts_binds_where_they_reach_it() -> None:
+    cmd = locust_command(
+        scenarios=select(scenarios_dir(), ["short_qa"]),
+        mixed_dir=None,
+        host="http://10.0.0.2:8000",
+        users=4,
+        spawn_rate=2.0,
+        duration_s=10.0,
+        stop_timeout_s=5,
+        processes=0,
+        html_path=None,
+        master=Master("10.0.0.3", 5557, 2, 30.5),
+    )
+    master = cmd[cmd.index("--master") :]
+    assert master[:9] == ["--master", "--master-bind-host", "10.0.0.3", "--master-bind-port", "5557"] + [
+        "--expect-workers",
+        "2",
+        "--expect-workers-max-wait",
+        "31",
+    ]
+    assert "--processes" not in cmd

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from harness.live_meta import engine_config_of, live_meta, public_settings
+from harness.live_meta import engine_config_of, live_meta
 from harness.loadgen.settings import LoadSettings
 from record.run_record import Phase, RunMeta, Signals
 from reference_engine import config_digest, load_config
@@ -60,7 +60,5 @@ def test_the_engines_own_config_wins_over_the_local_file() -> None:
 
 
 def test_recorded_settings_carry_no_keys() -> None:
-    from dataclasses import asdict
-
-    out = public_settings(asdict(LoadSettings(tenants="acme=sk-secret:interactive")))
+    out = LoadSettings(tenants="acme=sk-secret:interactive").public()
     assert out["tenants"] == ["acme"] and "admin_key" not in out and "sk-secret" not in str(out)

@@ -36,6 +36,19 @@ def test_an_outcome_crosses_processes_as_plain_data() -> None:
     assert RequestOutcome.from_message(o.to_message()) == o
 
 
+def test_the_master_records_a_worker_row_on_its_own_clock_and_keeps_its_lag() -> None:
+    """The worker's clock runs 2 s ahead of the master's; its request left 30 ms late."""
+    sent = outcome(intended_unix=1012.0, sent_unix=1012.03, ttft_s=0.1)
+    row = sent.on_master("w1", clock_offset_s=2.0).row(origin_unix=1000.0)
+    assert row["load_worker"] == "w1"
+    assert (row["intended_s"], row["sent_s"]) == pytest.approx((10.0, 10.03))
+    assert row["sent_s"] - row["intended_s"] == pytest.approx(0.03) and row["ttft_s"] == 0.1
+
+
+def test_a_closed_loop_row_has_no_intended_time() -> None:
+    assert outcome().row(1000.0)["intended_s"] is None
+
+
 def test_cancels_are_not_failures_but_errors_and_timeouts_are() -> None:
     assert not outcome(status="cancelled").is_failure and not outcome().is_failure
     assert outcome(status="error").is_failure and outcome(status="timeout").is_failure
