@@ -18,7 +18,7 @@ from record.errors import KvgateError
 EXIT_OK, EXIT_GATE_FAILED, EXIT_HARNESS_ERROR = 0, 1, 2
 
 # Command modules, in the order `kvgate --help` lists them.
-COMMANDS = ("demo", "serve", "run", "sweep", "matrix", "replay", "gate", "report", "calibrate", "watch")
+COMMANDS = ("demo", "serve", "run", "sweep", "worker", "matrix", "replay", "gate", "report", "calibrate", "watch")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -352,17 +352,15 @@ def _record(
             writer.append("requests", [o.row(started_unix) for o in baseline])
             phases.append(Phase(name="baseline", start_s=b0, end_s=clock()))
         if plan.followed is None:
-            load_start, load_end, counts = _load(
+            load_start, load_end, counts, report = _load(
                 plan, settings.with_(t0_unix=started_unix), target, writer, collectors, progress, clock, live
             )
-            report_path = plan.run_dir / LOAD_JSON_FILE
         else:
             load_start, load_end, counts = _follow(
                 plan.followed, writer, collectors, progress, clock, plan.followed.origin_unix - started_unix
             )
-            report_path = Path(settings.load_json)
-        if settings.load_json or plan.followed is None:
-            load_start = _account(plan, settings, report_path, started_unix, live, notes, load_start)
+            report = _take_report(Path(settings.load_json)) if settings.load_json else None
+        load_start = _account(plan, settings, report, started_unix, live, notes, load_start)
         phases.append(Phase(name="load", start_s=load_start, end_s=load_end))
         progress.phase("cooldown", "waiting for the engine to drain")
         live["drained"] = collectors.wait_drained(plan.cooldown_max_s)
@@ -445,10 +443,11 @@ def _load(
     progress: RunProgress,
     clock: Callable[[], float],
     live: dict[str, Any],
-) -> tuple[float, float, Counter[str]]:
+) -> tuple[float, float, Counter[str], dict[str, Any] | None]:
     """Run locust until it exits; copy its rows into the record as they come. Returns the load
-    window (first request sent, locust exited) and the request counts. A master whose workers
-    never came is a harness error that says how many it waited for (WorkersMissing)."""
+    window (first request sent, locust exited), the request counts and the master's report. A
+    master whose workers never came is a harness error that says how many it waited for
+    (WorkersMissing)."""
     rows_path, report_path = plan.run_dir / "locust_requests.csv", plan.run_dir / LOAD_JSON_FILE
     settings = settings.with_(requests_csv=str(rows_path), phase="load", load_json=str(report_path))
     if plan.open_loop is not None:
@@ -483,14 +482,21 @@ def _load(
         ended = clock()
         first_sent = _copy_rows(tail, writer, counts, first_sent)
         rows_path.unlink(missing_ok=True)
+        report = _take_report(report_path)
     if plan.master is not None:
-        report = read_load_report(report_path)
         why = missing_workers(report, expected=plan.master.expect_workers, waited_s=plan.master.wait_s)
         if why is not None:
             raise WorkersMissing(why)
     if live["locust_exit_code"] != 0:
         raise LocustFailed(f"locust exited with code {live['locust_exit_code']}; see {plan.run_dir / 'locust.log'}")
-    return (first_sent if first_sent is not None else spawned), ended, counts
+    return (first_sent if first_sent is not None else spawned), ended, counts, report
+
+
+def _take_report(path: Path) -> dict[str, Any] | None:
+    """The master's report, read and removed (what matters of it goes into meta.json)."""
+    report = read_load_report(path)
+    path.unlink(missing_ok=True)
+    return report
 
 
 def _what_loads(plan: LivePlan) -> str:
@@ -511,7 +517,7 @@ def _longest_load_s(plan: LivePlan, settings: LoadSettings) -> float:
 def _account(
     plan: LivePlan,
     settings: LoadSettings,
-    report_path: Path,
+    report: dict[str, Any] | None,
     started_unix: float,
     live: dict[str, Any],
     notes: list[str],
@@ -522,14 +528,13 @@ def _account(
     at its schedule's time 0."""
     rows = RunRecord.table(plan.run_dir, "requests")
     account = account_for(
-        read_load_report(report_path),
+        report,
         rows[rows["phase"] == "load"],
         max_lag_ms=settings.max_lag_ms,
         max_in_flight=settings.max_in_flight,
     )
     live |= account.live
     notes += account.notes
-    report_path.unlink(missing_ok=True)
     return account.origin_unix - started_unix if account.origin_unix is not None else load_start
 
 

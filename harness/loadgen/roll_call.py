@@ -65,7 +65,7 @@ def _on_hello(environment: Environment, msg: Any, **_: Any) -> None:
 
 def _on_refused(environment: Environment, msg: Any, **_: Any) -> None:
     """(worker) The master will not have us: say why and quit with a harness error."""
-    log.error("kvgate: the master %s", msg.data["reason"])
+    log.error("kvgate: refused by the master: %s", msg.data["reason"])
     environment.process_exit_code = EXIT_REFUSED
     assert environment.runner is not None
     environment.runner.greenlet.spawn(environment.runner.quit)

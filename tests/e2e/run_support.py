@@ -70,3 +70,16 @@ def engine_arrivals(events: pd.DataFrame) -> dict[str, str]:
     the engine received (admitted, queued or refused at once)."""
     arrived = events[events["kind"].isin(["admitted", "queued", "rejected"]) & events["client_request_id"].notna()]
     return dict(zip(arrived["client_request_id"], arrived["request_id"]))
+
+
+def assert_each_scheduled_request_once(record: RunRecord, senders: set[str]) -> None:
+    """Every request the master scheduled has exactly one row, with its sender and its lag."""
+    load = record.requests[record.requests["phase"] == "load"]
+    summary = record.meta.model_extra["live"]["open_loop"]
+    assert len(load) == summary["num_scheduled"] == summary["num_sent"] and load["request_id"].is_unique
+    assert set(load["load_worker"]) == senders and load["intended_s"].notna().all()
+    assert (load["sent_s"] - load["intended_s"] >= -1e-6).all()  # never early: the lag is the sender's own clock
+    assert {s: v["num_recorded"] for s, v in summary["senders"].items()} == load.groupby("load_worker").size().to_dict()
+    workers = record.meta.model_extra["live"]["load_workers"]
+    assert set(workers) == senders and all(w["clock_offset_ms"] is not None for w in workers.values())
+    assert not record.meta.harness_error

@@ -1,8 +1,9 @@
-"""Open-loop load against `kvgate serve` started here: a Mooncake trace live, and a short sweep.
+"""Open-loop load against `kvgate serve` started here, on locust: chat at a rate and a Mooncake
+trace on two locust worker processes, a short sweep on two, a client that lags on one.
 
 Bounded in count (a few dozen requests) and time; asserts counts and states. The client-lag
 bound is loosened (a shared CI machine may stall the client): the bound's rule itself is
-tested on a fake clock (tests/unit/harness/loadgen/test_loadgen_open_loop.py).
+tested in tests/unit/harness/test_load_report.py and test_loadgen_sender.py.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 from harness.replay.loaders import load_trace
 from harness.sweep import MIN_STEP_REQUESTS
 from record.run_record import RunRecord
-from tests.e2e.run_support import REPO, clean_env
+from tests.e2e.run_support import REPO, assert_each_scheduled_request_once, clean_env
 from tests.integration.server_process import ADMIN_KEY, running_server
 
 pytestmark = pytest.mark.slow
@@ -48,6 +49,21 @@ def kvgate(*args: str, admin: bool = False) -> subprocess.CompletedProcess[str]:
     )
 
 
+def test_chat_at_a_rate_on_two_locust_processes_records_every_request_once(server: str, tmp_path: Path) -> None:
+    """`kvgate run --rate 20 --duration 20 --processes 2`, shortened."""
+    out = tmp_path / "rate"
+    result = kvgate(
+        "run",
+        *("--target", server, "--tenants", TENANTS, "--profile", "quick", "--out", str(out)),
+        *("--rate", "20", "--duration", "4", "--processes", "2"),
+        *LOOSE_LAG,
+    )
+    assert result.returncode in (0, 1), result.stdout + result.stderr
+    record = RunRecord.load(out)
+    assert_each_scheduled_request_once(record, {"w0", "w1"})
+    assert record.meta.model_extra["live"]["open_loop"]["num_scheduled"] >= 40  # Poisson at 20/s for 4 s
+
+
 def test_a_mooncake_trace_runs_live_and_is_judged(server: str, tmp_path: Path) -> None:
     out = tmp_path / "trace"
     result = kvgate(
@@ -68,11 +84,14 @@ def test_a_mooncake_trace_runs_live_and_is_judged(server: str, tmp_path: Path) -
         "24",
         "--duration",
         "60",
+        "--processes",
+        "2",
         *LOOSE_LAG,
         admin=True,
     )
     assert result.returncode in (0, 1), result.stdout + result.stderr
     record = RunRecord.load(out)
+    assert_each_scheduled_request_once(record, {"w0", "w1"})
     load = record.requests[record.requests["phase"] == "load"]
     assert len(load) == 24 and load["intended_s"].notna().all()
     assert set(load["scenario"]) == {"trace_mooncake"} and record.meta.scenarios == ["trace_mooncake"]
@@ -133,12 +152,16 @@ def test_a_short_sweep_reports_its_highest_passing_rate(server: str, tmp_path: P
         "constant",
         "--duration",
         "3",
+        "--processes",
+        "2",
         "--out",
         str(out),
         *LOOSE_LAG,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     sweep = json.loads((out / "sweep.json").read_text())
+    for step in sweep["steps"]:
+        assert_each_scheduled_request_once(RunRecord.load(step["run_dir"]), {"w0", "w1"})
     steps = sweep["steps"]
     # constant arrivals: rate x duration, the slow step stretched to offer MIN_STEP_REQUESTS
     assert [s["num_sent"] for s in steps] == [MIN_STEP_REQUESTS, 24][: len(steps)]
