@@ -18,8 +18,8 @@ command line). Each listener is small and says what it does:
                               start the watcher if init did not (a run from the web UI); the
                               master holds the start until every worker has said who it is, and
                               ends the run if fewer than it expects were admitted
-    test_stop                 a worker forwards whatever is still buffered; the master marks
-                              the workers that went as lost and flushes the others (below)
+    test_stop                 a worker forwards whatever is still buffered; the master flushes
+                              every worker (below), and marks those that never answer as lost
     quitting                  forward what is left, close the request log, write the master's
                               report (--kvgate-load-json); with --kvgate-record-dir, judge the
                               run (watcher.py)
@@ -45,9 +45,11 @@ machine the last outcomes, and locust's own last stats report, then arrive after
 stopped listening, and are lost (a run recorded 23 of its 24 requests). So the master's
 test_stop asks each worker to stop its users and send everything now (`kvgate_flush`), and
 waits until each has answered `kvgate_flushed`, sent after its last outcomes and its last stats
-report on the same ordered connection (at most --stop-timeout + FLUSH_MARGIN_S; a worker that
-never answers is named in the log). A worker whose heartbeat has stopped is not asked: it is
-lost (load_workers.py), and waiting for it would only delay the rows of the others.
+report on the same ordered connection (at most --stop-timeout + FLUSH_MARGIN_S). A worker that
+never answers is lost (load_workers.py): named in the log and the report, and its run is not
+judged. One whose heartbeat has stopped is asked too — a worker starved of CPU for a few seconds
+is missed by locust's heartbeat and yet alive, with rows to send — but waited for only
+MISSING_GRACE_S once it is the last: a dead one would only delay the end.
 
 The watcher: a headless run starts `kvgate watch` in `init`, before locust starts its users and
 its --run-time clock, which begin together. Started at test_start, as a run from the web UI
@@ -86,6 +88,7 @@ FLUSH_MESSAGE, FLUSHED_MESSAGE = "kvgate_flush", "kvgate_flushed"
 FORWARD_INTERVAL_S = 1.0
 FLUSH_MARGIN_S = 30.0
 FLUSH_POLL_S = 0.05
+MISSING_GRACE_S = 5.0
 
 
 def step_shape_wanted(environment: Environment) -> bool:
@@ -163,19 +166,25 @@ def _on_flushed(environment: Environment, msg: Any, **_: Any) -> None:
 
 
 def _flush_workers(ctx: ScenarioContext, runner: MasterRunner, stop_timeout_s: float) -> None:
-    """(master) Ask every worker still there to flush and wait for their answers (module docstring)."""
-    roll_call.gone_workers(ctx, runner)
-    workers = {client.id for client in runner.clients.all if client.state != STATE_MISSING}
+    """(master) Ask every worker to flush and wait for their answers (module docstring); those
+    that never answer are lost."""
+    assert ctx.roll is not None
+    roll_call.gone_workers(ctx, runner)  # those that left already
+    workers = {client.id for client in runner.clients.all}
     for worker in workers - ctx.flushed:
         runner.send_message(FLUSH_MESSAGE, client_id=worker)
-    deadline = time.monotonic() + stop_timeout_s + FLUSH_MARGIN_S
-    while not workers <= ctx.flushed and time.monotonic() < deadline:
+    began = time.monotonic()
+    while not workers <= ctx.flushed and time.monotonic() < began + stop_timeout_s + FLUSH_MARGIN_S:
+        missing = {c.id for c in runner.clients.all if c.state == STATE_MISSING}
+        if workers - ctx.flushed <= missing and time.monotonic() > began + MISSING_GRACE_S:
+            break
         gevent.sleep(FLUSH_POLL_S)
-    if not workers <= ctx.flushed:
+    if unanswered := workers - ctx.flushed:
         log.error(
-            "locust workers %s did not send their last outcomes: the record may miss their last requests",
-            ", ".join(sorted(workers - ctx.flushed)),
+            "locust workers %s did not send their last outcomes: the record misses their last requests",
+            ", ".join(ctx.roll.name_of(w) for w in sorted(unanswered)),
         )
+        ctx.roll.mark_lost(unanswered)
 
 
 def _forward_loop(ctx: ScenarioContext, runner: Runner) -> None:
