@@ -566,7 +566,7 @@ def _follow(
     return (first_sent if first_sent is not None else began), ended, counts
 
 
-TIME_COLUMNS = ("sent_s", "first_token_s", "done_s")
+TIME_COLUMNS = ("sent_s", "first_token_s", "done_s", "intended_s")
 
 
 def _copy_rows(

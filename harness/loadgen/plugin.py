@@ -117,13 +117,6 @@ def _on_init(environment: Environment, runner: Runner | None, **_: Any) -> None:
     if runner is None:
         return
     options = environment.parsed_options
-    if ctx.settings.record_dir and options is not None and not isinstance(runner, WorkerRunner):
-        # the watcher follows the request log: it must exist, and its times count from now
-        options.kvgate_requests_csv = options.kvgate_requests_csv or default_rows(ctx.settings.record_dir)
-        options.kvgate_load_json = options.kvgate_load_json or default_load_json(ctx.settings.record_dir)
-        options.kvgate_t0_unix = options.kvgate_t0_unix or time.time()
-        if options.headless:  # ready before locust starts the --run-time clock (see "The watcher")
-            ctx.watcher = Watcher.start(settings_of(environment), environment.host or "")
     identity = identity_of(environment.parsed_locustfiles or [])
     if not isinstance(runner, WorkerRunner):
         runner.register_message(OUTCOMES_MESSAGE, _on_outcomes)
@@ -136,7 +129,15 @@ def _on_init(environment: Environment, runner: Runner | None, **_: Any) -> None:
         runner.register_message(FLUSH_MESSAGE, _on_flush)
     elif not isinstance(runner, MasterRunner):
         ctx.roll = LoadWorkers.alone(identity)
-    roll_call.register(runner, identity)
+    roll_call.register(runner, identity)  # before anything that waits: workers say hello at once
+    if ctx.settings.record_dir and options is not None and not isinstance(runner, WorkerRunner):
+        # the watcher follows the request log: it must exist, and its times count from now
+        options.kvgate_requests_csv = options.kvgate_requests_csv or default_rows(ctx.settings.record_dir)
+        options.kvgate_load_json = options.kvgate_load_json or default_load_json(ctx.settings.record_dir)
+        options.kvgate_t0_unix = options.kvgate_t0_unix or time.time()
+        ctx.configure(settings_of(environment))
+        if options.headless:  # ready before locust starts the --run-time clock (see "The watcher")
+            ctx.watcher = Watcher.start(ctx.settings, environment.host or "")
 
 
 def _on_outcomes(environment: Environment, msg: Any, **_: Any) -> None:

@@ -1,7 +1,8 @@
 """Who sends the load, asked of every locust worker as it connects: its identity, its clock.
 
-    kvgate_hello     W -> M  {kvgate, scenarios}: sent once connected (`introduce`); the master
-                             admits the worker and pings it, or refuses it
+    kvgate_hello     W -> M  {kvgate, scenarios}: sent once connected; the master admits the
+                             worker and pings it, or refuses it
+                     M -> W  {}: who are you? (a worker the master has not heard from yet)
     kvgate_refused   M -> W  {reason}: the worker says why and quits (exit code 2)
     kvgate_ping      M -> W  {sent_s}: the worker answers at once with kvgate_pong
     kvgate_pong      W -> M  {sent_s, answered_s}: one clock sample (clock_sync.py)
@@ -45,6 +46,7 @@ def register(runner: Runner, identity: Identity) -> None:
     elif isinstance(runner, WorkerRunner):
         runner.register_message(REFUSED_MESSAGE, _on_refused)
         runner.register_message(PING_MESSAGE, _on_ping)
+        runner.register_message(HELLO_MESSAGE, lambda **_: runner.send_message(HELLO_MESSAGE, identity.to_message()))
         runner.send_message(HELLO_MESSAGE, identity.to_message())
 
 
@@ -52,6 +54,8 @@ def _on_hello(environment: Environment, msg: Any, **_: Any) -> None:
     """(master) Admit a worker that runs what the master runs, and time its clock; refuse any other."""
     ctx, runner = context_of(environment), environment.runner
     assert ctx.roll is not None and isinstance(runner, MasterRunner)
+    if ctx.roll.is_admitted(msg.node_id):  # it said so twice (asked again): one roll entry, one clock
+        return
     refusal = ctx.roll.admit(msg.node_id, runner.get_worker_index(msg.node_id), Identity.from_message(msg.data))
     if refusal is not None:
         log.error("kvgate: refused %s", refusal)
@@ -104,6 +108,10 @@ def await_hellos(ctx: ScenarioContext, runner: MasterRunner) -> None:
     workers as expected: otherwise say so, in the log and the report, and end the run."""
     assert ctx.roll is not None
     roll = ctx.roll
+    refused = {r["client_id"] for r in roll.refused}
+    for client in runner.clients.all:  # a hello sent before the master listened is asked for again
+        if not roll.is_admitted(client.id) and client.id not in refused:
+            runner.send_message(HELLO_MESSAGE, {}, client_id=client.id)
     deadline = time.monotonic() + HELLO_WAIT_S
     while time.monotonic() < deadline and not all(roll.is_admitted(c.id) for c in runner.clients.all):
         gevent.sleep(HELLO_POLL_S)

@@ -1,6 +1,6 @@
 """A plain locust run with --kvgate-record-dir ends like `kvgate run`: a run record, the verdict
 table, and locust's exit code from the gates (0 pass, 1 a gate failed); an explicit refusal is a
-REJECTED request in locust's table, never a failure."""
+REJECTED request in locust's table, never a failure; an open loop's account reaches the record."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.locust_process import OPEN_LOOP_LOCUSTFILE
 from record.run_record import RunRecord
-from tests.e2e.run_support import SCENARIOS, locust
+from tests.e2e.run_support import SCENARIOS, assert_each_scheduled_request_once, locust
 from tests.integration.server_process import ADMIN_KEY, SYSTEM_PROMPT, running_server
 
 pytestmark = pytest.mark.slow
@@ -66,3 +67,18 @@ def test_a_plain_locust_run_is_recorded_judged_and_exits_with_the_gates_code(tmp
     assert len(answered) and (answered["error_code"] == "tenant_quota").all()
     assert "goodput" in refused.stdout and "FAIL" in refused.stdout
     assert "REJECTED" in refused.stderr and "RequestFailed('429" not in refused.stderr  # refusals are no failures
+
+
+def test_an_open_loop_from_plain_locust_on_two_processes_is_recorded_with_its_account(tmp_path: Path) -> None:
+    """The open loop's locustfile run by hand: its schedule, senders and lag reach the record."""
+    with running_server(tmp_path) as base:
+        result = locust(
+            *("-f", str(OPEN_LOOP_LOCUSTFILE), "--headless", "--processes", "2", "--host", base, "-t", "3s"),
+            *("--only-summary", "--kvgate-rate", "10", "--kvgate-arrivals", "constant", "--kvgate-max-lag-ms", "5000"),
+            *("--kvgate-model", "kvgate-tiny", "--kvgate-system-prompt", SYSTEM_PROMPT),
+            *("--kvgate-tenants", "acme=sk-acme:interactive", "--kvgate-record-dir", str(tmp_path / "open")),
+        )
+    assert result.returncode in (0, 1), result.stdout[-3000:] + result.stderr[-3000:]
+    record = RunRecord.load(tmp_path / "open")
+    assert_each_scheduled_request_once(record, {"w0", "w1"})
+    assert record.meta.model_extra["live"]["open_loop"]["num_scheduled"] == 30  # 10/s for the 3 s of -t
