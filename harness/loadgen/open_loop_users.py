@@ -39,10 +39,11 @@ Messages (plugin.py lists the others):
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 from weakref import WeakKeyDictionary
 
 import gevent
@@ -51,7 +52,6 @@ from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
 from harness.loadgen.dealer import Dealer
-from harness.loadgen.load_workers import LOCAL
 from harness.loadgen.outcome import RequestOutcome
 from harness.loadgen.plugin import ScenarioContext, context_of  # and with it, its listeners
 from harness.loadgen.roll_call import gone_workers
@@ -129,8 +129,6 @@ class OpenLoopUser(User):
 class OpenLoopShape(LoadTestShape):
     """One sender user per locust process, until the schedule has been sent and answered."""
 
-    is_open_loop: ClassVar[bool] = True
-
     def tick(self) -> tuple[int, float] | None:
         assert self.runner is not None
         if state_of(self.runner.environment).is_complete:
@@ -145,8 +143,15 @@ def _on_init(environment: Environment, runner: Any, **_: Any) -> None:
         return
     if not isinstance(runner, WorkerRunner):
         runner.register_message(READY_MESSAGE, _on_ready)
+        context_of(environment).row_observers.append(functools.partial(_on_row, state_of(environment)))
     if not isinstance(runner, MasterRunner):
         runner.register_message(SLOTS_MESSAGE, _on_slots)
+
+
+def _on_row(state: OpenLoopState, outcome: RequestOutcome) -> None:
+    """(master) A row came back: the dealer accounts for it."""
+    if state.dealer is not None:
+        state.dealer.record(outcome.request_id)
 
 
 def _on_ready(environment: Environment, msg: Any, **_: Any) -> None:
@@ -173,7 +178,7 @@ def _on_test_start(environment: Environment, **_: Any) -> None:
 
         state.sender = Sender(environment.host or "", settings, ctx.tenants, record=record)
     if not isinstance(runner, WorkerRunner):
-        state.is_complete = False
+        state.is_complete, state.dealer, state.problem = False, None, ""
         ctx.report["open_loop"] = state.report
         assert runner is not None
         runner.greenlet.spawn(_deal, environment, ctx, state)
@@ -223,7 +228,6 @@ def _deal_schedule(environment: Environment, ctx: ScenarioContext, state: OpenLo
         log.error("kvgate: %s", state.problem)
         return
     dealer = state.dealer = Dealer(workload.slots(settings, ctx.tenants, state.duration_s), lookahead_s=LOOKAHEAD_S)
-    ctx.row_observers.append(lambda outcome: dealer.record(outcome.request_id))
     origin = state.origin_unix = time.time() + START_DELAY_S
     while not dealer.is_exhausted:
         live = senders()
@@ -232,7 +236,7 @@ def _deal_schedule(environment: Environment, ctx: ScenarioContext, state: OpenLo
             log.error("kvgate: %s", state.problem)
             return
         for name, slots in dealer.deal(time.time() - origin, live).items():
-            client_id = LOCAL if name == LOCAL else roll.client_of(name)
+            client_id = roll.client_of(name)
             data = {"origin_unix": origin + roll.offset_s(client_id), "slots": [s.to_message() for s in slots]}
             runner.send_message(SLOTS_MESSAGE, data, client_id=client_id)
         gevent.sleep(DEAL_INTERVAL_S)
