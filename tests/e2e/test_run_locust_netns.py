@@ -49,7 +49,7 @@ class Hosts:
         return done.stdout + done.stderr
 
     def on_workers(self) -> list[str]:
-        """--master-bind for the two workers, and their targets: where the load comes from."""
+        """The options of a run whose load the two workers send: the target, and where they find the master."""
         return ["--target", self.target, "--tenants", TENANTS, "--master-bind", self.master, "--expect-workers", "2"]
 
 
