@@ -174,6 +174,28 @@ def counter_prefix_hit_rate(meta: RunMeta) -> float | None:
     return hits / final_lookups if final_lookups > 0 else None
 
 
+def measured_hit_ratio(record: RunRecord) -> float | None:
+    """The run's prefix-cache hit ratio as the target itself counted it: from the engine's events
+    over the load (`prefix_hit_rate`, every tier), else from its counters' change over the run
+    (`counter_prefix_hit_rate`; a fleet's counters are its replicas' summed). None when neither
+    says."""
+    if record.meta.signals.engine_events:
+        rate = prefix_hit_rate(record, load_window(record.meta))
+        if rate is not None:
+            return rate
+    return counter_prefix_hit_rate(record.meta)
+
+
+def num_restarts(events: pd.DataFrame) -> int:
+    """Engine restarts seen from outside: per replica (or the one target), the larger count of
+    its two witnesses (the scraped start time and /health may both see one restart), summed."""
+    restarts = events[events["kind"] == "engine_restart"]
+    if restarts.empty:
+        return 0
+    by_witness = restarts.groupby([restarts["replica"].fillna(""), restarts["reason"]]).size()
+    return int(by_witness.groupby(level=0).max().sum())
+
+
 def counter_change(meta: RunMeta, name: str) -> float | None:
     """A target counter's change over the run (`meta.final` minus `meta.initial`; the final total
     when the start was not recorded). None when the target does not export it."""
