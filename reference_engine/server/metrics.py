@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -65,6 +65,9 @@ class EngineMetrics:
     def __init__(self, core: EngineCore, model_name: str) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
+        # process_start_time_seconds, as vLLM's Python registry exports it: a worker killed and
+        # started again on its port shows from outside as a new start time (kvgate's restart watch).
+        ProcessCollector(registry=r)
         self.admissions = Counter(
             "kvgate_admissions",
             "Requests admitted or queued, by outcome",
