@@ -485,8 +485,9 @@ def _prefix_reuse(plan: LivePlan, meta: RunMeta, collectors: LiveCollectors) -> 
     if not block_tokens:
         return None
     trace = workload.trace.rescaled(rate_scale=workload.rate_scale, time_scale=workload.time_scale)
-    sent = [r for r in trace.resized(workload.size_scale).requests if r.arrival_s < plan.duration_s]
-    return prefix_reuse(replace(trace, requests=sent[: workload.max_requests]), block_tokens)
+    trace = trace.resized(workload.size_scale)
+    sent = [r for r in trace.requests if r.arrival_s < plan.duration_s][: workload.max_requests]
+    return prefix_reuse(replace(trace, requests=sent), block_tokens)
 
 
 def _load(

@@ -103,7 +103,7 @@ def replica_view(record: RunRecord, name: str) -> RunRecord:
         events=events[mine],
         samples=samples[list(SAMPLE_COLUMNS)].reset_index(drop=True),
         tenant_samples=record.tenant_samples.iloc[0:0],
-        replica_samples=record.replica_samples.iloc[0:0],
+        replica_samples=samples,
         replicas=record.replicas.iloc[0:0],
     )
 

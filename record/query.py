@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from record.outcomes import NOT_OVERLOAD_CODES, OVERLOAD_STATUSES, Status
-from record.run_record import RunMeta, RunRecord
+from record.run_record import HIT_COUNTERS, RunMeta, RunRecord
 
 Window = tuple[float, float]
 
@@ -175,15 +175,33 @@ def counter_prefix_hit_rate(meta: RunMeta) -> float | None:
 
 
 def measured_hit_ratio(record: RunRecord) -> float | None:
-    """The run's prefix-cache hit ratio as the target itself counted it: from the engine's events
-    over the load (`prefix_hit_rate`, every tier), else from its counters' change over the run
-    (`counter_prefix_hit_rate`; a fleet's counters are its replicas' summed). None when neither
-    says."""
+    """The prefix-cache hit ratio of the load, as the target itself counted it: from the engine's
+    events (`prefix_hit_rate`, every tier), else from its replicas' counters from the load's start
+    on (`replica_hit_ratio`), else from its counters' change over the whole run, the baseline's
+    requests included (`counter_prefix_hit_rate`). None when nothing says."""
+    window = load_window(record.meta)
     if record.meta.signals.engine_events:
-        rate = prefix_hit_rate(record, load_window(record.meta))
+        rate = prefix_hit_rate(record, window)
         if rate is not None:
             return rate
-    return counter_prefix_hit_rate(record.meta)
+    rate = replica_hit_ratio(record.replica_samples, (window[0], math.inf))
+    return rate if rate is not None else counter_prefix_hit_rate(record.meta)
+
+
+def replica_hit_ratio(samples: pd.DataFrame, window: Window) -> float | None:
+    """Prefix hits / lookups in `window` from replicas' samples (replica_samples.csv, whose
+    counters are each replica's increase so far): per replica, its last reading in the window
+    minus its last before it (0 without one), summed over the replicas. None without lookups."""
+    read = samples.dropna(subset=list(HIT_COUNTERS))
+    hits = lookups = 0.0
+    for _, rows in read.sort_values("t_s", kind="stable").groupby("replica"):
+        before, upto = rows[rows["t_s"] < window[0]], rows[rows["t_s"] < window[1]]
+        if upto.empty:
+            continue
+        start = before[list(HIT_COUNTERS)].iloc[-1] if len(before) else 0.0
+        change = upto[list(HIT_COUNTERS)].iloc[-1] - start
+        lookups, hits = lookups + float(change.iloc[0]), hits + float(change.iloc[1])
+    return hits / lookups if lookups > 0 else None
 
 
 def num_restarts(events: pd.DataFrame) -> int:

@@ -108,10 +108,15 @@ RECORD_EVENT_COLUMNS: tuple[str, ...] = (*WORKER_EVENT_COLUMNS, "replica")
 `log_match`); empty for the target itself and for the engine's own events (those name their
 `worker`)."""
 
-REPLICA_SAMPLE_COLUMNS: tuple[str, ...] = ("replica", *SAMPLE_COLUMNS)
+HIT_COUNTERS: tuple[str, ...] = ("prefix_cache_queries_tokens", "prefix_cache_hits_tokens")
+"""Prefix-cache tokens looked up and hit, as a replica's sample carries them: its counters'
+increase since the run began, at that tick (so the hits of any window are a difference)."""
+
+REPLICA_SAMPLE_COLUMNS: tuple[str, ...] = ("replica", *SAMPLE_COLUMNS, *HIT_COUNTERS)
 """A fleet's samples, one row per replica per tick (all replicas read at the same tick, so rows
-of one tick share `t_s`). A tick whose scrape of a replica failed is a row of that replica with
-`source` MISSING_SOURCE and no figures: the gap is in the table, not only in a note."""
+of one tick share `t_s`), with its prefix-cache counters so far (HIT_COUNTERS). A tick whose
+scrape of a replica failed is a row of that replica with `source` MISSING_SOURCE and no
+figures: the gap is in the table, not only in a note."""
 
 MISSING_SOURCE = "missing"
 

@@ -19,7 +19,7 @@ mid-run still says how many prefix hits it served in the run, never its totals s
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +30,14 @@ from harness.collectors.prometheus import COUNTERS, PrometheusScraper, Scrape, S
 from harness.collectors.replica_spec import ReplicaSpec
 from harness.collectors.target_log import LogTail
 from harness.collectors.target_telemetry import TargetTelemetry
-from record.run_record import KV_EVENT_COUNTS, MISSING_SOURCE, POOL_STATE_KEYS, RUN_COUNTERS, CollectorStatus
+from record.run_record import (
+    HIT_COUNTERS,
+    KV_EVENT_COUNTS,
+    MISSING_SOURCE,
+    POOL_STATE_KEYS,
+    RUN_COUNTERS,
+    CollectorStatus,
+)
 
 
 class CounterIncrease:
@@ -49,12 +56,17 @@ class CounterIncrease:
             self._last = {k: float(v) for k, v in counters.items()}
             self.increase = {k: 0.0 for k in counters}
 
+    def now(self, names: Sequence[str]) -> dict[str, float]:
+        """The increase so far of each of `names` the target exports."""
+        with self._lock:
+            return {name: self.increase[name] for name in names if name in self.increase}
+
     def observe(self, counters: Mapping[str, float]) -> None:
         with self._lock:
             for key, value in counters.items():
                 last = self._last.get(key)
-                if last is not None:
-                    self.increase[key] = self.increase.get(key, 0.0) + (value - last if value >= last else value)
+                step = 0.0 if last is None else value - last if value >= last else value
+                self.increase[key] = self.increase.get(key, 0.0) + step
                 self._last[key] = float(value)
 
 
@@ -118,7 +130,7 @@ class ReplicaCollectors:
         if row is None:
             return None
         self.num_samples += 1
-        return {**row, "replica": self.spec.name}
+        return {**row, **self.counters.now(HIT_COUNTERS), "replica": self.spec.name}
 
     def poll_health(self, t_s: float) -> list[dict[str, Any]]:
         self.restarts.poll_health(t_s)

@@ -26,7 +26,7 @@ from reports.series import downsample_max
 SUMMARY_ROWS: tuple[tuple[str, str], ...] = (
     ("peak_usage", "peak KV usage under load"),
     ("prefix_hit_tokens", "prefix-cache hit tokens (the run's)"),
-    ("prefix_hit_ratio", "prefix hit ratio"),
+    ("prefix_hit_ratio", "prefix hit ratio of the load"),
     ("preemptions", "preemptions (the run's)"),
     ("restarts", "restarts seen"),
     ("cached_blocks_removed", "cached blocks removed (KV events)"),
