@@ -19,7 +19,7 @@ from gates import Outcome, Verdict
 from gates.fleet import PER_REPLICA
 from record.fleet import FLEET, replica_names, replica_summary
 from record.run_record import MISSING_SOURCE, RunRecord
-from reports.page import LEGEND_RIGHT, badge, esc, figure, note, shade_phases, table
+from reports.page import badge, esc, note, share_chart, table
 from reports.prefix_reuse import reuse_line
 from reports.series import downsample_max
 
@@ -100,11 +100,4 @@ def _usage_chart(record: RunRecord, names: list[str]) -> str:
         fig.add_trace(
             go.Scatter(x=frame["t_s"], y=frame["usage"], name=FLEET, mode="lines", line={"dash": "dash", "width": 1})
         )
-    shade_phases(fig, record.meta.phases)
-    fig.update_layout(
-        xaxis_title="time (s)",
-        yaxis_title="KV usage of each replica's pool",
-        yaxis_tickformat=".0%",
-        yaxis_range=[0, 1.05],
-    )
-    return figure(fig, "fig-replica-usage", legend=LEGEND_RIGHT)
+    return share_chart(fig, record.meta.phases, "KV usage of each replica's pool", "fig-replica-usage")
