@@ -136,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
         "trace": None,
         "rate": None,
         "target_log": None,
+        "replica": [],
         "llamacpp_kv": DEFAULT_LAYOUT,
         "tenant_caps": None,
         "fixed_profile": False,
