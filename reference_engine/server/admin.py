@@ -5,7 +5,8 @@
                                    and how many a slow reader `missed` (the log is a ring)
     GET /admin/snapshot            usage now (the harness's sampler reads this)
     GET /admin/config              the validated config (secrets redacted) and its digest
-    GET /admin/workers             this process as the only worker: pid, state
+    GET /admin/workers             this process as the only worker: pid, state, where its KV
+                                   cache events are published (kv_events_endpoint)
     POST /admin/tiers/chaos        detach / reattach a KV tier, slow its reads, inject load
                                    failures (tier_chaos.py): chaos testing of the tiers
 
@@ -103,6 +104,7 @@ async def get_workers(state: Admin) -> dict:
                 "state": "ready" if state.loop.ready else "warming_up",
                 "in_flight": state.loop.num_open_streams,
                 "step_errors": state.loop.num_step_errors,
+                "kv_events_endpoint": None if state.loop.kv_sink is None else state.loop.kv_sink.endpoint,
             }
         ]
     }
