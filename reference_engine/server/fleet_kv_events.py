@@ -1,16 +1,20 @@
 """The router's view of its workers' KV cache events: subscriptions, the prefix index, and chaos.
 
 Each worker slot publishes its events on its own endpoint (kv_event_publisher.py); the router
-connects one SUB socket per slot, decodes each batch (kv_event_wire.py) and applies it to the
-fleet's `PrefixIndex` (routing/prefix_index.py). Batches are numbered per worker process: a gap
-is counted as missed (the index is stale for that worker until its blocks are stored again), a
-number that starts again is a new incarnation. A worker that dies takes its KV with it, so its
-index entries are dropped at its death (`worker_lost`), before anything is routed on them.
+connects one SUB socket per worker incarnation, takes the worker's snapshot of what it holds
+already (its pinned prefixes were announced before anyone listened: `GET
+/admin/kv_events/snapshot`), then decodes each live batch numbered after the snapshot
+(kv_event_wire.py) and applies it to the fleet's `PrefixIndex` (routing/prefix_index.py). A gap
+in the numbers is counted as missed (the index is stale for that worker until its blocks are
+stored again). A worker that dies takes its KV with it, so its index entries are dropped at its
+death (`worker_lost`), before anything is routed on them; its next incarnation is subscribed
+afresh when it is ready.
 
-Chaos, through the admin API (`POST /admin/router/chaos`): drop a share of the batches (seeded,
-counted), hold each for a delay before it is applied (an index that lags), and `restart`: the
-index emptied and every subscription closed and opened again, as a router that restarted. A
-stale index only mis-routes: the worker is the one that finds its prefix hits.
+Chaos, through the admin API (`POST /admin/router/chaos`): drop a share of the live batches
+(seeded, counted), hold each for a delay before it is applied (an index that lags), and
+`restart`: the index emptied and every subscription closed and opened again, as a router that
+restarted (it is whole again once the snapshots are in). A stale index only mis-routes: the
+worker is the one that finds its prefix hits.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import asyncio
 import logging
 import random
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import zmq
@@ -28,6 +33,14 @@ from reference_engine.routing import PrefixIndex
 from reference_engine.server.kv_event_wire import DecodeError, decode_batch
 
 log = logging.getLogger("kvgate.router")
+
+JOIN_S = 0.1
+"""How long a new subscription waits before it asks for the snapshot: ZMQ sends nothing to a SUB
+socket until its subscription has reached the publisher, and batches published before that but
+after the snapshot would be missed."""
+
+Snapshot = Callable[[], Awaitable[tuple[int, bytes] | None]]
+"""Fetches a worker's snapshot: (number of the last batch it reflects, one encoded batch)."""
 
 
 @dataclass
@@ -48,31 +61,52 @@ class FleetKvEvents:
         self.topic = topic
         self.chaos = KvChaos()
         self.counts: dict[int, Counter[str]] = {}
-        self._endpoints: dict[int, str] = {}
+        self._endpoints: dict[int, tuple[str, Snapshot]] = {}
         self._last_seq: dict[int, int] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._random = random.Random(0)  # seeded: a run drops the same batches each time
         self._context = zmq.asyncio.Context.instance()
         self.num_restarts = 0
 
-    def subscribe(self, worker: int, endpoint: str) -> None:
-        """Receive `worker`'s batches from `endpoint` from now on (its slot keeps it across restarts)."""
-        self._endpoints[worker] = endpoint
+    def subscribe(self, worker: int, endpoint: str, snapshot: Snapshot) -> None:
+        """Follow `worker`'s current incarnation from `endpoint`: its snapshot, then its batches."""
+        self._endpoints[worker] = (endpoint, snapshot)
         self.counts.setdefault(worker, Counter())
-        if worker not in self._tasks:
-            self._tasks[worker] = asyncio.create_task(self._receive(worker, endpoint), name=f"kvgate-kv-{worker}")
+        self._stop(worker)
+        self._tasks[worker] = asyncio.create_task(self._follow(worker, endpoint, snapshot), name=f"kvgate-kv-{worker}")
 
-    async def _receive(self, worker: int, endpoint: str) -> None:
+    def _stop(self, worker: int) -> None:
+        task = self._tasks.pop(worker, None)
+        if task is not None:
+            task.cancel()
+
+    async def _follow(self, worker: int, endpoint: str, snapshot: Snapshot) -> None:
         sock = self._context.socket(zmq.SUB)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt_string(zmq.SUBSCRIBE, self.topic)
         sock.connect(endpoint)
         try:
+            await asyncio.sleep(JOIN_S)
+            await self._take_snapshot(worker, snapshot)
             while True:
-                frames = await sock.recv_multipart()
-                self._on_batch(worker, frames)
+                self._on_batch(worker, await sock.recv_multipart())
         finally:
             sock.close()
+
+    async def _take_snapshot(self, worker: int, snapshot: Snapshot) -> None:
+        try:
+            snap = await snapshot()
+            if snap is None:
+                return
+            seq, payload = snap
+            _, events = decode_batch(payload)
+        except Exception as err:  # the live batches still come: the index is only late
+            log.warning("router: no KV snapshot from worker %d (%s): its index starts empty", worker, err)
+            self.counts[worker]["no_snapshot"] += 1
+            return
+        self._apply(worker, events)
+        self._last_seq[worker] = seq
+        self.counts[worker]["snapshots"] += 1
 
     def _on_batch(self, worker: int, frames: list[bytes]) -> None:
         counts = self.counts[worker]
@@ -83,6 +117,8 @@ class FleetKvEvents:
             counts["undecodable"] += 1
             return
         last = self._last_seq.get(worker)
+        if last is not None and seq <= last:
+            return  # the snapshot holds it already
         if last is not None and seq > last + 1:
             counts["missed"] += seq - last - 1
         self._last_seq[worker] = seq
@@ -101,7 +137,8 @@ class FleetKvEvents:
         self.counts[worker]["applied"] += 1
 
     def worker_lost(self, worker: int) -> None:
-        """The worker died: what it cached is gone. Its next incarnation numbers from 0."""
+        """The worker died: what it cached is gone. Its next incarnation is subscribed when ready."""
+        self._stop(worker)
         self.index.clear(worker)
         self._last_seq.pop(worker, None)
 
@@ -110,11 +147,9 @@ class FleetKvEvents:
         self.index.clear_all()
         self._last_seq.clear()
         self.num_restarts += 1
-        for task in self._tasks.values():
-            task.cancel()
-        self._tasks.clear()
-        for worker, endpoint in self._endpoints.items():
-            self.subscribe(worker, endpoint)
+        for worker, (endpoint, snapshot) in list(self._endpoints.items()):
+            if worker in self._tasks:  # a dead worker is followed again when it is ready
+                self.subscribe(worker, endpoint, snapshot)
         log.warning("router: prefix index emptied and KV event subscriptions reopened (chaos)")
 
     async def stop(self) -> None:

@@ -5,6 +5,14 @@ as one batch in vLLM's framing (kv_event_wire.py), numbered 0, 1, 2, ... per pro
 subscriber counts what it missed. A send never blocks the engine: past the high-water mark, or
 with no subscriber, ZMQ drops the batch (a subscriber sees the gap in the numbers).
 
+A subscriber that joins late (a router whose worker pinned prefixes before it connected, a
+router that restarted) has missed what the cache already holds, and a cache hit announces
+nothing. So the publisher also keeps what it has announced and not taken back, each block with
+its parent and tokens, and hands it out as one batch (`snapshot`, served on the worker's
+`GET /admin/kv_events/snapshot`) with the number of the last batch it reflects: the subscriber
+applies the snapshot, then the live batches numbered after it. (vLLM's answer is a replay
+socket over a bounded history; a snapshot does not run out.)
+
 Unlike vLLM, which binds only a wildcard endpoint and connects to any other, kvgate always binds:
 its events carry prompt tokens, so the default endpoint is on loopback, and a subscriber (the
 router, `kvgate run --kv-events tcp://HOST:PORT`) connects. Worker i of a router binds port + i,
@@ -22,7 +30,7 @@ from typing import Protocol
 import zmq
 
 from reference_engine.config.engine_config import KvEventsConfig, KvEventsPublisher
-from reference_engine.core.kv_events import KvCacheEvent
+from reference_engine.core.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KvCacheEvent
 from reference_engine.server.kv_event_wire import encode_batch
 
 log = logging.getLogger("kvgate.kv_events")
@@ -40,7 +48,35 @@ class KvEventSink(Protocol):
 
     def publish(self, events: list[KvCacheEvent]) -> None: ...
 
+    def snapshot(self) -> tuple[int, bytes] | None:
+        """(number of the last batch published, a batch announcing every block held now), or None."""
+        ...
+
     def close(self) -> None: ...
+
+
+class HeldBlocks:
+    """The blocks announced and not taken back, with their parents and tokens, in the order they
+    were stored (a parent before its children). O(block) per block stored or removed."""
+
+    def __init__(self) -> None:
+        self._held: dict[int, tuple[int | None, list[int], int]] = {}  # hash -> (parent, tokens, block size)
+
+    def apply(self, events: list[KvCacheEvent]) -> None:
+        for e in events:
+            if isinstance(e, BlockStored):
+                parent, size = e.parent_block_hash, e.block_size
+                for i, h in enumerate(e.block_hashes):
+                    self._held[h] = (parent, e.token_ids[i * size : (i + 1) * size], size)
+                    parent = h
+            elif isinstance(e, BlockRemoved):
+                for h in e.block_hashes:
+                    self._held.pop(h, None)
+            elif isinstance(e, AllBlocksCleared):
+                self._held.clear()
+
+    def events(self) -> list[KvCacheEvent]:
+        return [BlockStored([h], parent, tokens, size) for h, (parent, tokens, size) in self._held.items()]
 
 
 def host_port(endpoint: str) -> tuple[str, int]:
@@ -64,6 +100,9 @@ class NullPublisher:
     def publish(self, events: list[KvCacheEvent]) -> None:
         pass
 
+    def snapshot(self) -> tuple[int, bytes] | None:
+        return None
+
     def close(self) -> None:
         pass
 
@@ -83,6 +122,8 @@ class ZmqPublisher:
         self._topic = topic.encode()
         self._rank = rank
         self._seq = itertools.count()
+        self.last_seq = -1  # the number of the last batch published
+        self._held = HeldBlocks()
         self.num_unsent = 0
         log.info("KV cache events published on %s", self.endpoint)
 
@@ -90,10 +131,15 @@ class ZmqPublisher:
         if not events:
             return
         payload = encode_batch(time.time(), events, self._rank)
+        self._held.apply(events)
+        self.last_seq = next(self._seq)
         try:
-            self._socket.send_multipart((self._topic, next(self._seq).to_bytes(8, "big"), payload), zmq.NOBLOCK)
+            self._socket.send_multipart((self._topic, self.last_seq.to_bytes(8, "big"), payload), zmq.NOBLOCK)
         except zmq.Again:
             self.num_unsent += 1
+
+    def snapshot(self) -> tuple[int, bytes] | None:
+        return self.last_seq, encode_batch(time.time(), self._held.events(), self._rank)
 
     def close(self) -> None:
         self._socket.close()

@@ -60,6 +60,7 @@ from reference_engine.core.tenants import TenantKeys
 from reference_engine.memory import MemoryPlan
 from reference_engine.routing import PrefixIndex, RouteRequest, RoutingContext, WorkerLoad, make_routing_policy
 from reference_engine.routing import prompt_keys as content_keys
+from reference_engine.server.admin import KV_SEQ_HEADER
 from reference_engine.server.errors import error_response
 from reference_engine.server.fleet_kv_events import FleetKvEvents
 from reference_engine.server.merged_events import MergedEventLog, WorkerEventPuller
@@ -187,7 +188,7 @@ class Router:
             asyncio.ensure_future(old.aclose())
         self.events.emit(self.clock.now(), EventKind.WORKER_READY, worker=slot.worker)
         if self.kv_events is not None and slot.kv_events_endpoint is not None:
-            self.kv_events.subscribe(slot.worker, slot.kv_events_endpoint)
+            self.kv_events.subscribe(slot.worker, slot.kv_events_endpoint, lambda: self._kv_snapshot(slot.worker))
 
     def _on_death(self, slot: WorkerSlot, cause: str) -> None:
         released = self.ledger.release_worker(slot.worker, cause)
@@ -211,6 +212,16 @@ class Router:
             len(released),
             sum(r.num_blocks for r in released),
         )
+
+    async def _kv_snapshot(self, worker: int) -> tuple[int, bytes] | None:
+        """What `worker`'s KV cache events have announced so far (fleet_kv_events.py)."""
+        client = self.client(worker)
+        if client is None:
+            return None
+        headers = {"authorization": f"Bearer {self.admin_key}"}
+        resp = await client.get("/admin/kv_events/snapshot", headers=headers, timeout=self.call_timeout)
+        resp.raise_for_status()
+        return int(resp.headers[KV_SEQ_HEADER]), resp.content
 
     def client(self, worker: int) -> httpx.AsyncClient | None:
         """The client of a ready worker (None while it starts, after it died)."""

@@ -11,7 +11,7 @@ import pytest
 
 from harness.collectors.kv_events import KvEventSubscriber
 from reference_engine.core.kv_events import AllBlocksCleared, BlockRemoved, BlockStored
-from reference_engine.server.kv_event_publisher import worker_endpoint
+from reference_engine.server.kv_event_publisher import HeldBlocks, worker_endpoint
 from reference_engine.server.kv_event_wire import decode_batch, encode_batch
 from tests.unit.server.server_support import ACME, chat, server_config, serving
 from tests.waiting import wait_for
@@ -68,3 +68,28 @@ async def _subscribed(client: httpx.AsyncClient, subscriber: KvEventSubscriber) 
             return
         await asyncio.sleep(0.05)
     raise AssertionError("the subscriber never received a batch")
+
+
+def test_the_snapshot_holds_what_was_announced_and_not_taken_back_parents_first():
+    held = HeldBlocks()
+    held.apply([BlockStored([1, 2], None, list(range(32)), 16), BlockStored([3], 2, list(range(32, 48)), 16)])
+    held.apply([BlockRemoved([2]), BlockStored([4], None, [9] * 16, 16)])
+    assert held.events() == [
+        BlockStored([1], None, list(range(16)), 16),
+        BlockStored([3], 2, list(range(32, 48)), 16),
+        BlockStored([4], None, [9] * 16, 16),
+    ]
+    held.apply([AllBlocksCleared()])
+    assert held.events() == []
+
+
+@pytest.mark.anyio
+async def test_a_worker_serves_its_snapshot_with_the_number_of_the_batch_it_reflects():
+    async with serving(server_config(**EVENTS)) as (client, app):
+        await client.post("/v1/chat/completions", json=chat("a b c d " * 20, max_tokens=1), headers=ACME)
+        resp = await client.get("/admin/kv_events/snapshot", headers=ADMIN)
+        _, events = decode_batch(resp.content)
+        stored = app.state.kvgate.core.pool
+        assert int(resp.headers["x-kvgate-kv-seq"]) >= 0 and len(events) == stored.num_cached + stored.num_live
+    async with serving(server_config()) as (client, _):
+        assert (await client.get("/admin/kv_events/snapshot", headers=ADMIN)).status_code == 404
