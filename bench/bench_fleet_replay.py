@@ -9,7 +9,9 @@ Replays `configs/default.toml` (lru; Llama-3.1-8B on one H100 per replica) throu
 harness/replay/fleet.py: N engine cores on virtual clocks, the routing policy of the live router
 over an index fed by their KV cache events. `pooled` is one engine whose pool holds the N
 replicas' blocks together (one GPU's compute: hence the rate one GPU can serve). The goal: a
-prefix-aware fleet within 10 % of the pooled cache's ratio (`vs pooled` column).
+prefix-aware fleet within 10 % of the pooled cache's ratio (`vs pooled` column). `hit ratio` divides
+by the prompts the engines took, as the gates do; `of offered` by every prompt sent, a request
+refused on arrival (a tenant at its cap on its replica) counting as a miss.
 """
 
 from __future__ import annotations
@@ -41,7 +43,10 @@ def main() -> None:
     trace = load_trace(args.trace, limit=args.limit)
     config = load_config(args.config)
     print(f"{len(trace.requests)} requests of {args.trace.name} at {args.rate_scale}x, {args.workers} replicas")
-    print(f"{'routing':<14}{'hit ratio':>10}{'vs pooled':>11}{'refused':>9}  requests per replica{'':>12}wall")
+    print(
+        f"{'routing':<14}{'hit ratio':>10}{'vs pooled':>11}{'of offered':>12}{'refused':>9}  requests per replica"
+        f"{'':>12}wall"
+    )
     pooled_ratio = None
     for name, routing, pooled in VARIANTS:
         t0 = time.perf_counter()
@@ -52,7 +57,10 @@ def main() -> None:
         pooled_ratio = r.hit_ratio if pooled else pooled_ratio
         versus = f"{r.hit_ratio / pooled_ratio:.2f}x" if pooled_ratio else "-"
         spread = "/".join(map(str, r.requests_by_worker))
-        print(f"{name:<14}{r.hit_ratio:>10.3f}{versus:>11}{r.num_refused:>9}  {spread:<32}{wall_s:.0f} s")
+        print(
+            f"{name:<14}{r.hit_ratio:>10.3f}{versus:>11}{r.offered_hit_ratio:>12.3f}{r.num_refused:>9}  "
+            f"{spread:<32}{wall_s:.0f} s"
+        )
 
 
 if __name__ == "__main__":

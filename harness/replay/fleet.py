@@ -41,7 +41,8 @@ class FleetReplayResult:
     num_workers: int
     num_requests: int = 0
     num_refused: int = 0
-    prompt_tokens: int = 0
+    prompt_tokens: int = 0  # of the requests admitted (or queued): what the gates' hit ratio divides by
+    offered_tokens: int = 0  # of every request, those refused on arrival included
     hit_tokens: int = 0
     requests_by_worker: list[int] = field(default_factory=list)
     virtual_s: float = 0.0
@@ -49,6 +50,11 @@ class FleetReplayResult:
     @property
     def hit_ratio(self) -> float:
         return self.hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+    @property
+    def offered_hit_ratio(self) -> float:
+        """Hits over every prompt offered: a refused request counts as a miss."""
+        return self.hit_tokens / self.offered_tokens if self.offered_tokens else 0.0
 
 
 class _Worker:
@@ -141,6 +147,7 @@ def replay_fleet(
             if request.session_id:
                 sessions[request.session_id] = chosen
         result.num_requests += 1
+        result.offered_tokens += request.num_prompt_tokens
         result.requests_by_worker[chosen] += 1
         try:
             workers[chosen].core.add_request(

@@ -318,6 +318,22 @@ class _Quiet:
         pass
 
 
+# Prompts that share prefixes, for a fleet: a tenant's 3 documents of 400 words asked about again
+# (shared_prefix), 600-word conversations whose every turn resends the last (multi_turn).
+FLEET_PREFIX_LOAD = {
+    "document_tokens": 400,
+    "num_documents": 3,
+    "session_context_tokens": 600,
+    "long_session_fraction": 0.0,
+    "turns": 4,
+    "max_tokens": 16,
+    "idle_gap_min_s": 0.2,
+    "idle_gap_max_s": 0.5,
+    "request_timeout_s": 30.0,
+    "wait_min_s": 0.1,
+    "wait_max_s": 0.3,
+}
+
 INTERACTIVE_TENANTS = ("acme", "globex", "initech", "umbrella", "hooli", "stark", "wayne", "wonka")
 
 LIVE_SCENARIOS: dict[str, LiveScenario] = {
@@ -388,27 +404,14 @@ LIVE_SCENARIOS: dict[str, LiveScenario] = {
                 "tiers.max_write_backlog_ms": 1000,
             },
         ),
-        # Two workers behind a prefix-aware router, users that share prefixes: documents asked about
-        # again (shared_prefix) and conversations whose every turn resends the last (multi_turn).
+        # Two workers behind a prefix-aware router, users that share prefixes (FLEET_PREFIX_LOAD).
         LiveScenario(
             "fleet_prefixes",
             "shared_prefix,multi_turn",
             users=8,
             duration_s=10.0,
             workers=2,
-            settings={
-                "document_tokens": 400,
-                "num_documents": 3,
-                "session_context_tokens": 600,
-                "long_session_fraction": 0.0,
-                "turns": 4,
-                "max_tokens": 16,
-                "idle_gap_min_s": 0.2,
-                "idle_gap_max_s": 0.5,
-                "request_timeout_s": 30.0,
-                "wait_min_s": 0.1,
-                "wait_max_s": 0.3,
-            },
+            settings=FLEET_PREFIX_LOAD,
         ),
         # fleet_prefixes under router chaos: KV event batches dropped, delayed, the index emptied,
         # a step every second, and a worker killed every 4 s.
@@ -418,21 +421,7 @@ LIVE_SCENARIOS: dict[str, LiveScenario] = {
             users=10,
             duration_s=12.0,
             workers=2,
-            settings={
-                "document_tokens": 400,
-                "num_documents": 3,
-                "session_context_tokens": 600,
-                "long_session_fraction": 0.0,
-                "turns": 4,
-                "max_tokens": 16,
-                "idle_gap_min_s": 0.2,
-                "idle_gap_max_s": 0.5,
-                "router_chaos_interval_s": 1.0,
-                "kill_interval_s": 4.0,
-                "request_timeout_s": 30.0,
-                "wait_min_s": 0.1,
-                "wait_max_s": 0.3,
-            },
+            settings={**FLEET_PREFIX_LOAD, "router_chaos_interval_s": 1.0, "kill_interval_s": 4.0},
         ),
         LiveScenario(
             "router",
