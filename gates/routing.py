@@ -13,6 +13,7 @@ import math
 
 import pandas as pd
 
+from gates.base import GateResult
 from record.query import events_of
 from record.run_record import RunRecord
 
@@ -42,3 +43,9 @@ def out_of_service(record: RunRecord) -> dict[int, list[Interval]]:
         back = ready.loc[(ready["worker"] == worker) & (ready["t_s"] > t_died), "t_s"]
         intervals.setdefault(int(worker), []).append((float(t_died), float(back.min()) if len(back) else math.inf))
     return intervals
+
+
+def not_a_fleet(gate: str) -> GateResult:
+    """The routing gates' answer to a record with no router's decision: they judge a fleet behind
+    kvgate's router, which this run's target is not (a single engine, another server)."""
+    return GateResult.not_measurable(gate, "no routing decisions: not a fleet behind kvgate's router", applies=False)

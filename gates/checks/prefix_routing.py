@@ -21,7 +21,7 @@ choice and are left out. Not measurable without a router's decisions or without 
 from __future__ import annotations
 
 from gates.base import GateResult, Limits, Measurement, Unit
-from gates.routing import final_decisions
+from gates.routing import final_decisions, not_a_fleet
 from gates.sources import Source
 from record.query import events_of, load_window, prefix_hit_rate
 from record.run_record import RunRecord
@@ -41,7 +41,7 @@ class PrefixRoutingGate:
     def evaluate(self, record: RunRecord, limits: Limits) -> GateResult:
         routed = final_decisions(record)
         if routed.empty:
-            return GateResult.not_measurable(self.name, "no routing decisions: not a fleet behind kvgate's router")
+            return not_a_fleet(self.name)
         hit_ratio = prefix_hit_rate(record, load_window(record.meta))
         if hit_ratio is None:
             return GateResult.not_measurable(self.name, "no request was scheduled during the load")

@@ -16,7 +16,7 @@ Every other one is lost elsewhere, and counted. Not measurable without a router'
 from __future__ import annotations
 
 from gates.base import GateResult, Limits, Measurement, Unit
-from gates.routing import deaths, final_decisions
+from gates.routing import deaths, final_decisions, not_a_fleet
 from gates.sources import Source
 from record.run_record import RunRecord
 
@@ -35,7 +35,7 @@ class ReplicaKillGate:
         died = deaths(record)
         routed = final_decisions(record)
         if routed.empty:
-            return GateResult.not_measurable(self.name, "no routing decisions: not a fleet behind kvgate's router")
+            return not_a_fleet(self.name)
         if died.empty:
             return GateResult.not_measurable(self.name, "no replica died during the run")
         requests = record.requests

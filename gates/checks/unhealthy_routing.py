@@ -13,7 +13,7 @@ went out of service.
 from __future__ import annotations
 
 from gates.base import GateResult, Limits, Measurement, Unit
-from gates.routing import decisions, out_of_service
+from gates.routing import decisions, not_a_fleet, out_of_service
 from gates.sources import Source
 from record.run_record import RunRecord
 
@@ -27,7 +27,7 @@ class UnhealthyRoutingGate:
     def evaluate(self, record: RunRecord, limits: Limits) -> GateResult:
         routed = decisions(record)
         if routed.empty:
-            return GateResult.not_measurable(self.name, "no routing decisions: not a fleet behind kvgate's router")
+            return not_a_fleet(self.name)
         intervals = out_of_service(record)
         if not intervals:
             return GateResult.not_measurable(self.name, "no replica went out of service during the run")

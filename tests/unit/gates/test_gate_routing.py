@@ -95,3 +95,15 @@ def test_a_fleet_below_the_round_robin_baseline_beyond_noise_is_a_shortfall(tmp_
     [shortfall] = hit_ratio_shortfalls([verdict(worse, "worse")], [baseline])
     assert shortfall.candidate.run_id == "worse" and "below the round-robin baseline" in shortfall.explanation()
     assert hit_ratio_shortfalls([verdict(worse, "worse2")], []) == []  # no baseline, nothing to fall below
+
+
+def test_on_a_single_engine_the_routing_gates_do_not_count_toward_a_partial_verdict(tmp_path):
+    from gates.verdict import Verdict
+
+    record = RecordBuilder().healthy().build(tmp_path / "run")
+    only = ["replica_kill", "unhealthy_routing", "prefix_routing", "no_oom", "goodput"]
+    verdict = evaluate(record, only=only)
+    assert [r.applies for r in verdict.results] == [False, False, False, True, True]
+    assert not verdict.is_partial and verdict.outcome is Outcome.PASS  # 3 of 5 not measurable, none applying
+    again = Verdict.from_dict(verdict.to_dict())
+    assert [r.applies for r in again.results] == [False, False, False, True, True] and not again.is_partial
