@@ -49,3 +49,19 @@ def not_a_fleet(gate: str) -> GateResult:
     """The routing gates' answer to a record with no router's decision: they judge a fleet behind
     kvgate's router, which this run's target is not (a single engine, another server)."""
     return GateResult.not_measurable(gate, "no routing decisions: not a fleet behind kvgate's router", applies=False)
+
+
+def released_by_death(record: RunRecord) -> pd.Series:
+    """Request id -> when its worker died, for requests admitted on a worker that died after
+    admitting them: a killed process frees every block it held, whether or not the events that
+    would have said so were read before it died (they are pulled by cursor)."""
+    admitted = events_of(record, "admitted").dropna(subset=["request_id", "worker"])
+    died = deaths(record)
+    if admitted.empty or died.empty:
+        return pd.Series(dtype=float)
+    freed: dict[str, float] = {}
+    for rid, worker, t_admitted in zip(admitted["request_id"], admitted["worker"], admitted["t_s"]):
+        later = died.loc[(died["worker"] == worker) & (died["t_s"] >= t_admitted), "t_s"]
+        if len(later):
+            freed[str(rid)] = float(later.min())
+    return pd.Series(freed, dtype=float)

@@ -107,3 +107,15 @@ def test_on_a_single_engine_the_routing_gates_do_not_count_toward_a_partial_verd
     assert not verdict.is_partial and verdict.outcome is Outcome.PASS  # 3 of 5 not measurable, none applying
     again = Verdict.from_dict(verdict.to_dict())
     assert [r.applies for r in again.results] == [False, False, False, True, True] and not again.is_partial
+
+
+def test_a_cancel_on_a_worker_that_died_is_released_by_its_death(tmp_path):
+    """The router let the client go, then the worker died before its release was read."""
+    b = RecordBuilder().healthy()
+    b.request("gone", sent_s=30.0, ttft_s=0.1, e2e_s=1.0, status="cancelled", cancel_intended=True)
+    b.event("admitted", 30.0, request_id="gone", worker=0, num_tokens=100, num_blocks=10)
+    result = judge(b, tmp_path, "cancel_release")
+    assert result.outcome is Outcome.FAIL  # never released
+    b.event("worker_died", 31.5, worker=0, reason="killed by SIGKILL")
+    result = judge(b, tmp_path, "cancel_release")
+    assert result.outcome is Outcome.PASS and result.evidence["num_never_released"] == 0
