@@ -135,6 +135,7 @@ def run(args: argparse.Namespace) -> int:
                 "kv_events": "",
                 "llamacpp_kv": DEFAULT_LAYOUT,
                 "target_log": None,
+                "replica": [],
                 "tenant_caps": None,
                 "fixed_profile": False,
                 "rate": None,  # the matrix drives locust's users, never an open-loop load

@@ -12,7 +12,7 @@ from tests.fixtures.records import RecordBuilder
 
 def fleet(policy: str = "prefix_aware", run_id: str = "run-test") -> RecordBuilder:
     """The healthy run (a fleet of two: fixtures/records.py), routed by `policy`."""
-    builder = RecordBuilder(run_id=run_id).healthy().fleet()
+    builder = RecordBuilder(run_id=run_id).healthy().routed_fleet()
     for row in builder.rows["events"]:
         if row["kind"] == "routed":
             row["mode"] = policy
