@@ -21,8 +21,12 @@ not measured is left out; with no baseline measured, nothing can be short of it.
 `hit_ratio_shortfalls`: no fleet candidate may find fewer of its prompt tokens in its replicas'
 prefix caches than the round-robin baseline did (`prefix_routing`'s fleet hit ratio,
 gates/checks/prefix_routing.py): a router that cannot beat chance placement has no reason to
-look at prefixes. The same noise rule, with the number of requests routed as the sample size (a
-request's blocks hit or miss together, so counting tokens would understate the noise).
+look at prefixes. The same noise rule, with the requests' effective number as the sample size:
+a request's blocks hit or miss together (counting tokens would understate the noise), and the
+ratio weighs requests by their prompts, so a few long ones count like many short ones (Kish's
+(Σw)² / Σw²: ~90 of the ~330 requests of a quick fleet run). With the plain request count, two
+quick runs of one mixed load, whose session turns and kills fall differently, differed beyond
+it (5.3 % against 11.7 %).
 
 Both rules judge a `MeasuredShare` with `beyond_noise`: the one place the noise model lives,
 so that a shared model of run-to-run noise can replace it for every rule at once.
@@ -124,8 +128,8 @@ class HitRatioShortfall:
         c, b = self.candidate, self.baseline
         return (
             f"{c.policy} ({c.run_id}) routed by {self.routing} found {c.fraction:.1%} of its prompt tokens in "
-            f"its replicas' prefix caches over {c.num_offered} requests, below the round-robin baseline "
-            f"({b.run_id}): {b.fraction:.1%} over {b.num_offered} (beyond the noise of ±{self.noise:.1%})"
+            f"its replicas' prefix caches over an effective {c.num_offered} requests, below the round-robin "
+            f"baseline ({b.run_id}): {b.fraction:.1%} over {b.num_offered} (beyond the noise of ±{self.noise:.1%})"
         )
 
 
@@ -135,7 +139,7 @@ def measured_hit_ratio(verdict: Verdict) -> tuple[MeasuredShare, str] | None:
     if result is None or result.outcome is Outcome.NOT_MEASURABLE:
         return None
     e = result.evidence
-    share = MeasuredShare(verdict.run_id, verdict.policy, float(e["fleet_hit_ratio"]), int(e["num_requests"]))
+    share = MeasuredShare(verdict.run_id, verdict.policy, float(e["fleet_hit_ratio"]), round(e["effective_requests"]))
     return share, str(e["routing"])
 
 

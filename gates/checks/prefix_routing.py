@@ -5,8 +5,9 @@ Two figures of a fleet behind kvgate's router (its `routed` events):
     fleet hit ratio   prompt tokens served from a prefix cache on the replica that took the
                       request, over every replica (`record.query.prefix_hit_rate` of the load);
                       what `kvgate matrix` holds against the round-robin baseline's
-                      (gates/comparison.py), and its own floor here (off by default: a healthy
-                      ratio depends on how much the workload shares)
+                      (gates/comparison.py, with the requests' effective number as its sample
+                      size: `effective_sample_size`), and its own floor here (off by default: a
+                      healthy ratio depends on how much the workload shares)
     index recall      prefix_aware only: of the prompt blocks the replicas found cached for the
                       requests the policy placed, the share the router expected there (the
                       `num_blocks` of its decision, capped at the blocks found). A router that
@@ -23,10 +24,18 @@ from __future__ import annotations
 from gates.base import GateResult, Limits, Measurement, Unit
 from gates.routing import final_decisions, not_a_fleet
 from gates.sources import Source
-from record.query import events_of, load_window, prefix_hit_rate
+from record.query import events_of, load_window, prefix_hit_rate, scheduled_prompt_tokens
 from record.run_record import RunRecord
 
 PREFIX_AWARE = "prefix_aware"
+
+
+def effective_sample_size(weights) -> float:
+    """Kish's effective number of requests behind a ratio weighted by prompt size, (Σw)² / Σw²:
+    a few 7K-token prompts weigh as much as a hundred chat questions, and a hit ratio over them
+    is as uncertain as one over a few requests (all n when every prompt is one size)."""
+    total, squares = float(weights.sum()), float((weights**2).sum())
+    return total * total / squares if squares else 0.0
 
 
 class PrefixRoutingGate:
@@ -47,7 +56,13 @@ class PrefixRoutingGate:
             return GateResult.not_measurable(self.name, "no request was scheduled during the load")
         policy = str(routed["mode"].mode().iloc[0])
         measurements = [Measurement("min_hit_ratio", hit_ratio, limits["min_hit_ratio"], Unit.FRACTION, is_max=False)]
-        evidence: dict = {"routing": policy, "fleet_hit_ratio": hit_ratio, "num_requests": len(routed)}
+        weights = scheduled_prompt_tokens(record, load_window(record.meta)).dropna()
+        evidence: dict = {
+            "routing": policy,
+            "fleet_hit_ratio": hit_ratio,
+            "num_requests": len(routed),
+            "effective_requests": effective_sample_size(weights),
+        }
         explanation = f"{policy} routing: fleet prefix-hit ratio {hit_ratio:.1%} over {len(routed)} requests"
         if policy == PREFIX_AWARE:
             recall = self._recall(record, routed)

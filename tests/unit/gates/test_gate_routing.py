@@ -119,3 +119,13 @@ def test_a_cancel_on_a_worker_that_died_is_released_by_its_death(tmp_path):
     b.event("worker_died", 31.5, worker=0, reason="killed by SIGKILL")
     result = judge(b, tmp_path, "cancel_release")
     assert result.outcome is Outcome.PASS and result.evidence["num_never_released"] == 0
+
+
+def test_a_preempted_request_whose_worker_died_is_left_to_replica_kill(tmp_path):
+    b = RecordBuilder().healthy()
+    b.event("admitted", 30.0, request_id="gone", worker=1, num_tokens=100, num_blocks=10)
+    b.event("preempted", 31.0, request_id="gone", worker=1, mode="recompute", num_blocks=10, num_tokens=50)
+    assert judge(b, tmp_path, "preempted_complete").outcome is Outcome.FAIL  # never finished
+    b.event("worker_died", 32.0, worker=1, reason="killed by SIGKILL")
+    result = judge(b, tmp_path, "preempted_complete")
+    assert result.outcome is Outcome.PASS and result.evidence["num_preempted"] == 2
