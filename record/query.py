@@ -132,13 +132,10 @@ def prefix_hit_rates_by_tier(record: RunRecord, window: Window) -> dict[str, flo
     never both). None when nothing was scheduled in the window or the prompt sizes are unknown.
     `WHOLE_RUN` takes every event, with or without a time."""
     events = record.events
-    scheduled = events[events["kind"] == "scheduled"]
-    if window != WHOLE_RUN:
-        scheduled = in_window(scheduled, "t_s", window)
+    scheduled = _scheduled_in(record, window)
     if scheduled.empty:
         return None
-    arrivals = events[events["kind"].isin(("admitted", "queued"))].drop_duplicates("request_id")
-    prompt_tokens = arrivals.set_index("request_id")["num_tokens"].reindex(scheduled["request_id"]).sum()
+    prompt_tokens = scheduled_prompt_tokens(record, window).sum()
     if not prompt_tokens:
         return None
     rates = {"gpu": float(scheduled["num_tokens"].fillna(0).sum() / prompt_tokens)}
@@ -147,6 +144,20 @@ def prefix_hit_rates_by_tier(record: RunRecord, window: Window) -> dict[str, flo
     for tier, tokens in loads.groupby("mode")["num_tokens"].sum().items():
         rates[str(tier)] = float(tokens / prompt_tokens)
     return rates
+
+
+def _scheduled_in(record: RunRecord, window: Window) -> pd.DataFrame:
+    scheduled = events_of(record, "scheduled")
+    return scheduled if window == WHOLE_RUN else in_window(scheduled, "t_s", window)
+
+
+def scheduled_prompt_tokens(record: RunRecord, window: Window) -> pd.Series:
+    """The prompt tokens of each request scheduled in `window` (one value per `scheduled` event,
+    NaN where the arrival is unknown): the denominator of `prefix_hit_rates_by_tier`, and the
+    weights of its requests."""
+    events = record.events
+    arrivals = events[events["kind"].isin(("admitted", "queued"))].drop_duplicates("request_id")
+    return arrivals.set_index("request_id")["num_tokens"].reindex(_scheduled_in(record, window)["request_id"])
 
 
 def counter_prefix_hit_rate(meta: RunMeta) -> float | None:
