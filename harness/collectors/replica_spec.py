@@ -128,7 +128,7 @@ def worker_replicas(admin: AdminApi) -> tuple[ReplicaSpec, ...]:
                 name=f"worker{worker['worker']}",
                 url=url,
                 metrics_url=f"{url}/metrics",
-                kv_events=str(worker.get("kv_events") or ""),
+                kv_events=str(worker.get("kv_events_endpoint") or ""),
                 worker=int(worker["worker"]),
             )
         )

@@ -166,7 +166,7 @@ def test_preflight_names_the_replica_that_does_not_answer() -> None:
 def test_the_reference_engines_workers_are_replicas_at_their_ports() -> None:
     class Admin:
         def workers(self) -> dict:
-            return {"workers": [{"worker": 0, "port": 4100}, {"worker": 1, "port": 4101, "kv_events": "tcp://x:1"}]}
+            return {"workers": [{"worker": 0, "port": 4100}, {"worker": 1, "port": 4101, "kv_events_endpoint": "tcp://x:1"}]}
 
     w0, w1 = worker_replicas(Admin())  # type: ignore[arg-type]
     assert (w0.name, w0.url, w0.metrics_url, w0.worker, w0.kv_events) == (
