@@ -8,6 +8,7 @@ from reference_engine.config.engine_config import (
     PolicyName,
     PreemptionMode,
     PrefixSharing,
+    RoutingPolicyName,
     TenantConfig,
     TrafficClass,
 )
@@ -22,6 +23,7 @@ __all__ = [
     "PolicyName",
     "PreemptionMode",
     "PrefixSharing",
+    "RoutingPolicyName",
     "TenantConfig",
     "TrafficClass",
     "config_digest",

@@ -318,6 +318,22 @@ class _Quiet:
         pass
 
 
+# Prompts that share prefixes, for a fleet: a tenant's 3 documents of 400 words asked about again
+# (shared_prefix), 600-word conversations whose every turn resends the last (multi_turn).
+FLEET_PREFIX_LOAD = {
+    "document_tokens": 400,
+    "num_documents": 3,
+    "session_context_tokens": 600,
+    "long_session_fraction": 0.0,
+    "turns": 4,
+    "max_tokens": 16,
+    "idle_gap_min_s": 0.2,
+    "idle_gap_max_s": 0.5,
+    "request_timeout_s": 30.0,
+    "wait_min_s": 0.1,
+    "wait_max_s": 0.3,
+}
+
 INTERACTIVE_TENANTS = ("acme", "globex", "initech", "umbrella", "hooli", "stark", "wayne", "wonka")
 
 LIVE_SCENARIOS: dict[str, LiveScenario] = {
@@ -387,6 +403,25 @@ LIVE_SCENARIOS: dict[str, LiveScenario] = {
                 "tiers.disk_gib": 4.0,
                 "tiers.max_write_backlog_ms": 1000,
             },
+        ),
+        # Two workers behind a prefix-aware router, users that share prefixes (FLEET_PREFIX_LOAD).
+        LiveScenario(
+            "fleet_prefixes",
+            "shared_prefix,multi_turn",
+            users=8,
+            duration_s=10.0,
+            workers=2,
+            settings=FLEET_PREFIX_LOAD,
+        ),
+        # fleet_prefixes under router chaos: KV event batches dropped, delayed, the index emptied,
+        # a step every second, and a worker killed every 4 s.
+        LiveScenario(
+            "fleet_chaos",
+            "router_chaos,worker_kill,shared_prefix,multi_turn",
+            users=10,
+            duration_s=12.0,
+            workers=2,
+            settings={**FLEET_PREFIX_LOAD, "router_chaos_interval_s": 1.0, "kill_interval_s": 4.0},
         ),
         LiveScenario(
             "router",
@@ -497,6 +532,14 @@ GATE_TRUTH: dict[str, Truth] = {
         Truth("capacity_after_drain", "hang_ups", "abandoned answers hold slots and blocks after the cooldown"),
         Truth("prefix_isolation", "hang_ups", "every block is shared: tenant B and salt B hit A's probe prompt"),
         Truth("tier_loads", "tier_chaos", "loads from a cut disk link are waited for, corrupt ones served"),
+        Truth("replica_kill", "router", "a replica's death ends the live replica's streams too"),
+        Truth("unhealthy_routing", "router", "the dead replica, holding nothing, looks least loaded: work goes there"),
+        Truth(
+            "prefix_routing",
+            "fleet_prefixes",
+            "prefix_aware without KV events sees no cached block: recall 0",
+            healthy=REPO / "configs" / "fleet.toml",
+        ),
     )
 }
 
@@ -509,6 +552,12 @@ MORE_TRUTH: tuple[Truth, ...] = (
         "live_tier_chaos",
         "a corrupt load is served while kvgate serve runs: loads fail, reads slow, the disk goes",
         healthy=REPO / "configs" / "tiered.toml",
+    ),
+    Truth(
+        "prefix_routing",
+        "fleet_chaos",
+        "an index fed nothing stays blind; the healthy one, dropped, delayed and emptied, still finds prefixes",
+        healthy=REPO / "configs" / "fleet.toml",
     ),
 )
 
