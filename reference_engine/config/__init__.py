@@ -9,6 +9,7 @@ from reference_engine.config.engine_config import (
     PreemptionMode,
     PrefixSharing,
     TenantConfig,
+    TierKeyScope,
     TrafficClass,
 )
 from reference_engine.config.loader import config_digest, load_config, parse_config, save_config, with_overrides
@@ -22,6 +23,7 @@ __all__ = [
     "PolicyName",
     "PreemptionMode",
     "PrefixSharing",
+    "TierKeyScope",
     "TenantConfig",
     "TrafficClass",
     "config_digest",
