@@ -17,6 +17,7 @@ from gates.checks.no_oom import NoOomGate
 from gates.checks.no_orphans import NoOrphansGate
 from gates.checks.preempted_complete import PreemptedCompleteGate
 from gates.checks.prefix_isolation import PrefixIsolationGate
+from gates.checks.prefix_timing import PrefixTimingGate
 from gates.checks.recompute_tax import RecomputeTaxGate
 from gates.checks.rejections import RejectionsGate
 from gates.checks.tenant_share import TenantShareGate
@@ -38,6 +39,7 @@ GATES: dict[str, Gate] = _register(
     InteractiveTtftGate(),
     TenantShareGate(),
     PrefixIsolationGate(),
+    PrefixTimingGate(),
     PreemptedCompleteGate(),
     ExplicitOverflowGate(),
     MemoryRecoveryGate(),

@@ -32,6 +32,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
 from gates import load_thresholds
+from harness.collectors.isolation import EXTRA_PROBES, ProbeOptions
 from harness.collectors.llamacpp_slots import DEFAULT_LAYOUT, KvLayout
 from harness.commands.gate import add_partial_argument, names
 from harness.judge import judge
@@ -167,6 +168,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="extend",
         default=[],
         help="comma-separated gates that must be measurable (not measurable = fail), as kvgate gate",
+    )
+    p.add_argument(
+        "--probes",
+        metavar="NAMES",
+        type=names,
+        action="extend",
+        default=[],
+        help=f"isolation probes beyond the cached-token pair ({','.join(EXTRA_PROBES)}): tiers repeats it "
+        "after pushing the prompt down to each KV tier; timing times cold and warm prompts (prefix_timing)",
     )
     add_partial_argument(p)
     p.set_defaults(func=run)
@@ -408,7 +418,15 @@ def build_plan(args: argparse.Namespace) -> LivePlan:
         tokenizer=args.tokenizer if args.target is not None else None,
         size_to_target=args.target is not None and open_loop is None and not args.fixed_profile,
         explicit=explicit_choices(args, os.environ),
+        probes=_probes(args.probes),
     )
+
+
+def _probes(chosen: list[str]) -> ProbeOptions:
+    unknown = sorted(set(chosen) - set(EXTRA_PROBES))
+    if unknown:
+        raise KvgateError(f"--probes: unknown {', '.join(unknown)} (choose from {', '.join(EXTRA_PROBES)})")
+    return ProbeOptions.named(chosen)
 
 
 def _tenant_caps(args: argparse.Namespace, tenants_spec: str) -> dict[str, float]:
