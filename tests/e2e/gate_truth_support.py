@@ -29,6 +29,7 @@ from typing import Any
 
 from gates import Verdict, evaluate, load_thresholds
 from harness.cli import build_parser
+from harness.collectors.isolation import ProbeOptions
 from harness.commands.run import build_plan
 from harness.live_run import run_live
 from harness.replay.run import ReplaySettings, run_replay
@@ -306,6 +307,8 @@ class LiveScenario:
     overrides: Mapping[str, Any] = field(default_factory=dict)
     workers: int = 0
     cooldown_max_s: float = 3.0
+    probes: ProbeOptions = ProbeOptions()
+    """Isolation probes beyond the two in the GPU pool, sent before the load."""
 
 
 class _Quiet:
@@ -317,6 +320,8 @@ class _Quiet:
     def load(self, elapsed_s: float, total_s: float, counts: Mapping[str, int], usage: float | None) -> None:
         pass
 
+
+TIMING_PROBE = ProbeOptions(timing=("cross_tenant",), timing_budget_s=1.0)  # the fewest rounds: MIN_ROUNDS
 
 INTERACTIVE_TENANTS = ("acme", "globex", "initech", "umbrella", "hooli", "stark", "wayne", "wonka")
 
@@ -388,6 +393,37 @@ LIVE_SCENARIOS: dict[str, LiveScenario] = {
                 "tiers.max_write_backlog_ms": 1000,
             },
         ),
+        # The timing probe alone, with a token load after it: tenant A's cached prompts against
+        # fresh ones, repeated by A and sent by tenant B, 24 rounds (~10 s on the sim engine).
+        LiveScenario(
+            "timing_probe",
+            "long_output",
+            users=1,
+            duration_s=1.0,
+            settings={"long_output_tokens": 16, "request_timeout_s": 10.0},
+            probes=TIMING_PROBE,
+        ),
+        # The same on an engine without a prefix cache: nothing to time, for anybody.
+        LiveScenario(
+            "timing_probe_uncached",
+            "long_output",
+            users=1,
+            duration_s=1.0,
+            settings={"long_output_tokens": 16, "request_timeout_s": 10.0},
+            overrides={"prefix_cache.enabled": False},
+            probes=TIMING_PROBE,
+        ),
+        # Both cached-token probes again with the prompt pushed down to the host tier, and to a
+        # disk tier the scenario adds, before each repeat (the engine's /admin/tiers/offload).
+        LiveScenario(
+            "tier_probes",
+            "long_output",
+            users=1,
+            duration_s=1.0,
+            settings={"long_output_tokens": 16, "request_timeout_s": 10.0},
+            overrides={"tiers.disk_gib": 64.0},
+            probes=ProbeOptions(tiers=True),
+        ),
         LiveScenario(
             "router",
             "worker_kill,long_output",
@@ -441,6 +477,7 @@ def live(config_path: Path, scenario: LiveScenario, run_dir: Path) -> RunRecord:
         cooldown_min_s=1.0,
         cooldown_max_s=scenario.cooldown_max_s,
         stop_timeout_s=1,
+        probes=scenario.probes,
     )
     run_live(plan, _Quiet())
     return RunRecord.load(run_dir)
@@ -456,6 +493,7 @@ class Truth:
     scenario: str
     breaks: str
     healthy: Path = DEFAULT_CONFIG  # the config that passes under the same scenario
+    broken_path: Path | None = None  # another config built to break it than configs/broken/<gate>.toml
 
     @property
     def is_live(self) -> bool:
@@ -463,7 +501,7 @@ class Truth:
 
     @property
     def broken(self) -> Path:
-        return broken_config(self.gate)
+        return self.broken_path or broken_config(self.gate)
 
 
 GATE_TRUTH: dict[str, Truth] = {
@@ -496,6 +534,7 @@ GATE_TRUTH: dict[str, Truth] = {
         Truth("recompute_tax", "recompute_pressure", "every preemption recomputes: a fifth of the compute"),
         Truth("capacity_after_drain", "hang_ups", "abandoned answers hold slots and blocks after the cooldown"),
         Truth("prefix_isolation", "hang_ups", "every block is shared: tenant B and salt B hit A's probe prompt"),
+        Truth("prefix_timing", "timing_probe", "every block is shared: B's copy of A's prompt answers as fast as A's"),
         Truth("tier_loads", "tier_chaos", "loads from a cut disk link are waited for, corrupt ones served"),
     )
 }
@@ -509,6 +548,20 @@ MORE_TRUTH: tuple[Truth, ...] = (
         "live_tier_chaos",
         "a corrupt load is served while kvgate serve runs: loads fail, reads slow, the disk goes",
         healthy=REPO / "configs" / "tiered.toml",
+    ),
+    Truth(
+        "prefix_isolation",
+        "tier_probes",
+        "the host tier's keys drop the salt: salt B loads what salt A left there",
+        healthy=REPO / "configs" / "tiered.toml",
+        broken_path=BROKEN_DIR / "prefix_isolation_tiers_no_salt.toml",
+    ),
+    Truth(
+        "prefix_isolation",
+        "tier_probes",
+        "the host tier's keys drop the tenant: tenant B loads what tenant A left there",
+        healthy=REPO / "configs" / "tiered.toml",
+        broken_path=BROKEN_DIR / "prefix_isolation_tiers_no_tenant.toml",
     ),
 )
 
