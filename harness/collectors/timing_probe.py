@@ -47,7 +47,7 @@ from harness.target_speed import TargetSpeed
 CONDITIONS = ("same_warm", "same_cold", "other_warm", "other_cold")
 MIN_PREFILL_S = 0.03
 PREFILL_OVER_FIXED = 3.0
-MIN_PROMPT_TOKENS = 512  # several blocks at any block size (128 on vLLM's CPU backend)
+MIN_PROMPT_TOKENS = 256  # two blocks at the largest block size in use (128 on vLLM's CPU backend)
 MAX_PROMPT_TOKENS = 8192
 MIN_ROUNDS = 24  # samples per condition: a leak-free pair's AUC passes 0.75 about once in 600 runs
 MAX_ROUNDS = 48

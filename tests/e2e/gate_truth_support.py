@@ -323,6 +323,20 @@ class _Quiet:
 
 TIMING_PROBE = ProbeOptions(timing=("cross_tenant",), timing_budget_s=1.0)  # the fewest rounds: MIN_ROUNDS
 
+
+def probes_first(name: str, probes: ProbeOptions, overrides: Mapping[str, Any] | None = None) -> LiveScenario:
+    """Isolation probes before a token load (one user, 1 s of 16-token answers): the probes are the test."""
+    return LiveScenario(
+        name,
+        "long_output",
+        users=1,
+        duration_s=1.0,
+        settings={"long_output_tokens": 16, "request_timeout_s": 10.0},
+        overrides=overrides or {},
+        probes=probes,
+    )
+
+
 INTERACTIVE_TENANTS = ("acme", "globex", "initech", "umbrella", "hooli", "stark", "wayne", "wonka")
 
 LIVE_SCENARIOS: dict[str, LiveScenario] = {
@@ -393,37 +407,14 @@ LIVE_SCENARIOS: dict[str, LiveScenario] = {
                 "tiers.max_write_backlog_ms": 1000,
             },
         ),
-        # The timing probe alone, with a token load after it: tenant A's cached prompts against
-        # fresh ones, repeated by A and sent by tenant B, 24 rounds (~10 s on the sim engine).
-        LiveScenario(
-            "timing_probe",
-            "long_output",
-            users=1,
-            duration_s=1.0,
-            settings={"long_output_tokens": 16, "request_timeout_s": 10.0},
-            probes=TIMING_PROBE,
-        ),
-        # The same on an engine without a prefix cache: nothing to time, for anybody.
-        LiveScenario(
-            "timing_probe_uncached",
-            "long_output",
-            users=1,
-            duration_s=1.0,
-            settings={"long_output_tokens": 16, "request_timeout_s": 10.0},
-            overrides={"prefix_cache.enabled": False},
-            probes=TIMING_PROBE,
-        ),
+        # The timing probe, then a token load: tenant A's cached prompts against fresh ones,
+        # repeated by A and sent by tenant B, 24 rounds (~10 s on the sim engine); the same on an
+        # engine without a prefix cache, where nobody can tell.
+        probes_first("timing_probe", TIMING_PROBE),
+        probes_first("timing_probe_uncached", TIMING_PROBE, {"prefix_cache.enabled": False}),
         # Both cached-token probes again with the prompt pushed down to the host tier, and to a
         # disk tier the scenario adds, before each repeat (the engine's /admin/tiers/offload).
-        LiveScenario(
-            "tier_probes",
-            "long_output",
-            users=1,
-            duration_s=1.0,
-            settings={"long_output_tokens": 16, "request_timeout_s": 10.0},
-            overrides={"tiers.disk_gib": 64.0},
-            probes=ProbeOptions(tiers=True),
-        ),
+        probes_first("tier_probes", ProbeOptions(tiers=True), {"tiers.disk_gib": 64.0}),
         LiveScenario(
             "router",
             "worker_kill,long_output",
