@@ -113,6 +113,9 @@ class GateResult:
     sources: tuple[str, ...] = ()
     """The data it rested on: labels of the sources the gate named (`resting_on`), else of all its
     sources this record had (gates/evaluate.py; gates/sources.py)."""
+    applies: bool = True
+    """False for a gate that judges a kind of target this run's is not (a fleet's routing on a
+    single engine): still not measurable, but left out of the share that makes a verdict partial."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "evidence", to_jsonable(self.evidence))
@@ -126,8 +129,10 @@ class GateResult:
         return cls(gate, outcome, explanation, tuple(measurements), evidence or {})
 
     @classmethod
-    def not_measurable(cls, gate: str, why: str, evidence: dict[str, Any] | None = None) -> GateResult:
-        return cls(gate, Outcome.NOT_MEASURABLE, why, (), evidence or {})
+    def not_measurable(
+        cls, gate: str, why: str, evidence: dict[str, Any] | None = None, *, applies: bool = True
+    ) -> GateResult:
+        return cls(gate, Outcome.NOT_MEASURABLE, why, (), evidence or {}, applies=applies)
 
     @property
     def headline(self) -> Measurement | None:

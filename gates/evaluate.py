@@ -2,10 +2,11 @@
 
 Which gates run: all registered ones, or `only`; `require` names gates that must be measurable
 (a required gate that is not measurable fails); `allow_partial` accepts a verdict with most
-gates not measurable as a pass (gates/verdict.py). Each failed result names the config digest that
-ran, so a rollback can name what to go back from, and the sources it rested on
-(gates/sources.py): the ones the gate named, else every source of the gate the record had. A
-gate that raises is a harness error (`GateError`), never a verdict.
+gates not measurable as a pass (gates/verdict.py). A record of a fleet has the gates that read
+the target's telemetry judged on each replica and on the fleet (gates/fleet.py). Each failed
+result names the config digest that ran, so a rollback can name what to go back from, and the
+sources it rested on (gates/sources.py): the ones the gate named, else every source of the gate
+the record had. A gate that raises is a harness error (`GateError`), never a verdict.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from gates.base import GateError, GateResult, Outcome
+from gates.fleet import evaluate_gate
 from gates.registry import GATES, get_gate
 from gates.thresholds import Thresholds, load_thresholds
 from gates.verdict import Verdict, read_verdict
@@ -39,7 +41,7 @@ def evaluate(
     for name in names:
         gate = get_gate(name)
         try:
-            result = gate.evaluate(record, thresholds.for_gate(name))
+            result = evaluate_gate(gate, record, thresholds.for_gate(name))
         except Exception as err:  # a crash is a harness error, whatever it was
             raise GateError(f"gate {name!r} could not read {record.dir}: {type(err).__name__}: {err}") from err
         if not result.sources:  # a gate that chose among its sources names the one it used

@@ -17,11 +17,14 @@ from gates.checks.no_oom import NoOomGate
 from gates.checks.no_orphans import NoOrphansGate
 from gates.checks.preempted_complete import PreemptedCompleteGate
 from gates.checks.prefix_isolation import PrefixIsolationGate
+from gates.checks.prefix_routing import PrefixRoutingGate
 from gates.checks.prefix_timing import PrefixTimingGate
 from gates.checks.recompute_tax import RecomputeTaxGate
 from gates.checks.rejections import RejectionsGate
+from gates.checks.replica_kill import ReplicaKillGate
 from gates.checks.tenant_share import TenantShareGate
 from gates.checks.tier_loads import TierLoadsGate
+from gates.checks.unhealthy_routing import UnhealthyRoutingGate
 from record.errors import UnknownNameError
 
 
@@ -53,6 +56,9 @@ GATES: dict[str, Gate] = _register(
     RecomputeTaxGate(),
     CapacityAfterDrainGate(),
     TierLoadsGate(),
+    ReplicaKillGate(),
+    UnhealthyRoutingGate(),
+    PrefixRoutingGate(),
 )
 
 

@@ -5,7 +5,10 @@ none failed, and `not_measurable` when no gate could be measured at all — a ru
 nothing must not read as a pass. A verdict with most of its gates not measurable (more than
 `PARTIAL_ABOVE` of them) and none failed is *partial*: it is `not_measurable` too, unless the
 user asked for a partial verdict (`allow_partial`, `--allow-partial`): two passing gates out of
-eleven say little about a server, and must not read as a pass by default. The JSON keeps
+eleven say little about a server, and must not read as a pass by default. A gate that judges a
+kind of target the run's is not (`GateResult.applies`: the routing gates of a fleet, on a single
+engine) is left out of that share: it could never be measured there, and must not turn a
+single engine's verdict partial. The JSON keeps
 measurements with their limits and directions, so a reader (a report, a comparison, a CI
 summary) needs no gate code to show it.
 """
@@ -48,8 +51,10 @@ class Verdict:
 
     @property
     def is_partial(self) -> bool:
-        """Most gates were not measurable (module docstring)."""
-        return self.counts()[Outcome.NOT_MEASURABLE] > PARTIAL_ABOVE * len(self.results)
+        """Most gates that apply to the target were not measurable (module docstring)."""
+        applying = [r for r in self.results if r.applies]
+        unmeasured = sum(r.outcome is Outcome.NOT_MEASURABLE for r in applying)
+        return unmeasured > PARTIAL_ABOVE * len(applying)
 
     def counts(self) -> Counter[Outcome]:
         counts = Counter({outcome: 0 for outcome in Outcome})
@@ -135,6 +140,7 @@ def _result_to_dict(r: GateResult) -> dict[str, Any]:
         ],
         "evidence": r.evidence,
         "sources": list(r.sources),
+        "applies": r.applies,
     }
 
 
@@ -150,4 +156,5 @@ def _result_from_dict(raw: dict[str, Any]) -> GateResult:
         measurements,
         raw["evidence"],
         tuple(raw.get("sources", ())),
+        bool(raw.get("applies", True)),
     )

@@ -22,7 +22,11 @@ changed, kept (secrets redacted) as `<run>/engine_config.json`, and `meta.live.e
 says what changed. The engine gets the plan's admin key (a fresh one per run) through its
 environment; no key is ever written under the run directory.
 
-Collectors (harness/collectors/live.py) run across all three. After the drain each tenant's KV
+Collectors (harness/collectors/live.py) run across all three; behind a gateway they read each
+replica as well (`LivePlan.replicas`, or the reference engine's workers when it runs several):
+every replica answers a preflight of its own first, and the record gains replica_samples.csv,
+replicas.csv and `meta.replica_collectors`. A trace's infinite-cache bound at the target's block
+size goes to `meta.prefix_reuse` (harness/replay/reuse_bound.py). After the drain each tenant's KV
 is estimated from the client's own requests (harness/collectors/tenant_estimate.py): the only
 tenant view of a target without tenants, judged against `tenant_caps`, and beside the reference
 engine's own count a check of the estimate. The record is complete even when
@@ -46,10 +50,12 @@ from typing import Any, Protocol
 
 from harness.baseline import run_baseline
 from harness.collectors import tenant_estimate
+from harness.collectors.admin import AdminApi
 from harness.collectors.isolation import Isolation, ProbeOptions, probe_isolation
 from harness.collectors.live import CollectorSettings, LiveCollectors
 from harness.collectors.llamacpp_slots import DEFAULT_LAYOUT, KvLayout
-from harness.collectors.tenant_estimate import PoolCapacity, record_tenant_estimate, scraped_pool
+from harness.collectors.replica_spec import ReplicaSpec, check_replicas, worker_replicas
+from harness.collectors.tenant_estimate import PoolCapacity, record_tenant_estimate
 from harness.live_meta import engine_config_of, live_meta, public_settings
 from harness.load_sizing import PlannedLoad, size_load
 from harness.loadgen.request_log import tally
@@ -58,13 +64,15 @@ from harness.loadgen.tenants import TenantSet, parse_tenants
 from harness.locust_process import LocustProcess, RowTail, locust_command
 from harness.open_load import OpenLoad, run_open_load
 from harness.preflight import preflight
+from harness.replay.reuse_bound import prefix_reuse
 from harness.scenario_catalog import Scenario
 from harness.target import ReferenceEngine, Target, external_target
 from harness.target_speed import SpeedNotMeasuredError, measure_speed
 from harness.token_counts import MeasuredTokens, measure_tokens
+from harness.trace_workload import TraceWorkload
 from record.errors import KvgateError
 from record.pressure import record_pressure
-from record.run_record import ENDED_EARLY, CollectorStatus, Phase, RunMeta, RunRecordWriter
+from record.run_record import ENDED_EARLY, CollectorStatus, Phase, PrefixReuse, RunMeta, RunRecordWriter
 from reference_engine import EngineConfig
 from reference_engine.config import save_config
 
@@ -143,6 +151,9 @@ class LivePlan:
     probes: ProbeOptions = ProbeOptions()
     """Isolation probes beyond the two in the GPU pool (`--probes tiers,timing`); the admin key
     and token model are the run's."""
+    replicas: tuple[ReplicaSpec, ...] = ()
+    """Behind the target (a gateway): each replica, read on its own (harness/collectors/fleet.py).
+    Empty for a reference engine with several workers: its workers are found and read so."""
     isolation: Isolation | None = None
     """An earlier run's isolation probes, recorded as this run's with their note instead of
     probing again (a sweep probes once, before its first step); None: probe before the record."""
@@ -193,6 +204,7 @@ def run_live(plan: LivePlan, progress: RunProgress) -> LiveResult:
             tenants = TenantSet(parse_tenants(plan.settings.tenants))
             progress.phase("preflight", target.url)
             checked = preflight(target.url, key=tenants.all[0].key, model=plan.settings.model)
+            plan = replace(plan, replicas=_replicas(plan, target, tenants.all[0].key, progress))
             settings = plan.settings.with_(model=checked.model)
             tokens, sizing = None, Sizing()
             if plan.target_url and plan.followed is None:  # a followed load sized its prompts itself
@@ -212,6 +224,22 @@ def run_live(plan: LivePlan, progress: RunProgress) -> LiveResult:
         if made_dir and not recording:
             shutil.rmtree(plan.run_dir, ignore_errors=True)
         raise
+
+
+def _replicas(plan: LivePlan, target: Target, key: str, progress: RunProgress) -> tuple[ReplicaSpec, ...]:
+    """The replicas to read: the plan's, each answering where it is read (a replica that does
+    not is a harness error naming it), or the workers of a reference engine that runs several."""
+    if plan.replicas:
+        progress.phase("replicas", ", ".join(r.name for r in plan.replicas))
+        check_replicas(plan.replicas, key)
+        return plan.replicas
+    if plan.target_url or plan.engine_workers < 2:
+        return ()
+    admin = AdminApi(target.url, plan.settings.admin_key)
+    try:
+        return worker_replicas(admin)
+    finally:
+        admin.close()
 
 
 @dataclass(frozen=True)
@@ -299,6 +327,7 @@ def _record(
             kv_events_endpoint=plan.kv_events_endpoint,
             llamacpp_kv=plan.llamacpp_kv,
             target_log=plan.target_log,
+            replicas=plan.replicas,
         ),
         writer,
         started_unix,
@@ -405,7 +434,7 @@ def _record(
             digest=digest,
             config_path=str(plan.config_path or ""),
             scenarios=plan.scenario_names(),
-            target=target.describe(settings.model),
+            target={**target.describe(settings.model), "replicas": [r.describe() for r in plan.replicas]},
             num_blocks=snap["num_blocks"] if snap else None,
             phases=phases,
             signals=collectors.signals(),
@@ -418,7 +447,15 @@ def _record(
         )
         estimate = _estimate_tenants(plan, writer, meta, collectors)
         statuses = {**collectors.statuses(), **isolation.statuses, tenant_estimate.NAME: estimate}
-        meta = meta.model_copy(update={"collectors": statuses, "probes": isolation.probes})
+        writer.append("replicas", collectors.replica_rows())
+        meta = meta.model_copy(
+            update={
+                "collectors": statuses,
+                "probes": isolation.probes,
+                "replica_collectors": collectors.replica_statuses(),
+                "prefix_reuse": _prefix_reuse(plan, meta, collectors),
+            }
+        )
         writer.write_meta(meta)
         meta = meta.model_copy(update={"pressure": record_pressure(plan.run_dir)})
     return LiveResult(plan.run_dir, meta, isolation)
@@ -433,12 +470,28 @@ def _estimate_tenants(
     if meta.pool is not None:
         pool: PoolCapacity | None = PoolCapacity(meta.pool.num_blocks, meta.pool.block_tokens, "the engine's pool")
     else:
-        pool = scraped_pool(collectors.scraper.last if collectors.scraper is not None else None)
+        pool = collectors.stated_pool()
     caps = collectors.caps if collectors.admin is not None else dict(plan.tenant_caps)
     try:
         return record_tenant_estimate(plan.run_dir, writer, pool, caps)
     except Exception as err:  # the record is written whatever the estimate does (a collector's rule)
         return CollectorStatus(available=False, detail=f"the estimate failed: {type(err).__name__}: {err}")
+
+
+def _prefix_reuse(plan: LivePlan, meta: RunMeta, collectors: LiveCollectors) -> PrefixReuse | None:
+    """A trace's infinite-cache bound at the target's block size (the engine's, else what its
+    metrics state); None for another load, or when the block size is unknown."""
+    workload = plan.open_loop.workload if plan.open_loop is not None else None
+    if not isinstance(workload, TraceWorkload):
+        return None
+    pool = collectors.stated_pool()
+    block_tokens = meta.pool.block_tokens if meta.pool is not None else pool.block_tokens if pool else None
+    if not block_tokens:
+        return None
+    trace = workload.trace.rescaled(rate_scale=workload.rate_scale, time_scale=workload.time_scale)
+    trace = trace.resized(workload.size_scale)
+    sent = [r for r in trace.requests if r.arrival_s < plan.duration_s][: workload.max_requests]
+    return prefix_reuse(replace(trace, requests=sent), block_tokens)
 
 
 def _load(

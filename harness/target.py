@@ -98,14 +98,17 @@ class ReferenceEngine:
         log_path: Path | None = None,
         log_level: str = "warning",
         ready_timeout_s: float = 120.0,
+        port: int = 0,
     ) -> None:
-        """`admin_key`: the engine's (default: a fresh random one, in `self.admin_key`)."""
+        """`admin_key`: the engine's (default: a fresh random one, in `self.admin_key`). `port`: a
+        loopback port to bind (default: a free one), e.g. to start a replica again where it was."""
         self.config_path = config_path
         self.admin_key = admin_key or secrets.token_urlsafe(24)
         self.log_level = log_level
         self.workers = workers
         self.log_path = log_path
         self.ready_timeout_s = ready_timeout_s
+        self.port = port
         self.process: subprocess.Popen[bytes] | None = None
         self._log: BinaryIO | None = None
 
@@ -114,7 +117,8 @@ class ReferenceEngine:
         # looked up as free can be taken before the server binds it (the router's own workers
         # bind ephemeral ports first, and once drew the very port it was about to use).
         with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a port freed by a killed server
+            sock.bind(("127.0.0.1", self.port))
             sock.listen(BACKLOG)
             port = sock.getsockname()[1]
             cmd = [

@@ -38,6 +38,11 @@ it. The catalogue below is the single place that says which kinds exist and what
     watermark             -          -       reason = level name entered (warn, evict, ...), usage =
                                              live blocks / pool blocks at that step
     worker_died           -          -       worker (the `worker` column), reason = signal/exit
+    worker_ready          -          -       worker: it answers /ready and may be routed to again
+    routed                yes        yes     the router sent the request to `worker`: mode = its
+                                             routing policy, num_blocks = prompt blocks it
+                                             expected that worker to hold (0 unless prefix_aware),
+                                             reason = policy | session (kept on its session's worker)
     reservation_released  yes        yes     num_blocks, reason = worker_lost | finished
     orphan_reconciled     -          -       num_blocks freed by the periodic orphan check
     tier_load             yes        yes     prefix blocks found in a tier below the GPU: mode = host |
@@ -84,6 +89,8 @@ class EventKind(str, Enum):
     OOM = "oom"
     WATERMARK = "watermark"
     WORKER_DIED = "worker_died"
+    WORKER_READY = "worker_ready"
+    ROUTED = "routed"
     RESERVATION_RELEASED = "reservation_released"
     ORPHAN_RECONCILED = "orphan_reconciled"
     TIER_LOAD = "tier_load"

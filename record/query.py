@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from record.outcomes import NOT_OVERLOAD_CODES, OVERLOAD_STATUSES, Status
-from record.run_record import RunMeta, RunRecord
+from record.run_record import HIT_COUNTERS, RunMeta, RunRecord
 
 Window = tuple[float, float]
 
@@ -132,13 +132,10 @@ def prefix_hit_rates_by_tier(record: RunRecord, window: Window) -> dict[str, flo
     never both). None when nothing was scheduled in the window or the prompt sizes are unknown.
     `WHOLE_RUN` takes every event, with or without a time."""
     events = record.events
-    scheduled = events[events["kind"] == "scheduled"]
-    if window != WHOLE_RUN:
-        scheduled = in_window(scheduled, "t_s", window)
+    scheduled = _scheduled_in(record, window)
     if scheduled.empty:
         return None
-    arrivals = events[events["kind"].isin(("admitted", "queued"))].drop_duplicates("request_id")
-    prompt_tokens = arrivals.set_index("request_id")["num_tokens"].reindex(scheduled["request_id"]).sum()
+    prompt_tokens = scheduled_prompt_tokens(record, window).sum()
     if not prompt_tokens:
         return None
     rates = {"gpu": float(scheduled["num_tokens"].fillna(0).sum() / prompt_tokens)}
@@ -147,6 +144,20 @@ def prefix_hit_rates_by_tier(record: RunRecord, window: Window) -> dict[str, flo
     for tier, tokens in loads.groupby("mode")["num_tokens"].sum().items():
         rates[str(tier)] = float(tokens / prompt_tokens)
     return rates
+
+
+def _scheduled_in(record: RunRecord, window: Window) -> pd.DataFrame:
+    scheduled = events_of(record, "scheduled")
+    return scheduled if window == WHOLE_RUN else in_window(scheduled, "t_s", window)
+
+
+def scheduled_prompt_tokens(record: RunRecord, window: Window) -> pd.Series:
+    """The prompt tokens of each request scheduled in `window` (one value per `scheduled` event,
+    NaN where the arrival is unknown): the denominator of `prefix_hit_rates_by_tier`, and the
+    weights of its requests."""
+    events = record.events
+    arrivals = events[events["kind"].isin(("admitted", "queued"))].drop_duplicates("request_id")
+    return arrivals.set_index("request_id")["num_tokens"].reindex(_scheduled_in(record, window)["request_id"])
 
 
 def counter_prefix_hit_rate(meta: RunMeta) -> float | None:
@@ -172,6 +183,46 @@ def counter_prefix_hit_rate(meta: RunMeta) -> float | None:
         final_lookups -= initial_lookups
         hits -= float(meta.initial["prefix_cache_hits_tokens"])
     return hits / final_lookups if final_lookups > 0 else None
+
+
+def measured_hit_ratio(record: RunRecord) -> float | None:
+    """The prefix-cache hit ratio of the load, as the target itself counted it: from the engine's
+    events (`prefix_hit_rate`, every tier), else from its replicas' counters from the load's start
+    on (`replica_hit_ratio`), else from its counters' change over the whole run, the baseline's
+    requests included (`counter_prefix_hit_rate`). None when nothing says."""
+    window = load_window(record.meta)
+    if record.meta.signals.engine_events:
+        rate = prefix_hit_rate(record, window)
+        if rate is not None:
+            return rate
+    rate = replica_hit_ratio(record.replica_samples, (window[0], math.inf))
+    return rate if rate is not None else counter_prefix_hit_rate(record.meta)
+
+
+def replica_hit_ratio(samples: pd.DataFrame, window: Window) -> float | None:
+    """Prefix hits / lookups in `window` from replicas' samples (replica_samples.csv, whose
+    counters are each replica's increase so far): per replica, its last reading in the window
+    minus its last before it (0 without one), summed over the replicas. None without lookups."""
+    read = samples.dropna(subset=list(HIT_COUNTERS))
+    hits = lookups = 0.0
+    for _, rows in read.sort_values("t_s", kind="stable").groupby("replica"):
+        before, upto = rows[rows["t_s"] < window[0]], rows[rows["t_s"] < window[1]]
+        if upto.empty:
+            continue
+        start = before[list(HIT_COUNTERS)].iloc[-1] if len(before) else 0.0
+        change = upto[list(HIT_COUNTERS)].iloc[-1] - start
+        lookups, hits = lookups + float(change.iloc[0]), hits + float(change.iloc[1])
+    return hits / lookups if lookups > 0 else None
+
+
+def num_restarts(events: pd.DataFrame) -> int:
+    """Engine restarts seen from outside: per replica (or the one target), the larger count of
+    its two witnesses (the scraped start time and /health may both see one restart), summed."""
+    restarts = events[events["kind"] == "engine_restart"]
+    if restarts.empty:
+        return 0
+    by_witness = restarts.groupby([restarts["replica"].fillna(""), restarts["reason"]]).size()
+    return int(by_witness.groupby(level=0).max().sum())
 
 
 def counter_change(meta: RunMeta, name: str) -> float | None:

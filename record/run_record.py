@@ -7,6 +7,8 @@
       events.csv           engine event log (EVENT_COLUMNS; kinds in record.events)
       samples.csv          periodic usage samples (SAMPLE_COLUMNS)
       tenant_samples.csv   per-tenant live blocks at each sample (TENANT_SAMPLE_COLUMNS)
+      replica_samples.csv  each replica's samples, behind a gateway (REPLICA_SAMPLE_COLUMNS)
+      replicas.csv         each replica's pool before and after, and its run's counts (REPLICA_COLUMNS)
       verdict.json         written by gates
       report.html          written by reports
 
@@ -101,13 +103,83 @@ the engine's."""
 ENGINE_SOURCE = "engine"
 ESTIMATED_SOURCE = "client_estimate"
 
-RECORD_EVENT_COLUMNS: tuple[str, ...] = WORKER_EVENT_COLUMNS
+RECORD_EVENT_COLUMNS: tuple[str, ...] = (*WORKER_EVENT_COLUMNS, "replica")
+"""`replica`: the replica of a fleet an event was seen on from outside (`engine_restart`,
+`log_match`); empty for the target itself and for the engine's own events (those name their
+`worker`)."""
+
+HIT_COUNTERS: tuple[str, ...] = ("prefix_cache_queries_tokens", "prefix_cache_hits_tokens")
+"""Prefix-cache tokens looked up and hit, as a replica's sample carries them: its counters'
+increase since the run began, at that tick (so the hits of any window are a difference)."""
+
+REPLICA_SAMPLE_COLUMNS: tuple[str, ...] = ("replica", *SAMPLE_COLUMNS, *HIT_COUNTERS)
+"""A fleet's samples, one row per replica per tick (all replicas read at the same tick, so rows
+of one tick share `t_s`), with its prefix-cache counters so far (HIT_COUNTERS). A tick whose
+scrape of a replica failed is a row of that replica with `source` MISSING_SOURCE and no
+figures: the gap is in the table, not only in a note."""
+
+MISSING_SOURCE = "missing"
+
+POOL_STATE_KEYS: tuple[str, ...] = (
+    "num_blocks",
+    "live_blocks",
+    "free_blocks",
+    "cached_blocks",
+    "retained_blocks",
+    "pinned_blocks",
+    "pending_blocks",
+    "requests_in_engine",
+    "usage",
+)
+"""The pool as `meta.initial` and `meta.final` give it (harness/sample_rows.py `pool_state`)."""
+
+RUN_COUNTERS: tuple[str, ...] = (
+    "prefix_cache_queries_tokens",
+    "prefix_cache_hits_tokens",
+    "prompt_tokens_computed",
+    "num_preemptions",
+)
+"""A target's counters, as a replica's run changed them: the increase from the run's start to
+its end, a counter reset (a restarted replica) counted from zero, never the total since start."""
+
+KV_EVENT_COUNTS: tuple[str, ...] = (
+    "kv_blocks_stored",
+    "kv_blocks_removed",
+    "kv_blocks_restored",
+    "kv_all_cleared",
+    "kv_batches_missed",
+)
+"""What a replica's KV cache events said over the run (harness/collectors/kv_events.py)."""
+
+REPLICA_COLUMNS: tuple[str, ...] = (
+    "replica",
+    "url",
+    "metrics_url",
+    "kv_events",
+    "log",
+    "worker",
+    "block_tokens",
+    *(f"initial_{key}" for key in POOL_STATE_KEYS),
+    *(f"final_{key}" for key in POOL_STATE_KEYS),
+    *RUN_COUNTERS,
+    *KV_EVENT_COUNTS,
+    "prefix_cache_reset_after_drain",
+    "num_samples",
+    "num_samples_missed",
+)
+"""One row per replica of a fleet: where it was read, its pool before the run and after the
+drain (`initial_*`, `final_*`: empty when its metrics did not say), its run's counters
+(RUN_COUNTERS), its KV events (KV_EVENT_COUNTS), the leak check, and how many of its samples were
+taken and missed. `worker`: the reference engine's worker index behind the replica (its events
+name it), empty for any other engine."""
 
 TABLES: dict[str, tuple[str, ...]] = {
     "requests": REQUEST_COLUMNS,
     "events": RECORD_EVENT_COLUMNS,
     "samples": SAMPLE_COLUMNS,
     "tenant_samples": TENANT_SAMPLE_COLUMNS,
+    "replica_samples": REPLICA_SAMPLE_COLUMNS,
+    "replicas": REPLICA_COLUMNS,
 }
 
 
@@ -195,6 +267,20 @@ class Pressure(BaseModel):
         return rung is not None and rung.first_s is not None
 
 
+class PrefixReuse(BaseModel):
+    """What the workload could reuse at all: the prompt tokens an infinite prefix cache with the
+    target's block size would have served from cache, as a share of all prompt tokens (the bound
+    no cache of any size passes), and the longest prompt prefix a request shares with an earlier
+    one (shorter than one block: nothing can hit). harness/replay/reuse_bound.py computes it."""
+
+    model_config = ConfigDict(extra="forbid")
+    bound: float = Field(description="hit tokens / prompt tokens of an infinite cache at block_tokens")
+    block_tokens: int
+    longest_shared_tokens: int
+    num_requests: int
+    source: str = Field(description="the workload it was computed from (a trace file)")
+
+
 class RunMeta(BaseModel):
     model_config = ConfigDict(extra="allow")
     schema_version: int = SCHEMA_VERSION
@@ -229,6 +315,10 @@ class RunMeta(BaseModel):
     probes: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="probes sent before the load (cache_salt: prefix-cache isolation)"
     )
+    replica_collectors: dict[str, dict[str, CollectorStatus]] = Field(
+        default_factory=dict, description="behind a gateway: each replica's collectors, as `collectors` for the target"
+    )
+    prefix_reuse: PrefixReuse | None = Field(None, description="what the workload could reuse (a trace's bound)")
 
     def phase(self, name: str) -> Phase | None:
         return next((p for p in self.phases if p.name == name), None)
@@ -317,9 +407,12 @@ _DTYPES = {
         "mode": str,
         "client_request_id": str,
         "worker": str,
+        "replica": str,
     },
     "samples": {"level": str, "source": str},
     "tenant_samples": {"tenant": str, "source": str},
+    "replica_samples": {"replica": str, "level": str, "source": str},
+    "replicas": {"replica": str, "url": str, "metrics_url": str, "kv_events": str, "log": str, "worker": str},
 }
 
 
@@ -333,6 +426,8 @@ class RunRecord:
     events: pd.DataFrame
     samples: pd.DataFrame
     tenant_samples: pd.DataFrame
+    replica_samples: pd.DataFrame
+    replicas: pd.DataFrame
 
     @classmethod
     def load(cls, run_dir: str | Path) -> RunRecord:

@@ -123,6 +123,16 @@ class Request:
     def num_tokens(self) -> int:
         return self.num_prompt_tokens + len(self.output_token_ids)
 
+    def token_ids(self, start: int, stop: int) -> list[int]:
+        """Tokens `start`..`stop` of prompt then output. Only for a request that has its tokens
+        (replay's have block hashes instead)."""
+        prompt = self.prompt_token_ids
+        assert prompt is not None, "a replayed request has no tokens"
+        n = len(prompt)
+        if stop <= n:
+            return prompt[start:stop]
+        return prompt[start:] + self.output_token_ids[max(0, start - n) : stop - n]
+
     @property
     def num_kv_tokens(self) -> int:
         """Tokens whose KV occupies blocks (computed minus those a token-level policy dropped)."""

@@ -227,3 +227,12 @@ def shade_phases(fig: go.Figure, phases: Sequence[Any]) -> None:
             annotation_font_size=10,
             annotation_font_color="#57606a",
         )
+
+
+def share_chart(
+    fig: go.Figure, phases: Sequence[Any], y_title: str, div_id: str, height_px: int = FIGURE_HEIGHT_PX
+) -> str:
+    """A chart of shares of a pool (0–100 %) over the run's time, phases shaded, legend right."""
+    shade_phases(fig, phases)
+    fig.update_layout(xaxis_title="time (s)", yaxis_title=y_title, yaxis_tickformat=".0%", yaxis_range=[0, 1.05])
+    return figure(fig, div_id, height_px=height_px, legend=LEGEND_RIGHT)

@@ -8,6 +8,7 @@ from pathlib import Path
 from gates import Verdict
 from record.run_record import RunRecord
 from reports.page import Block, write_page
+from reports.prefix_reuse import cache_warning, reuse_line
 from reports.pressure import missing_rungs_warning, pressure_line
 from reports.section import DEFAULT_SECTIONS, make_section
 
@@ -31,14 +32,15 @@ def render_run_report(
         f"run {meta.run_id} · {meta.mode} · config {meta.config_digest or 'digest unknown'} · "
         f"{meta.duration_s:.0f} s · scenarios: {', '.join(meta.scenarios) or 'n/a'}"
     )
-    warning = missing_rungs_warning(meta.pressure)
+    alerts = [warning for warning in (missing_rungs_warning(meta.pressure), cache_warning(record)) if warning]
+    reuse = reuse_line(record)
     path = Path(out) if out is not None else record.dir / REPORT_FILE
     return write_page(
         path,
         title,
         subtitle,
         blocks,
-        header=[pressure_line(meta.pressure)],
-        alerts=[warning] if warning else [],
+        header=[pressure_line(meta.pressure), *([reuse] if reuse else [])],
+        alerts=alerts,
         library_dir=library_dir,
     )

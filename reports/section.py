@@ -3,7 +3,8 @@
 A section turns a run record and its verdict into an HTML fragment. It always renders (a
 chart, or a note saying which signal the record lacks) so every report has the same outline.
 The default order puts the gate table first, as a reader needs the verdict before the charts,
-then the pressure the run reached, which says what the verdict is worth.
+then the pressure the run reached, which says what the verdict is worth, then a fleet's
+replicas side by side.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from reports.sections.open_loop import OpenLoopSection
 from reports.sections.pressure import PressureSection
 from reports.sections.queues import QueuesSection
 from reports.sections.rejections import RejectionsSection
+from reports.sections.replicas import ReplicasSection
 from reports.sections.tenant_share import TenantShareSection
 from reports.sections.ttft import TtftSection
 
@@ -38,6 +40,7 @@ SECTIONS: dict[str, ReportSection] = {
     for s in (
         GateTableSection(),
         PressureSection(),
+        ReplicasSection(),
         KvUsageSection(),
         TenantShareSection(),
         QueuesSection(),

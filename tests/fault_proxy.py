@@ -62,20 +62,25 @@ FAILING_GATES: dict[Fault, set[str]] = {
 """The gates a run through each fault must fail, whatever the engine behind the proxy."""
 
 
+async def relay_to(client: httpx.AsyncClient, request: Request) -> Response:
+    """`request` sent on to `client`'s upstream as it came, its answer streamed back as it goes."""
+    headers = {k: v for k, v in request.headers.items() if k not in DROPPED_HEADERS}
+    sent = client.build_request(
+        request.method, request.url.path, params=request.query_params, content=await request.body(), headers=headers
+    )
+    resp = await client.send(sent, stream=True)
+    kept = {k: v for k, v in resp.headers.items() if k not in DROPPED_HEADERS and k != "content-encoding"}
+    return StreamingResponse(
+        resp.aiter_raw(), status_code=resp.status_code, headers=kept, background=BackgroundTask(resp.aclose)
+    )
+
+
 def create_app(upstream: str, fault: Fault) -> Starlette:
     client = httpx.AsyncClient(base_url=upstream, timeout=None)
     in_flight = 0
 
     async def relay(request: Request) -> Response:
-        headers = {k: v for k, v in request.headers.items() if k not in DROPPED_HEADERS}
-        sent = client.build_request(
-            request.method, request.url.path, params=request.query_params, content=await request.body(), headers=headers
-        )
-        resp = await client.send(sent, stream=True)
-        kept = {k: v for k, v in resp.headers.items() if k not in DROPPED_HEADERS and k != "content-encoding"}
-        return StreamingResponse(
-            resp.aiter_raw(), status_code=resp.status_code, headers=kept, background=BackgroundTask(resp.aclose)
-        )
+        return await relay_to(client, request)
 
     async def chat(request: Request) -> Response:
         nonlocal in_flight
@@ -148,13 +153,18 @@ async def _cut(resp: Response) -> Response:
 @contextmanager
 def fault_proxy(upstream: str, fault: Fault) -> Iterator[str]:
     """Serve the proxy on a free loopback port in a thread; yields its base URL."""
+    with serving(create_app(upstream, fault), "the fault proxy") as url:
+        yield url
+
+
+@contextmanager
+def serving(app: Starlette, what: str) -> Iterator[str]:
+    """`app` on a free loopback port in a thread, for the length of the block; yields its base URL."""
     port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(upstream, fault), host="127.0.0.1", port=port, log_level="critical")
-    )
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="critical"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    wait_for(lambda: server.started, "the fault proxy starts", alive=thread.is_alive)
+    wait_for(lambda: server.started, f"{what} starts", alive=thread.is_alive)
     try:
         yield f"http://127.0.0.1:{port}"
     finally:

@@ -12,7 +12,9 @@ would hide behind the deadline and the gate could not fail). `watermark` events 
 A batch request the run's stop cut off (`unfinished`) before it could have waited the bound
 (`p95_max_wait_s`) is left out: sent a moment before the stop, it had no chance to complete,
 and counting it would fail short runs by chance. One still open after waiting that long counts
-as not completed (the other gates count every unfinished request as not served).
+as not completed (the other gates count every unfinished request as not served). So is one whose
+replica died under it (`worker_lost`: a fleet under a replica kill): it did not starve, it was
+lost with the work in flight there, which `replica_kill` judges.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from record.run_record import RunRecord
 
 WAITED_OUT = "queue_deadline"
 """The error code of a request that waited in the queue until its deadline and never started."""
+LOST_WITH_REPLICA = "worker_lost"
+"""The error code of a request whose replica (engine worker) died while it was in flight."""
 
 
 class BatchProgressGate:
@@ -45,7 +49,8 @@ class BatchProgressGate:
         cut = (batch["status"] == Status.UNFINISHED.value) & (
             (load.end_s - batch["sent_s"] < limits["p95_max_wait_s"]) if load is not None else False
         )
-        batch = batch[~cut]
+        lost = batch["error_code"] == LOST_WITH_REPLICA
+        batch = batch[~cut & ~lost]
         refused = (
             (batch["status"] == "error")
             & batch["http_status"].isin(EXPLICIT_STATUSES)
@@ -65,6 +70,7 @@ class BatchProgressGate:
         evidence: dict = {
             "num_batch": len(batch),
             "num_cut_by_stop": int(cut.sum()),
+            "num_lost_with_replica": int(lost.sum()),
             "num_refused": int(refused.sum()),
             "num_waited_out": int((served["error_code"] == WAITED_OUT).sum()),
             "not_completed": served.loc[served["status"] != "ok", "request_id"].head(5).tolist(),

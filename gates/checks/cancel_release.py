@@ -5,8 +5,10 @@ The latency of one cancel is, in order of preference:
   2. for a cancel the engine received but released without a latency: release t - received t;
   3. for a client cancel the engine never heard of (propagation broken): the time from the
      client's disconnect (`done_s`) to the request's release, whatever the release reason.
-A request's `finished` event also marks its release (finishing frees every block it held). A
-cancel whose blocks were never released counts as infinitely late, so it fails the gate. A
+A request's `finished` event also marks its release (finishing frees every block it held), and so
+does the death of the worker that held it (a fleet under a replica kill: the process's memory
+went with it, even when its last events did not reach the record). A cancel whose blocks were
+never released counts as infinitely late, so it fails the gate. A
 request the engine refused (a 429 before a cancel timer fired) never held a block: there is
 nothing to release, so it is no cancel at all, whatever the client meant to do with it.
 
@@ -23,6 +25,7 @@ import pandas as pd
 
 from gates.base import GateResult, Limits, Measurement, Unit
 from gates.held_requests import poll_interval_s, polled_cancel_latencies, polled_counts
+from gates.routing import released_by_death
 from gates.sources import Source
 from record.query import engine_ids, events_of, intended_cancels, percentile
 from record.run_record import RunRecord
@@ -68,6 +71,7 @@ def cancel_latencies(record: RunRecord) -> dict[str, float]:
     """Engine request id -> seconds from cancel to release (inf: never released)."""
     released = events_of(record, "blocks_released")
     release_t = events_of(record, "blocks_released", "finished").groupby("request_id")["t_s"].max()
+    release_t = release_t.combine_first(released_by_death(record))
     measured = released.dropna(subset=["latency_s"]).groupby("request_id")["latency_s"].max()
     latency: dict[str, float] = {str(rid): float(v) for rid, v in measured.items()}
 

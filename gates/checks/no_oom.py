@@ -12,7 +12,10 @@ Witnesses, each used when the record has it (the result's `sources` names those 
     engine restarts        from outside: the scraped process start time changed, or /health failed
                            (and came back, or never did): an engine that runs out of memory
                            mostly dies; each witness counts the restarts it saw and the larger
-                           count is taken, since both may see the same restart
+                           count is taken, since both may see the same restart (per replica of
+                           a fleet, then summed: `record.query.num_restarts`). An engine with
+                           its own events names its OOMs there, and each death with its cause
+                           (`worker_died`): its restarts are evidence, not counted
     the target's log       `log_match` events of kind `oom` (--target-log;
                            harness/collectors/log_patterns.py)
 
@@ -33,7 +36,7 @@ from typing import Any
 from gates.base import GateResult, Limits, Measurement, Unit
 from gates.sources import Source
 from record.outcomes import OOM_ERROR_CODES
-from record.query import counter_change, events_of, overload_refusals
+from record.query import counter_change, events_of, num_restarts, overload_refusals
 from record.run_record import RunRecord
 
 
@@ -82,10 +85,11 @@ class NoOomGate:
                 evidence["gpu_peak"] = {"t_s": s.at[peak, "t_s"], "fraction": fraction[peak]}
         if Source.ENGINE_RESTARTS.is_in(meta):
             restarts = events_of(record, "engine_restart")
-            counts["engine restarts (possible OOM)"] = (
-                int(restarts["reason"].value_counts().max()) if len(restarts) else 0
-            )
-            evidence["restarts"] = restarts[["t_s", "reason", "latency_s"]].head(5).to_dict("records")
+            evidence["restarts"] = restarts[["t_s", "reason", "latency_s", "replica"]].head(5).to_dict("records")
+            if signals.engine_events:  # the engine names its OOMs, and each death with its cause (worker_died)
+                evidence["restarts_not_counted"] = num_restarts(restarts)
+            else:
+                counts["engine restarts (possible OOM)"] = num_restarts(restarts)
         if Source.TARGET_LOG.is_in(meta):
             lines = events_of(record, "log_match")
             is_oom = lines["mode"] == "oom"

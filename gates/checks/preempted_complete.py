@@ -2,12 +2,15 @@
 
 A preempted request completes when its last `finished` event says `stop` or `length`. One the
 client cancelled on purpose is left out (intended cancels are not failures); one the client gave
-up on (status `timeout`) counts as lost, as does one that never finished.
+up on (status `timeout`) counts as lost, as does one that never finished. One whose worker died
+before it finished (a fleet under a replica kill: `worker_died` after its admission there) is
+left out too: the kill lost it, not the preemption, and `replica_kill` judges that.
 """
 
 from __future__ import annotations
 
 from gates.base import GateResult, Limits, Measurement, Unit
+from gates.routing import released_by_death
 from gates.sources import Source
 from record.query import engine_ids, events_of
 from record.run_record import RunRecord
@@ -31,9 +34,10 @@ class PreemptedCompleteGate:
         client_status = dict(zip(engine_ids(record.requests), record.requests["status"]))
         lost: dict[str, str] = {}
         num_judged = 0
+        killed = set(released_by_death(record).index) - set(finished.index)
         for rid in sorted(preempted):
             reason = finished.get(rid, "never finished")
-            if reason == "cancelled" and client_status.get(rid) != "timeout":
+            if (reason == "cancelled" and client_status.get(rid) != "timeout") or rid in killed:
                 continue
             num_judged += 1
             if reason not in COMPLETED_REASONS:

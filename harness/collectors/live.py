@@ -21,6 +21,13 @@ the leak check after the drain; with `fast_poll` (a cancel storm) its metrics ar
 outside too: restarts (engine_restarts.py: the scraped process start time, /health on its own
 tick) and, with `target_log`, the server's log (target_log.py); both write `engine_restart`
 and `log_match` events, numbered apart from any engine's. `statuses()` is meta.collectors.
+
+Behind a gateway (`replicas`: `kvgate run --replica`, or the reference engine's workers) each
+replica is read on its own, all at one tick (fleet.py): its rows go to replica_samples.csv, its
+restarts and log lines to events.csv under its name, its pool and counters to replicas.csv
+(`replica_rows()`), its collectors to meta.replica_collectors (`replica_statuses()`). Without
+the admin API the fleet is the target: its samples, meta.initial and meta.final are the
+replicas' summed, and the gateway itself is not read (it holds no KV).
 """
 
 from __future__ import annotations
@@ -37,13 +44,16 @@ from harness.collectors import engine_restarts, target_log
 from harness.collectors.admin import AdminApi, AdminUnavailable
 from harness.collectors.engine_restarts import HEALTH_INTERVAL_S, RestartWatch
 from harness.collectors.events import EventCollector
+from harness.collectors.fleet import FleetCollectors
 from harness.collectors.gpu import GpuSampler
 from harness.collectors.llamacpp_slots import DEFAULT_LAYOUT, KvLayout
 from harness.collectors.periodic import Periodic
-from harness.collectors.prometheus import PrometheusScraper, Scrape, ScrapeError
+from harness.collectors.prometheus import COUNTERS, PrometheusScraper, Scrape, ScrapeError
+from harness.collectors.replica_spec import ReplicaSpec
 from harness.collectors.snapshot import in_flight, pool_state, sample_row, tenant_rows
 from harness.collectors.target_log import LogTail
 from harness.collectors.target_telemetry import TargetTelemetry
+from harness.collectors.tenant_estimate import PoolCapacity, scraped_pool
 from record.run_record import CollectorStatus, RunRecordWriter, Signals
 from reference_engine.config import DEV_ADMIN_KEY
 
@@ -61,6 +71,7 @@ class CollectorSettings:
     kv_events_endpoint: str = ""
     llamacpp_kv: KvLayout = DEFAULT_LAYOUT  # how a llama.cpp target laid out its cache (llamacpp_slots.py)
     target_log: Path | None = None  # the server's log, tailed for OOM lines (kvgate run --target-log)
+    replicas: tuple[ReplicaSpec, ...] = ()  # behind a gateway: each replica, read on its own (fleet.py)
 
 
 FAST_POLL_S = 0.05
@@ -100,9 +111,19 @@ class LiveCollectors:
         self.scraper = (
             PrometheusScraper(settings.metrics_url, api_key=settings.api_key) if settings.metrics_url else None
         )
+        # A reference engine's workers want its admin key on /metrics; any other replica the target's.
+        self.fleet = (
+            FleetCollectors(
+                settings.replicas,
+                api_key=settings.admin_key if self.admin is not None else settings.api_key,
+                llamacpp_kv=settings.llamacpp_kv,
+            )
+            if settings.replicas
+            else None
+        )
         self.outside = (
             None
-            if self.admin is not None
+            if self.admin is not None or self.fleet is not None
             else TargetTelemetry(
                 settings.base_url,
                 self.scraper,
@@ -126,10 +147,14 @@ class LiveCollectors:
             self.outside.start()
             if self.settings.fast_poll and self.scraper is not None:
                 interval_s = min(interval_s, FAST_POLL_S)
+        if self.fleet is not None:
+            self.fleet.start()
+            if self.settings.fast_poll:
+                interval_s = min(interval_s, FAST_POLL_S)
         self._threads.append(Periodic("samples", interval_s, self.sample).start())
-        if self.restarts is not None:
+        if self.restarts is not None or self.fleet is not None:
             self._threads.append(Periodic("health", HEALTH_INTERVAL_S, self.poll_health).start())
-        if self.log_tail is not None:
+        if self.log_tail is not None or (self.fleet is not None and self.fleet.has_logs):
             self._threads.append(Periodic("target_log", LOG_TAIL_S, self.poll_log).start())
 
     # ------------------------------------------------------------ the ticks
@@ -156,6 +181,12 @@ class LiveCollectors:
         scrape = self._scrape(now_s)
         if row is None and scrape is not None:
             row = scrape.sample_row(now_s)
+        if self.fleet is not None:
+            tick = self.fleet.sample(now_s)
+            self._append("replica_samples", tick.replica_rows)
+            self._append_outside(tick.events)
+            if row is None and tick.fleet_row is not None:
+                row, self.prometheus_ok = tick.fleet_row, True
         gpu = self.gpu.sample()
         if gpu is not None:
             self.gpu_ok = True
@@ -167,13 +198,19 @@ class LiveCollectors:
             self._append("tenant_samples", tenants)
 
     def poll_health(self) -> None:
-        assert self.restarts is not None
-        self.restarts.poll_health(time.time() - self.started_unix)
-        self._append_outside(self.restarts.take_events())
+        now_s = time.time() - self.started_unix
+        if self.restarts is not None:
+            self.restarts.poll_health(now_s)
+            self._append_outside(self.restarts.take_events())
+        if self.fleet is not None:
+            self._append_outside(self.fleet.poll_health(now_s))
 
     def poll_log(self) -> None:
-        assert self.log_tail is not None
-        self._append_outside(self.log_tail.poll(time.time() - self.started_unix))
+        now_s = time.time() - self.started_unix
+        if self.log_tail is not None:
+            self._append_outside(self.log_tail.poll(now_s))
+        if self.fleet is not None:
+            self._append_outside(self.fleet.poll_log(now_s))
 
     def _scrape(self, now_s: float) -> Scrape | None:
         if self.scraper is None:
@@ -208,6 +245,8 @@ class LiveCollectors:
         """Requests the target still holds, from the last sample; None if it cannot say."""
         if self.last_snapshot is not None:
             return in_flight(self.last_snapshot)
+        if self.fleet is not None:
+            return self.fleet.in_flight()
         last = self.scraper.last if self.scraper is not None else None
         if last is not None and "num_running" in last.gauges:
             return int(last.gauges["num_running"] + last.gauges.get("num_waiting", 0))
@@ -235,6 +274,8 @@ class LiveCollectors:
         if self.restarts is not None:
             self.restarts.finish(time.time() - self.started_unix)
             self._append_outside(self.restarts.take_events())
+        if self.fleet is not None:
+            self._append_outside(self.fleet.finish(time.time() - self.started_unix))
         for source, num in self._failures.items():
             self.notes.append(f"{source}: {num} failed (last: {self._last_failure[source]})")
         if self.events is not None and self.events.num_missed:
@@ -256,7 +297,10 @@ class LiveCollectors:
         prefix-cache reset."""
         if self.outside is not None:
             return self.outside.before_load()
+        fleet = self.fleet.before_load() if self.fleet is not None else {}
         snap = self._snapshot("initial")
+        if self.admin is None:
+            return fleet
         return {} if snap is None else pool_state(snap)
 
     def final_state(self) -> dict[str, Any]:
@@ -267,6 +311,9 @@ class LiveCollectors:
             final.update(self.scraper.last.counters)
         if self.outside is not None:
             final.update(self.outside.after_drain())
+        if self.fleet is not None:  # its counters are the run's increase, restarts counted (replica.py)
+            fleet = self.fleet.after_drain()
+            final.update(fleet if self.admin is None else {k: v for k, v in fleet.items() if k in COUNTERS})
         snap = self._snapshot("final")
         if snap is None or self.admin is None:
             return final
@@ -309,12 +356,16 @@ class LiveCollectors:
                 else "no kvgate admin API: events and per-request engine state are absent",
             ),
             "prometheus": CollectorStatus(
-                available=self.prometheus_ok, detail=self.settings.metrics_url or "no metrics URL"
+                available=self.prometheus_ok,
+                detail=self.settings.metrics_url
+                or ("the replicas' metrics, summed at each tick" if self.fleet is not None else "no metrics URL"),
             ),
             "gpu_memory": CollectorStatus(available=self.gpu_ok, detail=self.gpu.name or self.gpu.reason),
         }
         if self.outside is not None:
             out.update(self.outside.statuses())
+        if self.fleet is not None and self.admin is None:
+            out.update({k: v for k, v in self.fleet.statuses().items() if k != "prometheus"})
         if self.restarts is not None:
             out[engine_restarts.NAME] = self.restarts.status()
         if self.log_tail is not None:
@@ -325,7 +376,23 @@ class LiveCollectors:
             )
         return out
 
+    def replica_rows(self) -> list[dict[str, Any]]:
+        """replicas.csv: each replica's pool before and after, and its run's counts."""
+        return self.fleet.rows() if self.fleet is not None else []
+
+    def replica_statuses(self) -> dict[str, dict[str, CollectorStatus]]:
+        """meta.replica_collectors."""
+        return self.fleet.replica_statuses() if self.fleet is not None else {}
+
+    def stated_pool(self) -> PoolCapacity | None:
+        """The pool the target's metrics state (a fleet: its replicas' together), or None."""
+        if self.fleet is not None:
+            return self.fleet.stated_pool()
+        return scraped_pool(self.scraper.last if self.scraper is not None else None)
+
     def close(self) -> None:
+        if self.fleet is not None:
+            self.fleet.close()
         if self.restarts is not None:
             self.restarts.close()
         if self.log_tail is not None:

@@ -33,6 +33,8 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from record.run_record import SAMPLE_COLUMNS
+
 Series = list[tuple[dict[str, str], float]]
 
 
@@ -54,6 +56,7 @@ GAUGES: dict[str, tuple[Candidate, ...]] = {
     "pinned_blocks": (_kv("pinned"),),
     "cached_blocks": (_kv("cached"),),
     "free_blocks": (_kv("free"),),
+    "pending_blocks": (_kv("pending"),),
     "usage": (
         Candidate("kvgate_kv_usage_ratio", mean=True),
         Candidate("vllm:kv_cache_usage_perc", mean=True),
@@ -128,7 +131,7 @@ class Scrape:
             g["usage"] = g.get("live_blocks", 0.0) / g["num_blocks"]
         if "usage" not in g:
             return None
-        return {"t_s": t_s, **g, "source": "prometheus"}
+        return {"t_s": t_s, **{k: v for k, v in g.items() if k in SAMPLE_COLUMNS}, "source": "prometheus"}
 
 
 def bearer(api_key: str) -> dict[str, str]:

@@ -27,14 +27,29 @@ from harness.collectors.prefix_cache import ResetResult, prefix_client, reset_pr
 from harness.collectors.prometheus import PrometheusScraper, Scrape, ScrapeError
 from record.run_record import CollectorStatus
 
+KVGATE_POOL = ("num_blocks", "live_blocks", "free_blocks", "cached_blocks", "retained_blocks", "pinned_blocks")
+
 
 def scrape_pool_state(scrape: Scrape) -> dict[str, Any] | None:
-    """The pool in meta.initial/final keys from a scrape with usage and a pool size; else None."""
-    num_blocks, usage = scrape.info.get("num_blocks"), scrape.gauges.get("usage")
-    if not num_blocks or usage is None or "num_running" not in scrape.gauges:
+    """The pool in meta.initial/final keys from a scrape with usage and a pool size; else None.
+    kvgate's own engine (a worker read as a replica) states every block count."""
+    g = scrape.gauges
+    if "num_running" not in g:
+        return None
+    held = g["num_running"] + g.get("num_waiting", 0.0) + g.get("num_swapped", 0.0)
+    if all(key in g for key in KVGATE_POOL):
+        pool = {key: int(g[key]) for key in KVGATE_POOL}
+        return {
+            **pool,
+            "pending_blocks": int(g.get("pending_blocks", 0)),
+            "requests_in_engine": int(held),
+            "usage": pool["live_blocks"] / pool["num_blocks"] if pool["num_blocks"] else 0.0,
+            "pool_source": "prometheus",
+        }
+    num_blocks, usage = scrape.info.get("num_blocks"), g.get("usage")
+    if not num_blocks or usage is None:
         return None
     live = round(usage * num_blocks)
-    held = scrape.gauges["num_running"] + scrape.gauges.get("num_waiting", 0.0)
     return {
         "num_blocks": num_blocks,
         "live_blocks": live,

@@ -10,13 +10,14 @@ its own record and report (`<out>/<config>/<config>-<k>/`, else `<out>/<config>/
 (`--baseline`) run the same way and appear in the comparison, but their verdicts do not decide
 the exit code: they are there to show what the candidates are better than — and no candidate
 run may serve less of the offered chat in time than the best of them, beyond the noise of the
-two measurements (`gates.comparison.goodput_shortfalls`). Configs with the
+two measurements (`gates.comparison.goodput_shortfalls`), and no fleet candidate may find less of
+its prompts in its replicas' caches than a round-robin baseline fleet (`hit_ratio_shortfalls`). Configs with the
 same digest (default.toml and lru.toml mean the same thing) run once. Every page loads the one
 chart library at the root of `--out`. The console ends with the verdicts, how far up the
 watermark ladder each run went, and the comparison's decision (reports/decision.py), with loud
 lines for runs that never reached the evict and preempt rungs and for core decisions no
 candidate took. Exit 0 when every candidate run passed, 1 when one failed a gate or fell below
-the best baseline's goodput, 2 when a run could not be made or judged.
+the best baseline's goodput (or a fleet below round robin's hit ratio), 2 when a run could not be made or judged.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from gates.comparison import goodput_shortfalls
+from gates.comparison import GoodputShortfall, HitRatioShortfall, goodput_shortfalls, hit_ratio_shortfalls
 from gates.outputs.console import stdout_console
 from harness.cli import EXIT_GATE_FAILED, EXIT_HARNESS_ERROR, EXIT_OK
 from harness.collectors.llamacpp_slots import DEFAULT_LAYOUT
@@ -134,6 +135,7 @@ def run(args: argparse.Namespace) -> int:
                 "kv_events": "",
                 "llamacpp_kv": DEFAULT_LAYOUT,
                 "target_log": None,
+                "replica": [],
                 "tenant_caps": None,
                 "fixed_profile": False,
                 "rate": None,  # the matrix drives locust's users, never an open-loop load
@@ -151,17 +153,20 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"[red]kvgate: {entry.path}: {err}[/]")
             failed_runs.append((entry, str(err)))
         wall_s[entry] = time.monotonic() - started
-    shortfalls = goodput_shortfalls(
-        [j.verdict for e, j in judged if not e.baseline], [j.verdict for e, j in judged if e.baseline]
-    )
+    candidates = [j.verdict for e, j in judged if not e.baseline]
+    baselines = [j.verdict for e, j in judged if e.baseline]
+    shortfalls: list[tuple[str, GoodputShortfall | HitRatioShortfall]] = [
+        *(("goodput below the best baseline", s) for s in goodput_shortfalls(candidates, baselines)),
+        *(("fleet hit ratio below round robin", s) for s in hit_ratio_shortfalls(candidates, baselines)),
+    ]
     if judged:
         configs = _compared(entries, judged)
         report = render_comparison(configs, args.out / COMPARISON_FILE)
         _print_summary(console, judged, failed_runs, wall_s, args.out)
         _print_decision(console, configs)
-        for shortfall in shortfalls:
+        for what, shortfall in shortfalls:
             console.print(
-                f"goodput below the best baseline: {shortfall.explanation()}",
+                f"{what}: {shortfall.explanation()}",
                 style="bold red",
                 markup=False,
                 highlight=False,

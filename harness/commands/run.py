@@ -5,6 +5,7 @@
     kvgate run --target http://127.0.0.1:8000 --model my-model --tenants me=sk-123   # any server
     kvgate run --target URL --rate 4 --arrivals poisson --duration 60   # open loop: chat at 4 requests/s
     kvgate run --target URL --trace conversation_trace.jsonl --rate-scale 0.5 --limit 200   # a trace, live
+    kvgate run --target GATEWAY --replica http://a:8000 --replica http://b:8000,kv-events=tcp://b:5557   # a fleet
 
 Without --target the reference engine is started with --policy (and stopped afterwards, also on
 Ctrl-C or failure). Then: preflight, baseline, load (locust, headless), cooldown, the run
@@ -13,7 +14,8 @@ a table), report.html. Exit codes: 0 every measurable gate passed, 1 a gate fail
 --require'd gate was not measurable), 2 a harness error (preflight failed, the engine did not
 start, nothing measurable, most gates not measurable without --allow-partial, ...). docs/scenarios.md
 explains the scenarios, profiles and settings; docs/load.md the open-loop options (--rate,
---trace), which replace locust's users by arrivals on a schedule sent from this process.
+--trace), which replace locust's users by arrivals on a schedule sent from this process;
+docs/targets.md a fleet behind a gateway (--replica, each replica read and judged on its own).
 """
 
 from __future__ import annotations
@@ -30,10 +32,12 @@ from types import FrameType
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from gates import load_thresholds
 from harness.collectors.isolation import EXTRA_PROBES, ProbeOptions
 from harness.collectors.llamacpp_slots import DEFAULT_LAYOUT, KvLayout
+from harness.collectors.replica_spec import ReplicaSpec, parse_replicas
 from harness.commands.gate import add_partial_argument, names
 from harness.judge import judge
 from harness.live_run import LivePlan, run_live
@@ -51,9 +55,12 @@ from harness.replay.loaders import AUTO, LOADERS, load_trace
 from harness.scenario_catalog import scenarios_dir, select
 from harness.trace_workload import TraceWorkload
 from record.errors import KvgateError
-from record.run_record import Pressure
+from record.fleet import replica_summary
+from record.run_record import Pressure, RunRecord
 from reference_engine import EngineConfig, load_config, with_overrides
+from reports.prefix_reuse import cache_warning, reuse_line
 from reports.pressure import missing_rungs_warning, pressure_line
+from reports.sections.replicas import SUMMARY_ROWS, summary_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -110,6 +117,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="the server's log, read during the run for out-of-memory lines (an OOM witness; only the "
         "pattern's name and time are recorded, never the line)",
+    )
+    p.add_argument(
+        "--replica",
+        metavar="URL[,OPTION=VALUE]",
+        action="append",
+        default=[],
+        help="with --target (a gateway): one replica behind it, read on its own; repeat for each. "
+        "Options: metrics=URL (default URL/metrics), kv-events=ENDPOINT (as --kv-events), log=FILE "
+        "(as --target-log), name=NAME (default host:port). Its gates judge each replica and the fleet",
     )
     p.add_argument(
         "--tenant-caps",
@@ -334,6 +350,7 @@ def run(args: argparse.Namespace) -> int:
     console.print(f"run record: [bold]{result.run_dir}[/]")
     judgement = judge(result.run_dir, args.gates, require=args.require, allow_partial=args.allow_partial)
     print_pressure(console, judgement.record.meta.pressure)
+    print_fleet(console, judgement.record)
     console.print(f"verdict: {judgement.record.dir / 'verdict.json'}  report: [bold]{judgement.report}[/]")
     return judgement.exit_code
 
@@ -343,6 +360,21 @@ def print_pressure(console: Console, pressure: Pressure | None) -> None:
     reached the rungs where the policy decides (then its PASS says nothing about them)."""
     console.print(pressure_line(pressure), markup=False, highlight=False)
     if warning := missing_rungs_warning(pressure):
+        console.print(warning, style="bold red", markup=False, highlight=False)
+
+
+def print_fleet(console: Console, record: RunRecord) -> None:
+    """Behind a gateway, the replicas side by side; the run's prefix hits beside the workload's
+    bound, in bold red when the cache was not exercised (reports/prefix_reuse.py words both)."""
+    summary = replica_summary(record)
+    if not summary.empty:
+        table = Table("replica", *(label for _, label in SUMMARY_ROWS), title="replicas side by side")
+        for row in summary.to_dict("records"):
+            table.add_row(str(row["replica"]), *(summary_text(row[key], key) for key, _ in SUMMARY_ROWS))
+        console.print(table)
+    if line := reuse_line(record):
+        console.print(line, markup=False, highlight=False)
+    if warning := cache_warning(record):
         console.print(warning, style="bold red", markup=False, highlight=False)
 
 
@@ -385,6 +417,7 @@ def build_plan(args: argparse.Namespace) -> LivePlan:
     )
     directory = args.scenarios_dir or scenarios_dir()
     scenarios = select(directory, args.scenarios) if open_loop is None else []
+    replicas = _replicas(args)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = args.out or _unique(Path("runs") / f"{stamp}-{_policy(_named(config, args))}")
     sample_interval = args.sample_interval or (config.server.sample_interval_s if config is not None else 0.5)
@@ -401,7 +434,7 @@ def build_plan(args: argparse.Namespace) -> LivePlan:
         processes=args.processes,
         engine_workers=args.workers,
         target_url=args.target,
-        metrics_url=args.metrics_url,
+        metrics_url="" if replicas else args.metrics_url,
         baseline_requests=profile.baseline_requests,
         cooldown_max_s=profile.cooldown_max_s,
         cooldown_min_s=profile.cooldown_min_s,
@@ -413,6 +446,7 @@ def build_plan(args: argparse.Namespace) -> LivePlan:
         kv_events_endpoint=args.kv_events,
         llamacpp_kv=args.llamacpp_kv,
         target_log=args.target_log,
+        replicas=replicas,
         tenant_caps=_tenant_caps(args, settings.tenants),
         label_policy=args.target is not None and args.label_policy,
         tokenizer=args.tokenizer if args.target is not None else None,
@@ -427,6 +461,30 @@ def _probes(chosen: list[str]) -> ProbeOptions:
     if unknown:
         raise KvgateError(f"--probes: unknown {', '.join(unknown)} (choose from {', '.join(EXTRA_PROBES)})")
     return ProbeOptions.named(chosen)
+
+
+def _replicas(args: argparse.Namespace) -> tuple[ReplicaSpec, ...]:
+    """--replica, each: behind a --target gateway, which is then not read itself (it holds no
+    KV), so the single target's --metrics-url, --kv-events and --target-log have no place."""
+    if not args.replica:
+        return ()
+    if args.target is None:
+        raise KvgateError("--replica names a replica behind a --target gateway: give --target URL too")
+    given = [
+        f"--{name}"
+        for name, value in (
+            ("metrics-url", args.metrics_url),
+            ("kv-events", args.kv_events),
+            ("target-log", args.target_log),
+        )
+        if value
+    ]
+    if given:
+        raise KvgateError(
+            f"{', '.join(given)} read a single target; behind a gateway each replica has its own: "
+            f"--replica URL,metrics=URL,kv-events=ENDPOINT,log=FILE"
+        )
+    return parse_replicas(args.replica)
 
 
 def _tenant_caps(args: argparse.Namespace, tenants_spec: str) -> dict[str, float]:

@@ -35,10 +35,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--workers",
         type=_non_negative,
-        default=0,
+        default=None,
         metavar="N",
         help="N engine worker processes behind a router, each with its own KV pool "
-        "(default 0: one engine in this process, no router)",
+        "(default: the config's [server] workers; 0: one engine in this process, no router)",
     )
     p.add_argument(
         "--dev",

@@ -129,13 +129,14 @@ def run(args: argparse.Namespace) -> int:
     thresholds = load_thresholds(args.gates)
     rates = args.rates or step_rates(start_per_s=args.start_rate, factor=args.rate_factor, num_steps=args.max_steps)
     # kvgate run's options that a sweep does not offer, at run's defaults
-    run_defaults = {
+    run_defaults: dict[str, object] = {
         "request_timeout": None,
         "label_policy": False,
         "tokenizer": None,
         "trace": None,
         "rate": None,
         "target_log": None,
+        "replica": [],
         "llamacpp_kv": DEFAULT_LAYOUT,
         "tenant_caps": None,
         "fixed_profile": False,

@@ -50,6 +50,19 @@ class PolicyName(str, Enum):
     VLLM_LIKE = "vllm_like"
 
 
+class RoutingPolicyName(str, Enum):
+    """How the router of multi-worker mode picks a worker (reference_engine/routing/)."""
+
+    LEAST_LOADED = "least_loaded"  # fewest reserved blocks, then fewest requests
+    ROUND_ROBIN = "round_robin"  # each ready worker in turn
+    PREFIX_AWARE = "prefix_aware"  # cached prefix blocks (from the workers' KV events) against load
+
+
+class KvEventsPublisher(str, Enum):
+    ZMQ = "zmq"
+    NULL = "null"
+
+
 class PrefixSharing(str, Enum):
     """Who may hit whose cached prefix blocks (declared public prefixes are shared in every mode)."""
 
@@ -383,6 +396,48 @@ class ServerConfig(ConfigTable):
     release_reservations_on_worker_loss: bool = Field(
         True, description="the router drops a dead worker's reservations; off only to build a broken target"
     )
+    workers: int = Field(
+        0,
+        ge=0,
+        description="engine worker processes behind a router (`kvgate serve --workers` overrides it); "
+        "0: one engine in the server's own process",
+    )
+    routing: RoutingPolicyName = Field(
+        RoutingPolicyName.LEAST_LOADED,
+        description="multi-worker mode: least_loaded | round_robin | prefix_aware (cached prefix blocks, "
+        "known from the workers' KV events: needs [kv_events] enable_kv_cache_events)",
+    )
+    kv_overlap_score_weight: float = Field(
+        1.0,
+        ge=0,
+        description="prefix_aware: what one prefix block a worker already holds is worth against one "
+        "block reserved on it (Dynamo's name); 0 routes by load alone",
+    )
+    route_only_to_ready_workers: bool = Field(
+        True, description="the router skips workers that are dead or starting; off only to build a broken target"
+    )
+    end_only_lost_worker_streams: bool = Field(
+        True,
+        description="a worker's death ends the streams in flight on it and no others; off only to build a "
+        "broken target (every stream the router relays ends)",
+    )
+
+
+class KvEventsConfig(ConfigTable):
+    """KV cache events: what the prefix cache stored and evicted, published as vLLM publishes them
+    (`--kv-events-config`: msgpack batches on a ZMQ PUB socket). The router of a prefix_aware
+    fleet subscribes to its workers' events; `kvgate run --kv-events` reads them like vLLM's.
+    Their token ids are prompt content: the endpoint stays on loopback unless you say otherwise."""
+
+    enable_kv_cache_events: bool = Field(False, description="publish the events")
+    publisher: KvEventsPublisher = Field(KvEventsPublisher.ZMQ, description="zmq | null (collect, publish nothing)")
+    endpoint: str = Field(
+        "tcp://127.0.0.1:5557",
+        pattern=r"^tcp://[^:/\s]+:[0-9]{1,5}$",
+        description="where the PUB socket binds; worker i of a router binds port + i (vLLM's offset per "
+        "data-parallel rank); port 0: a free port each (named in /admin/workers)",
+    )
+    topic: str = Field("", description="the topic frame of every message")
 
 
 class SimConfig(ConfigTable):
@@ -438,6 +493,7 @@ class EngineConfig(ConfigTable):
     tiers: TiersConfig = TiersConfig()
     tenants: dict[str, TenantConfig] = {}
     server: ServerConfig = ServerConfig()
+    kv_events: KvEventsConfig = KvEventsConfig()
     sim: SimConfig = SimConfig()
     torch: TorchConfig = TorchConfig()
     lru: LruConfig = LruConfig()

@@ -126,7 +126,11 @@ class AdmissionController:
             )
 
     def estimate_blocks(self, r: Request) -> int:
-        return math.ceil(r.max_total_tokens * self.cfg.estimate_safety / self.block_tokens)
+        return self.blocks_for_tokens(r.max_total_tokens)
+
+    def blocks_for_tokens(self, num_tokens: int) -> int:
+        """The worst-case blocks of a request of `num_tokens` (prompt + output), safety included."""
+        return math.ceil(num_tokens * self.cfg.estimate_safety / self.block_tokens)
 
     # ---------------------------------------------------------------- decision
     def class_limit(self, r: Request) -> int:

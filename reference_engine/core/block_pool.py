@@ -26,6 +26,7 @@ from itertools import compress, count
 from operator import gt
 from typing import cast
 
+from reference_engine.core.kv_events import KvEventLog
 from reference_engine.policies.base import EntryMeta, EvictionIndex
 
 
@@ -51,6 +52,9 @@ class BlockPool:
         # Told (keys, tenants, block ids, time) of the cached blocks it evicts, before their
         # content is reused: the KV tiers below demote them there (core/tiers.py).
         self.on_evict: Callable[[list[int], list[str | None], list[int], float], None] | None = None
+        # Told the hashes of blocks that stop being reusable (evicted, unregistered) when KV cache
+        # events are on; the KV manager writes the stored ones, whose tokens it knows.
+        self.kv_events: KvEventLog | None = None
         self.num_prefix_queries = 0  # blocks looked up
         self.num_prefix_hits = 0  # blocks found
         # Changes whenever a block may gain or lose a second reference: every incref, every
@@ -144,6 +148,8 @@ class BlockPool:
         if self.on_evict is not None and victims:
             owner = self._tenant
             self.on_evict([hashed[b] for b in victims], [owner[b] for b in victims], list(victims), now_s)
+        if self.kv_events is not None:
+            self.kv_events.removed([hashed[b] for b in victims])
         for b in victims:
             del h2b[hashed[b]]
             hashes[b] = None
@@ -201,6 +207,8 @@ class BlockPool:
         if h is not None:
             del self._hash_to_block[h]
             self._hash[block] = None
+            if self.kv_events is not None:
+                self.kv_events.removed([h])
 
     # ------------------------------------------------------------- references
     def incref(self, blocks: Sequence[int], now_s: float, *, hold: bool = False) -> None:

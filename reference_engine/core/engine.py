@@ -40,6 +40,7 @@ from reference_engine.core.admission import AdmissionAction, AdmissionController
 from reference_engine.core.block_pool import BlockPool
 from reference_engine.core.event_log import EventLog
 from reference_engine.core.host_tier import HostTier
+from reference_engine.core.kv_events import KvEventLog
 from reference_engine.core.kv_manager import KVCacheManager
 from reference_engine.core.prefix_hash import BlockHasher
 from reference_engine.core.scheduler import RequestOutput, Scheduler
@@ -116,6 +117,9 @@ class EngineCore:
         self.pool = BlockPool(self.memory.num_blocks, bt, self.policy.make_index(IndexKind.BLOCKS))
         prefix_cache = config.prefix_cache.enabled and self.policy.prefix_cache
         self.kv = KVCacheManager(self.pool, self.hasher, prefix_cache)
+        # What the prefix cache stores and evicts, for whoever publishes it (core/kv_events.py)
+        self.kv_events = KvEventLog(bt) if config.kv_events.enable_kv_cache_events and prefix_cache else None
+        self.pool.kv_events = self.kv_events
         self.sessions = SessionStore(
             self.pool,
             self.policy.make_index,

@@ -95,7 +95,19 @@ class KVCacheManager:
             lo, hi = r.num_registered_blocks, min(num_full, len(r.block_hashes), len(r.block_ids))
             if hi > lo:
                 self.pool.register_many(r.block_ids[lo:hi], r.block_hashes[lo:hi])
+                self._publish_stored(r, lo, hi)
         r.num_registered_blocks = max(r.num_registered_blocks, num_full)
+
+    def _publish_stored(self, r: Request, lo: int, hi: int) -> None:
+        """Blocks lo..hi of `r` became reusable: a BlockStored, when KV cache events are on. As
+        vLLM does, a block whose content another block already held is announced too: a reader
+        keeps hashes as a set."""
+        events = self.pool.kv_events
+        if events is None:
+            return
+        bt = self.block_tokens
+        tokens = [] if r.prompt_token_ids is None else r.token_ids(lo * bt, hi * bt)
+        events.stored(r.block_hashes[lo:hi], r.block_hashes[lo - 1] if lo else None, tokens)
 
     def retainable_blocks(self, r: Request) -> list[int]:
         """The leading blocks of `r` that the prefix cache can find again (what a session keeps).
@@ -128,6 +140,7 @@ class KVCacheManager:
             return False
         for b, h in zip(blocks, r.block_hashes):
             self.pool.register(b, h)
+        self._publish_stored(r, 0, num_blocks)
         self.pool.incref(blocks, now_s, hold=True)
         self.pool.decref(blocks, now_s)
         return True

@@ -129,11 +129,7 @@ class BlockHasher:
         first = len(hashes)
         if first >= num_full:
             return
-        lo, hi = first * bt, num_full * bt
-        prompt, output = request.prompt_token_ids, request.output_token_ids
-        n_prompt = len(prompt)
-        tokens = prompt[lo:hi] if hi <= n_prompt else prompt[lo:] + output[max(0, lo - n_prompt) : hi - n_prompt]
-        packed = array("q", tokens).tobytes()
+        packed = array("q", request.token_ids(first * bt, num_full * bt)).tobytes()
         num_new, num_public = num_full - first, max(0, request.public_prefix_tokens // bt - first)
         scopes = [self._public.to_bytes(8, "little")] * min(num_public, num_new)
         scopes += [request.hash_scope.to_bytes(8, "little")] * (num_new - len(scopes))

@@ -49,18 +49,20 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8000,
     fd: int | None = None,
-    workers: int = 0,
+    workers: int | None = None,
     log_level: str = "info",
     access_log: bool = False,
     admin_key: str | None = None,
     dev: bool = False,
 ) -> None:
-    """Serve until interrupted. `workers` > 0: a router in this process and that many engine
-    worker processes under a supervisor that restarts them. `fd`: an inherited listening
-    socket, bound by whoever started us, served instead of `host`:`port`. Refuses to start
+    """Serve until interrupted. `workers` > 0 (None: the config's `server.workers`): a router in
+    this process and that many engine worker processes under a supervisor that restarts them.
+    `fd`: an inherited listening socket, bound by whoever started us, served instead of
+    `host`:`port`. Refuses to start
     (StartupError) without an admin key (`with_admin_key`) or on an address that is taken."""
     config = with_admin_key(config, admin_key, dev=dev)
     sock = socket.socket(fileno=fd) if fd is not None else http_edge.listen(host, port)
+    workers = config.server.workers if workers is None else workers
     if workers:
         from reference_engine.server.router_app import create_router_app
 

@@ -4,8 +4,12 @@
     GET /admin/events?since=&limit= events after a cursor, as columns + rows, with next_cursor
                                    and how many a slow reader `missed` (the log is a ring)
     GET /admin/snapshot            usage now (the harness's sampler reads this)
+    GET /admin/kv_events/snapshot  every block its KV cache events announced and did not take back,
+                                   as one msgpack batch (kv_event_wire.py); `x-kvgate-kv-seq`: the
+                                   number of the last batch it reflects (404: events are off)
     GET /admin/config              the validated config (secrets redacted) and its digest
-    GET /admin/workers             this process as the only worker: pid, state
+    GET /admin/workers             this process as the only worker: pid, state, where its KV
+                                   cache events are published (kv_events_endpoint)
     POST /admin/tiers/chaos        detach / reattach a KV tier, slow its reads, inject load
                                    failures (tier_chaos.py): chaos testing of the tiers
     POST /admin/tiers/offload      push the GPU's cached prefix blocks down to a tier
@@ -23,7 +27,9 @@ from dataclasses import asdict
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
+from starlette.responses import Response
 
+from record.errors import NotFoundError
 from record.events import WORKER_EVENT_COLUMNS
 from reference_engine.config import redacted
 from reference_engine.core.ledger import ledger
@@ -31,6 +37,7 @@ from reference_engine.server import tier_chaos, tier_offload
 from reference_engine.server.state import ServerState
 
 EVENTS_COLUMNS = WORKER_EVENT_COLUMNS
+KV_SEQ_HEADER = "x-kvgate-kv-seq"
 
 
 def _state(request: Request) -> ServerState:
@@ -90,6 +97,17 @@ async def get_snapshot(state: Admin) -> dict:
     }
 
 
+@router.get("/kv_events/snapshot", response_class=Response)
+async def get_kv_events_snapshot(state: Admin) -> Response:
+    state.loop.pump()  # what the engine did so far is published first: the snapshot's number covers it
+    sink = state.loop.kv_sink
+    snap = None if sink is None else sink.snapshot()
+    if snap is None:
+        raise NotFoundError("this engine publishes no KV cache events ([kv_events] enable_kv_cache_events, zmq)")
+    seq, payload = snap
+    return Response(payload, media_type="application/msgpack", headers={KV_SEQ_HEADER: str(seq)})
+
+
 @router.get("/config")
 async def get_config(state: Admin) -> dict:
     return {"config": redacted(state.config), "digest": state.core.digest}
@@ -105,6 +123,7 @@ async def get_workers(state: Admin) -> dict:
                 "state": "ready" if state.loop.ready else "warming_up",
                 "in_flight": state.loop.num_open_streams,
                 "step_errors": state.loop.num_step_errors,
+                "kv_events_endpoint": None if state.loop.kv_sink is None else state.loop.kv_sink.endpoint,
             }
         ]
     }

@@ -26,19 +26,25 @@ from reference_engine.core.engine import EngineCore
 from reference_engine.server import admin, completions, http_edge
 from reference_engine.server.engine_loop import EngineLoop
 from reference_engine.server.errors import install_error_handlers
+from reference_engine.server.kv_event_publisher import make_publisher
 from reference_engine.server.metrics import EngineMetrics
 from reference_engine.server.state import ServerState, metrics_with_tenants
 
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 
 
-def create_app(config: EngineConfig, *, worker: int | None = None, clock: Clock | None = None) -> FastAPI:
-    """One engine behind the HTTP API. `worker` is this process's slot in multi-worker mode."""
+def create_app(
+    config: EngineConfig, *, worker: int | None = None, clock: Clock | None = None, kv_events_fd: int | None = None
+) -> FastAPI:
+    """One engine behind the HTTP API. `worker` is this process's slot in multi-worker mode;
+    `kv_events_fd` the socket its supervisor bound for its KV cache events."""
     core = EngineCore(config, clock=clock)
+    kv_sink = make_publisher(config.kv_events, worker=worker, fd=kv_events_fd)
     loop = EngineLoop(
         core,
         cancel_propagation=config.server.cancel_propagation,
         orphan_check_interval_s=config.server.orphan_check_interval_s,
+        kv_sink=kv_sink,
     )
     model_name = config.server.served_model_name or config.model.name
     metrics = EngineMetrics(core, model_name)
@@ -54,6 +60,8 @@ def create_app(config: EngineConfig, *, worker: int | None = None, clock: Clock 
             await loop.stop()
             state.tokenize_pool.close()
             core.close()
+            if kv_sink is not None:
+                kv_sink.close()
 
     app = FastAPI(
         title="kvgate reference engine",

@@ -14,6 +14,9 @@ more than `MAX_BEHIND_S` behind the wall clock does it resync and start the step
 `on_step(lag_s)` reports, for every step, how late the loop came to it (CPU spent in HTTP
 handlers, JSON, sockets, timer slack), so the metric that matters is measured, not guessed.
 
+With `kv_sink`, `pump` also hands the KV cache events of the core (what its prefix cache stored
+and evicted) to the publisher, in the order the steps made them.
+
 Handlers never step the core: they `submit` (admission runs synchronously and raises a
 `RequestError` straight away) and `abort`; both are plain calls, safe between awaits because
 everything runs on one event loop, and an abort during a step in flight is deferred by the
@@ -35,6 +38,7 @@ from typing import Protocol
 from record.events import Event, EventKind
 from reference_engine.core.engine import EngineCore
 from reference_engine.request import FinishReason, Request
+from reference_engine.server.kv_event_publisher import KvEventSink
 
 log = logging.getLogger("kvgate.engine")
 
@@ -105,9 +109,15 @@ class EngineLoop:
     """
 
     def __init__(
-        self, core: EngineCore, *, cancel_propagation: bool = True, orphan_check_interval_s: float = 5.0
+        self,
+        core: EngineCore,
+        *,
+        cancel_propagation: bool = True,
+        orphan_check_interval_s: float = 5.0,
+        kv_sink: KvEventSink | None = None,
     ) -> None:
         self.core = core
+        self.kv_sink = kv_sink
         self.cancel_propagation = cancel_propagation
         self.orphan_check_interval_s = orphan_check_interval_s
         self.engine_clock_offset_unix = time.time() - core.clock.now()
@@ -173,7 +183,11 @@ class EngineLoop:
 
     # ----------------------------------------------------------------- events
     def pump(self) -> None:
-        """Read new core events: close finished requests' streams, feed the observers."""
+        """Read new core events: close finished requests' streams, feed the observers, publish
+        the KV cache events."""
+        kv_events = self.core.kv_events
+        if kv_events is not None and len(kv_events) and self.kv_sink is not None:
+            self.kv_sink.publish(kv_events.drain())
         page = self.core.events.since(self._cursor)
         self._cursor = page.next_cursor
         if not page.events:

@@ -10,7 +10,8 @@ Two sources, both one-way:
 Where a metric means what vLLM's does it is also exported under vLLM's name and meaning:
 `vllm:kv_cache_usage_perc` (a fraction, 0..1, of *live* blocks), `vllm:num_requests_running`,
 `vllm:num_requests_waiting`, `vllm:num_preemptions_total`, `vllm:prefix_cache_queries_total`
-and `vllm:prefix_cache_hits_total` (in tokens), `vllm:time_to_first_token_seconds`.
+and `vllm:prefix_cache_hits_total` (in tokens), `vllm:time_to_first_token_seconds`, and the pool
+as `vllm:cache_config_info{block_size, num_gpu_blocks}`.
 docs/server.md lists every metric. Families labelled by tenant are served only to a caller
 with the admin key or `server.metrics_key` (`render(with_tenants=...)`): tenant names are not
 for anonymous readers.
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -65,6 +66,9 @@ class EngineMetrics:
     def __init__(self, core: EngineCore, model_name: str) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
+        # process_start_time_seconds, as vLLM's Python registry exports it: a worker killed and
+        # started again on its port shows from outside as a new start time (kvgate's restart watch).
+        ProcessCollector(registry=r)
         self.admissions = Counter(
             "kvgate_admissions",
             "Requests admitted or queued, by outcome",
@@ -293,6 +297,11 @@ class _StateCollector(Collector):
             value=core.scheduler.num_buffer_evicted_blocks,
         )
         name = [self.model_name]
+        info = GaugeMetricFamily(
+            "vllm:cache_config_info", "The pool: blocks and tokens per block", labels=["block_size", "num_gpu_blocks"]
+        )
+        info.add_metric([str(bt), str(s.num_blocks)], 1.0)
+        yield info
         for metric, help_text, value in (
             ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", s.usage),
             ("vllm:num_requests_running", "Number of requests in model execution batches.", s.num_running),

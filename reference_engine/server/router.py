@@ -1,7 +1,11 @@
-"""The router of multi-worker mode: least-load routing, the reservation ledger, worker loss.
+"""The router of multi-worker mode: routing policies, the reservation ledger, worker loss.
 
-`Router` sends each completion request to the ready worker with the fewest reserved blocks
-(ties: fewest requests), except that a session stays on the worker that holds its KV. Before
+`Router` sends each completion request to a ready worker chosen by its routing policy
+(`server.routing`, reference_engine/routing/: least_loaded, the default, takes the worker with
+the fewest reserved blocks; round_robin each in turn; prefix_aware weighs the prompt blocks a
+worker already caches, known from the workers' KV cache events (fleet_kv_events.py), against
+its load), except that a session stays on the worker that holds its KV. Every decision is a
+`routed` event: worker, policy, and the prefix blocks it expected to find there. Before
 forwarding it reserves the request's worst-case blocks on that worker in its
 `ReservationLedger`; the reservation is released when the response ends.
 
@@ -40,6 +44,7 @@ import math
 import secrets
 import time
 from collections import OrderedDict
+from typing import NamedTuple
 
 import httpx
 from starlette.requests import Request
@@ -47,11 +52,17 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from record.errors import ContextExpiredError, RequestError, WorkerLostError
+from record.events import EventKind
 from reference_engine.clock import MonotonicClock
-from reference_engine.config import EngineConfig, TenantConfig
+from reference_engine.config import EngineConfig, RoutingPolicyName, TenantConfig
+from reference_engine.config.engine_config import KvEventsPublisher
 from reference_engine.core.tenants import TenantKeys
 from reference_engine.memory import MemoryPlan
+from reference_engine.routing import PrefixIndex, RouteRequest, RoutingContext, WorkerLoad, make_routing_policy
+from reference_engine.routing import prompt_keys as content_keys
+from reference_engine.server.admin import KV_SEQ_HEADER
 from reference_engine.server.errors import error_response
+from reference_engine.server.fleet_kv_events import FleetKvEvents
 from reference_engine.server.merged_events import MergedEventLog, WorkerEventPuller
 from reference_engine.server.openai_format import DONE, error_event
 from reference_engine.server.protocol import ChatCompletionRequest, CompletionRequest
@@ -66,6 +77,19 @@ _FORWARDED = ("authorization", "content-type", "x-session-id", "x-session-rebuil
 _HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"transfer-encoding", b"date", b"server"})
 _PULL_INTERVAL_S = 0.2
 _MAX_SESSIONS = 100_000
+
+
+_NO_PROMPT = RouteRequest(0)  # a request the policy knows nothing of
+
+
+class Pick(NamedTuple):
+    """A routing decision: the worker (None: none is ready), whether a session moved off a lost
+    worker, the prefix blocks the policy expected there, and why (`policy` or `session`)."""
+
+    slot: WorkerSlot | None
+    moved: bool
+    matched_blocks: int = 0
+    reason: str = "policy"
 
 
 class Router:
@@ -89,6 +113,12 @@ class Router:
             self.events, self.engine_clock_offset_unix, config.server.admin_key, num_workers
         )
         self.memory = MemoryPlan.from_config(config)
+        self.index = PrefixIndex()
+        self.policy = make_routing_policy(
+            config.server.routing,
+            RoutingContext(num_workers, self.index, config.server.kv_overlap_score_weight),
+        )
+        self.kv_events = self._kv_events(config)
         self.tokenizer = WordTokenizer()
         self.model_name = config.server.served_model_name or config.model.name
         self.started_unix = time.time()
@@ -101,8 +131,22 @@ class Router:
         self._sessions: OrderedDict[str, tuple[int, int]] = OrderedDict()  # session -> (worker, incarnation)
         self._nonce = secrets.token_hex(3)
         self._ids = itertools.count()
-        self._turns = itertools.count()
         self._tasks: list[asyncio.Task[None]] = []
+
+    def _kv_events(self, config: EngineConfig) -> FleetKvEvents | None:
+        """The subscriptions a prefix-aware router reads its index from (None: it reads none)."""
+        events = config.kv_events
+        if not self.policy.reads_prefixes:
+            return None
+        if not events.enable_kv_cache_events or events.publisher is not KvEventsPublisher.ZMQ:
+            log.warning(
+                "router: routing = %s but the workers publish no KV cache events ([kv_events] "
+                "enable_kv_cache_events, publisher = zmq): the router will see no cached block and route "
+                "by load alone",
+                RoutingPolicyName.PREFIX_AWARE.value,
+            )
+            return None
+        return FleetKvEvents(self.index, events.topic)
 
     @property
     def slots(self) -> list[WorkerSlot]:
@@ -126,6 +170,8 @@ class Router:
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
+        if self.kv_events is not None:
+            await self.kv_events.stop()
         await self.supervisor.stop()
         for client in self._clients:
             if client is not None:
@@ -140,12 +186,20 @@ class Router:
         )
         if old is not None:
             asyncio.ensure_future(old.aclose())
+        self.events.emit(self.clock.now(), EventKind.WORKER_READY, worker=slot.worker)
+        if self.kv_events is not None and slot.kv_events_endpoint is not None:
+            self.kv_events.subscribe(slot.worker, slot.kv_events_endpoint, lambda: self._kv_snapshot(slot.worker))
 
     def _on_death(self, slot: WorkerSlot, cause: str) -> None:
         released = self.ledger.release_worker(slot.worker, cause)
-        for relay in self._relays[slot.worker]:
-            relay.lose()
-        self._relays[slot.worker] = set()
+        if self.kv_events is not None:
+            self.kv_events.worker_lost(slot.worker)
+        # Only the dead worker's streams end, unless a broken target is built on purpose.
+        lost = [slot.worker] if self.config.server.end_only_lost_worker_streams else range(len(self.slots))
+        for worker in lost:
+            for relay in self._relays[worker]:
+                relay.lose()
+            self._relays[worker] = set()
         client, self._clients[slot.worker] = self._clients[slot.worker], None
         if client is not None:
             asyncio.ensure_future(client.aclose())
@@ -158,6 +212,16 @@ class Router:
             len(released),
             sum(r.num_blocks for r in released),
         )
+
+    async def _kv_snapshot(self, worker: int) -> tuple[int, bytes] | None:
+        """What `worker`'s KV cache events have announced so far (fleet_kv_events.py)."""
+        client = self.client(worker)
+        if client is None:
+            return None
+        headers = {"authorization": f"Bearer {self.admin_key}"}
+        resp = await client.get("/admin/kv_events/snapshot", headers=headers, timeout=self.call_timeout)
+        resp.raise_for_status()
+        return int(resp.headers[KV_SEQ_HEADER]), resp.content
 
     def client(self, worker: int) -> httpx.AsyncClient | None:
         """The client of a ready worker (None while it starts, after it died)."""
@@ -214,42 +278,67 @@ class Router:
     def new_request_id(self, kind: str) -> str:
         return f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-r{self._nonce}-{next(self._ids):x}"
 
-    def estimate_blocks(self, kind: str, payload: object) -> int:
-        """Worst-case blocks as the workers' admission counts them; 0 for a body the worker will refuse."""
+    def route_request(self, kind: str, payload: object) -> RouteRequest:
+        """What the policy sees of a request: its worst-case blocks as the workers' admission counts
+        them (0 for a body the worker will refuse), and the content keys of its prompt blocks when
+        the policy reads them."""
         model = ChatCompletionRequest if kind == "chat" else CompletionRequest
         try:
             req = model.model_validate(payload)
-            num_prompt = len(req.prompt_token_ids(self.tokenizer))
+            prompt = req.prompt_token_ids(self.tokenizer)
         except (ValueError, RequestError):
-            return 0
+            return RouteRequest(0)
         max_new = req.max_new_tokens() or self.config.admission.max_new_tokens_default
-        total = (num_prompt + max_new) * self.config.admission.estimate_safety
-        return math.ceil(total / self.memory.block_tokens)
+        total = (len(prompt) + max_new) * self.config.admission.estimate_safety
+        num_blocks = math.ceil(total / self.memory.block_tokens)
+        if not self.policy.reads_prefixes:
+            return RouteRequest(num_blocks)
+        # the engine never hits the block holding a prompt's last token: it computes that token
+        return RouteRequest(num_blocks, content_keys(prompt[:-1], self.memory.block_tokens))
 
-    def pick(self, exclude: set[int], session_key: str | None) -> tuple[WorkerSlot | None, bool]:
-        """(worker to use, whether the session moved off a lost worker)."""
-        ready = [s for s in self.slots if s.state is WorkerState.READY and s.worker not in exclude]
+    def estimate_blocks(self, kind: str, payload: object) -> int:
+        return self.route_request(kind, payload).num_blocks
+
+    def pick(self, exclude: set[int], session_key: str | None, request: RouteRequest = _NO_PROMPT) -> Pick:
+        """The worker for a request: its session's, while that worker lives, else the policy's."""
+        ready = [s for s in self._candidates() if s.worker not in exclude]
         if session_key is None or (home := self._sessions.get(session_key)) is None:
-            return self._least_loaded(ready), False
+            return self._choose(ready, request, moved=False)
         worker, incarnation = home
         slot = self.slots[worker]
         if slot.incarnation == incarnation and slot in ready:
-            return slot, False
+            return Pick(slot, False, reason="session")
         del self._sessions[session_key]
-        return self._least_loaded(ready), True
+        return self._choose(ready, request, moved=True)
 
-    def _least_loaded(self, ready: list[WorkerSlot]) -> WorkerSlot | None:
+    def _candidates(self) -> list[WorkerSlot]:
+        """The workers a request may go to: the ready ones (every slot, on a target broken on purpose)."""
+        if not self.config.server.route_only_to_ready_workers:
+            return list(self.slots)
+        return [s for s in self.slots if s.state is WorkerState.READY]
+
+    def _choose(self, ready: list[WorkerSlot], request: RouteRequest, *, moved: bool) -> Pick:
         if not ready:
-            return None
-        turn = next(self._turns)  # rotates ties, so an idle pool spreads its requests
-        n = len(self.slots)
-        return min(
-            ready,
-            key=lambda s: (
-                self.ledger.reserved_blocks[s.worker],
-                self.ledger.num_requests(s.worker),
-                (s.worker - turn) % n,
-            ),
+            return Pick(None, moved)
+        loads = [
+            WorkerLoad(s.worker, self.ledger.reserved_blocks[s.worker], self.ledger.num_requests(s.worker))
+            for s in ready
+        ]
+        decision = self.policy.choose(request, loads)
+        return Pick(self.slots[decision.worker], moved, decision.matched_blocks)
+
+    def note_routed(self, relay: ProxyResponse, pick: Pick) -> None:
+        """Log a decision as a `routed` event (record/events.py): gates read where work went."""
+        assert pick.slot is not None
+        self.events.emit(
+            self.clock.now(),
+            EventKind.ROUTED,
+            worker=pick.slot.worker,
+            request_id=relay.request_id,
+            tenant=relay.tenant,
+            num_blocks=pick.matched_blocks,
+            mode=self.policy.name,
+            reason=pick.reason,
         )
 
     async def proxy(self, request: Request, kind: str) -> ProxyResponse:
@@ -274,7 +363,7 @@ class Router:
             headers=headers,
             request_id=request_id,
             tenant=tenant,
-            num_blocks=self.estimate_blocks(kind, payload),
+            route=self.route_request(kind, payload),
             streaming=isinstance(payload, dict) and payload.get("stream") is True,
             session_key=f"{tenant}/{session_id}" if session_id else None,
             rebuildable=rebuildable,
@@ -302,7 +391,7 @@ class ProxyResponse(Response):
         headers: dict[str, str],
         request_id: str,
         tenant: str | None,
-        num_blocks: int,
+        route: RouteRequest,
         streaming: bool,
         session_key: str | None,
         rebuildable: bool,
@@ -313,7 +402,8 @@ class ProxyResponse(Response):
         self.forward_headers = headers
         self.request_id = request_id
         self.tenant = tenant
-        self.num_blocks = num_blocks
+        self.route = route
+        self.num_blocks = route.num_blocks
         self.streaming = streaming
         self.session_key = session_key
         self.rebuildable = rebuildable
@@ -349,7 +439,8 @@ class ProxyResponse(Response):
         router, rebuilt = self.router, False
         tried: set[int] = set()
         while True:
-            slot, moved = router.pick(tried, self.session_key)
+            pick = router.pick(tried, self.session_key, self.route)
+            slot, moved = pick.slot, pick.moved
             rebuilt = rebuilt or moved
             if moved and not self.rebuildable:
                 raise ContextExpiredError(
@@ -359,6 +450,7 @@ class ProxyResponse(Response):
             if slot is None:
                 raise WorkerLostError("no engine worker is ready; retry shortly", retry_after_s=1.0)
             tried.add(slot.worker)
+            router.note_routed(self, pick)
             client = router.client(slot.worker)
             if client is None:
                 continue

@@ -10,7 +10,10 @@
     GET  /admin/events                            router events + all workers' (merged_events.py)
     GET  /admin/snapshot                          totals over the workers + each worker's snapshot
     GET  /admin/ledger                            the reservation ledger + each worker's ledger
-    GET  /admin/config, /admin/workers            the config; pids, ports, states, restarts
+    GET  /admin/config, /admin/workers            the config; pids, ports, states, restarts, each
+                                                  worker's KV event subscription and indexed blocks
+    POST /admin/router/chaos                      drop or delay KV event batches, restart the prefix
+                                                  index (router_chaos.py)
 
 A worker that does not answer an admin or metrics call (it is dead, restarting, or hung: no
 answer within `server.worker_hang_timeout_s`) is listed under `unavailable` instead of failing
@@ -32,7 +35,7 @@ from starlette.responses import JSONResponse, Response
 
 from reference_engine.config import config_digest, redacted
 from reference_engine.core.watermarks import PressureLevel
-from reference_engine.server import http_edge
+from reference_engine.server import http_edge, router_chaos
 from reference_engine.server.app import PROMETHEUS_TEXT
 from reference_engine.server.errors import install_error_handlers
 from reference_engine.server.merged_events import MERGED_COLUMNS
@@ -139,10 +142,23 @@ def _router_families(router: Router) -> list[Metric]:
     for s in router.slots:
         restarts.add_metric([str(s.worker)], s.restarts)
         reserved.add_metric([str(s.worker)], router.ledger.reserved_blocks[s.worker])
+    families: list[Metric] = [workers, restarts, reserved]
+    if router.kv_events is not None:
+        indexed = GaugeMetricFamily(
+            "kvgate_router_indexed_blocks", "Prefix blocks the router's index knows on each worker", labels=["worker"]
+        )
+        batches = CounterMetricFamily(
+            "kvgate_router_kv_event_batches",
+            "KV event batches from each worker: applied, missed, dropped, delayed, undecodable",
+            labels=["worker", "outcome"],
+        )
+        for s in router.slots:
+            indexed.add_metric([str(s.worker)], router.index.num_blocks(s.worker))
+            for outcome, n in router.kv_events.counts.get(s.worker, {}).items():
+                batches.add_metric([str(s.worker), outcome], n)
+        families += [indexed, batches]
     return [
-        workers,
-        restarts,
-        reserved,
+        *families,
         GaugeMetricFamily("kvgate_router_reservations", "Requests holding a reservation", value=len(router.ledger)),
         CounterMetricFamily(
             "kvgate_router_worker_lost_requests",
@@ -205,10 +221,17 @@ def _admin_api(router: Router) -> APIRouter:
                     **s.describe(),
                     "reserved_blocks": router.ledger.reserved_blocks[s.worker],
                     "in_flight": router.ledger.num_requests(s.worker),
+                    **({} if router.kv_events is None else router.kv_events.describe(s.worker)),
                 }
                 for s in router.slots
-            ]
+            ],
+            "routing": router.policy.name,
         }
+
+    @api.post("/router/chaos", openapi_extra=router_chaos.OPENAPI)
+    async def post_router_chaos(request: Request) -> dict:
+        """The body is read after the admin check: a caller without the key learns nothing from it."""
+        return {**router_chaos.apply(router.kv_events, router_chaos.parse(await request.body())), **clock()}
 
     return api
 

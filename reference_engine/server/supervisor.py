@@ -2,7 +2,10 @@
 
 Each worker slot owns a listening socket that the supervisor binds once (127.0.0.1, a free
 port) and hands to every incarnation of that worker (`pass_fds`), so a slot keeps its port
-across restarts and there is no race for a free port. A slot's life:
+across restarts and there is no race for a free port. With KV cache events on, a second one
+per slot at the `[kv_events] endpoint` (port + worker index, or a free port) carries them, so
+their subscribers (the router, a harness) stay connected to a slot across its restarts. A
+slot's life:
 
     starting --(GET /ready answers 200)--> ready --(process exits, e.g. kill -9)--> dead
        ^                                        |                                   |
@@ -33,6 +36,8 @@ from enum import Enum
 import httpx
 
 from reference_engine.config import EngineConfig, save_config
+from reference_engine.config.engine_config import KvEventsPublisher
+from reference_engine.server.kv_event_publisher import host_port, worker_endpoint
 
 log = logging.getLogger("kvgate.supervisor")
 
@@ -55,6 +60,7 @@ class WorkerSlot:
 
     worker: int
     sock: socket.socket | None = None  # bound by Supervisor.start, kept across incarnations
+    kv_events_sock: socket.socket | None = None  # the same for its KV cache events (when on)
     state: WorkerState = WorkerState.STARTING
     pid: int | None = None
     incarnation: int = 0
@@ -72,6 +78,14 @@ class WorkerSlot:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def kv_events_endpoint(self) -> str | None:
+        """Where this slot's workers publish their KV cache events (None: they do not)."""
+        if self.kv_events_sock is None:
+            return None
+        host, port = self.kv_events_sock.getsockname()[:2]
+        return f"tcp://{host}:{port}"
+
     def describe(self) -> dict:
         return {
             "worker": self.worker,
@@ -82,7 +96,18 @@ class WorkerSlot:
             "restarts": self.restarts,
             "started_unix": self.started_unix,
             "last_exit": self.last_exit,
+            "kv_events_endpoint": self.kv_events_endpoint,
         }
+
+
+def _listening(address: tuple[str, int]) -> socket.socket:
+    """A TCP socket bound to `address` and listening, to be inherited by the slot's workers."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(address)
+    sock.listen(1024)
+    sock.set_inheritable(True)
+    return sock
 
 
 def exit_cause(returncode: int) -> str:
@@ -122,12 +147,12 @@ class Supervisor:
         with tempfile.NamedTemporaryFile("w", prefix="kvgate-config-", suffix=".json", delete=False) as f:
             self._config_path = config_path = f.name
         save_config(self.config, config_path)
+        events = self.config.kv_events
+        publishes = events.enable_kv_cache_events and events.publisher is KvEventsPublisher.ZMQ
         for slot in self.slots:
-            slot.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            slot.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            slot.sock.bind(("127.0.0.1", 0))
-            slot.sock.listen(1024)
-            slot.sock.set_inheritable(True)
+            slot.sock = _listening(("127.0.0.1", 0))
+            if publishes:
+                slot.kv_events_sock = _listening(host_port(worker_endpoint(events.endpoint, slot.worker)))
         self._tasks = [
             asyncio.create_task(self._keep_alive(slot, config_path), name=f"kvgate-worker-{slot.worker}")
             for slot in self.slots
@@ -148,8 +173,9 @@ class Supervisor:
                 except TimeoutError:
                     slot.process.kill()
                     await slot.process.wait()
-            if slot.sock is not None:
-                slot.sock.close()
+            for sock in (slot.sock, slot.kv_events_sock):
+                if sock is not None:
+                    sock.close()
         if self._config_path is not None:
             os.unlink(self._config_path)
 
@@ -182,20 +208,19 @@ class Supervisor:
     async def _spawn(self, slot: WorkerSlot, config_path: str) -> asyncio.subprocess.Process:
         """Start the slot's next incarnation; returns its process (also kept in `slot.process`)."""
         assert slot.sock is not None, "start() binds every slot's socket before its first spawn"
-        fd = slot.sock.fileno()
+        fds = [slot.sock.fileno()]
+        args = ["--config-json", config_path, "--fd", str(fds[0]), "--worker", str(slot.worker)]
+        if slot.kv_events_sock is not None:
+            fds.append(slot.kv_events_sock.fileno())
+            args += ["--kv-events-fd", str(fds[1])]
         slot.process = process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
             "reference_engine.server.worker",
-            "--config-json",
-            config_path,
-            "--fd",
-            str(fd),
-            "--worker",
-            str(slot.worker),
+            *args,
             "--log-level",
             self.log_level,
-            pass_fds=(fd,),
+            pass_fds=fds,
         )
         slot.pid, slot.incarnation = process.pid, slot.incarnation + 1
         slot.state, slot.started_unix, slot.kill_cause = WorkerState.STARTING, time.time(), None

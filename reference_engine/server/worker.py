@@ -1,9 +1,10 @@
 """Entry point of one engine worker process, started by the supervisor (not by users):
 
-    python -m reference_engine.server.worker --config-json F --fd N --worker I
+    python -m reference_engine.server.worker --config-json F --fd N --worker I [--kv-events-fd M]
 
 It serves `create_app(config, worker=I)` on the listening socket inherited as file descriptor N
-(with the HTTP edge of every kvgate server, `http_edge.run`), and asks Linux to SIGTERM it when
+(with the HTTP edge of every kvgate server, `http_edge.run`), publishes its KV cache events on
+the socket inherited as M (bound by the supervisor, kept across restarts), and asks Linux to SIGTERM it when
 its parent (the supervisor) dies.
 """
 
@@ -35,6 +36,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--config-json", required=True, type=Path)
     p.add_argument("--fd", required=True, type=int)
     p.add_argument("--worker", required=True, type=int)
+    p.add_argument("--kv-events-fd", type=int, default=None)
     p.add_argument("--log-level", default="info")
     args = p.parse_args(argv)
     _die_with_parent()
@@ -42,7 +44,7 @@ def main(argv: list[str] | None = None) -> None:
         level=args.log_level.upper(), format=f"%(asctime)s worker-{args.worker} %(name)s %(levelname)s %(message)s"
     )
     config = load_config(args.config_json)
-    app = create_app(config, worker=args.worker)
+    app = create_app(config, worker=args.worker, kv_events_fd=args.kv_events_fd)
     http_edge.run(app, config.server, socket.socket(fileno=args.fd), log_level=args.log_level, access_log=False)
 
 

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 from gates import Verdict
 from record.query import active_usage, live_usage
 from record.run_record import RunRecord
-from reports.page import LEGEND_RIGHT, figure, note, shade_phases
+from reports.page import note, share_chart
 from reports.series import downsample_max
 
 WATERMARK_COLORS = {
@@ -81,11 +81,6 @@ class KvUsageSection:
                         hoverinfo="name",
                     )
                 )
-        shade_phases(fig, record.meta.phases)
-        fig.update_layout(
-            xaxis_title="time (s)",
-            yaxis_title="share of the KV pool (tiers: of the tier)",
-            yaxis_tickformat=".0%",
-            yaxis_range=[0, 1.05],
+        return share_chart(
+            fig, record.meta.phases, "share of the KV pool (tiers: of the tier)", "fig-kv-usage", height_px=400
         )
-        return figure(fig, "fig-kv-usage", height_px=400, legend=LEGEND_RIGHT)

@@ -337,6 +337,22 @@ def probes_first(name: str, probes: ProbeOptions, overrides: Mapping[str, Any] |
     )
 
 
+# Prompts that share prefixes, for a fleet: a tenant's 3 documents of 400 words asked about again
+# (shared_prefix), 600-word conversations whose every turn resends the last (multi_turn).
+FLEET_PREFIX_LOAD = {
+    "document_tokens": 400,
+    "num_documents": 3,
+    "session_context_tokens": 600,
+    "long_session_fraction": 0.0,
+    "turns": 4,
+    "max_tokens": 16,
+    "idle_gap_min_s": 0.2,
+    "idle_gap_max_s": 0.5,
+    "request_timeout_s": 30.0,
+    "wait_min_s": 0.1,
+    "wait_max_s": 0.3,
+}
+
 INTERACTIVE_TENANTS = ("acme", "globex", "initech", "umbrella", "hooli", "stark", "wayne", "wonka")
 
 LIVE_SCENARIOS: dict[str, LiveScenario] = {
@@ -415,6 +431,25 @@ LIVE_SCENARIOS: dict[str, LiveScenario] = {
         # Both cached-token probes again with the prompt pushed down to the host tier, and to a
         # disk tier the scenario adds, before each repeat (the engine's /admin/tiers/offload).
         probes_first("tier_probes", ProbeOptions(tiers=True), {"tiers.disk_gib": 64.0}),
+        # Two workers behind a prefix-aware router, users that share prefixes (FLEET_PREFIX_LOAD).
+        LiveScenario(
+            "fleet_prefixes",
+            "shared_prefix,multi_turn",
+            users=8,
+            duration_s=10.0,
+            workers=2,
+            settings=FLEET_PREFIX_LOAD,
+        ),
+        # fleet_prefixes under router chaos: KV event batches dropped, delayed, the index emptied,
+        # a step every second, and a worker killed every 4 s.
+        LiveScenario(
+            "fleet_chaos",
+            "router_chaos,worker_kill,shared_prefix,multi_turn",
+            users=10,
+            duration_s=12.0,
+            workers=2,
+            settings={**FLEET_PREFIX_LOAD, "router_chaos_interval_s": 1.0, "kill_interval_s": 4.0},
+        ),
         LiveScenario(
             "router",
             "worker_kill,long_output",
@@ -527,6 +562,14 @@ GATE_TRUTH: dict[str, Truth] = {
         Truth("prefix_isolation", "hang_ups", "every block is shared: tenant B and salt B hit A's probe prompt"),
         Truth("prefix_timing", "timing_probe", "every block is shared: B's copy of A's prompt answers as fast as A's"),
         Truth("tier_loads", "tier_chaos", "loads from a cut disk link are waited for, corrupt ones served"),
+        Truth("replica_kill", "router", "a replica's death ends the live replica's streams too"),
+        Truth("unhealthy_routing", "router", "the dead replica, holding nothing, looks least loaded: work goes there"),
+        Truth(
+            "prefix_routing",
+            "fleet_prefixes",
+            "prefix_aware without KV events sees no cached block: recall 0",
+            healthy=REPO / "configs" / "fleet.toml",
+        ),
     )
 }
 
@@ -553,6 +596,12 @@ MORE_TRUTH: tuple[Truth, ...] = (
         "the host tier's keys drop the tenant: tenant B loads what tenant A left there",
         healthy=REPO / "configs" / "tiered.toml",
         broken_path=BROKEN_DIR / "prefix_isolation_tiers_no_tenant.toml",
+    ),
+    Truth(
+        "prefix_routing",
+        "fleet_chaos",
+        "an index fed nothing stays blind; the healthy one, dropped, delayed and emptied, still finds prefixes",
+        healthy=REPO / "configs" / "fleet.toml",
     ),
 )
 

@@ -26,10 +26,12 @@ RELAYED_HEADERS = ("authorization", "content-type", "accept")
 
 
 def vllm_lines(text: str) -> str:
+    """The upstream's `vllm:` series, less its pool (`--block-size` decides whether to state one)."""
     keep = [
         line
         for line in text.splitlines()
-        if line.startswith("vllm:") or line.startswith(("# HELP vllm:", "# TYPE vllm:"))
+        if (line.startswith("vllm:") or line.startswith(("# HELP vllm:", "# TYPE vllm:")))
+        and "vllm:cache_config_info" not in line
     ]
     return "\n".join(keep) + "\n"
 

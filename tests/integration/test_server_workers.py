@@ -137,3 +137,56 @@ def test_a_hung_worker_is_killed_its_streams_end_worker_lost_and_every_other_req
         replaced = admin(base, "/admin/workers")["workers"][0]
         assert replaced["restarts"] == 1 and replaced["last_exit"].startswith("hung:")
         assert wait_until_drained(base)["num_reservations"] == 0
+
+
+PREFIX_AWARE = """routing = "prefix_aware"
+[kv_events]
+enable_kv_cache_events = true
+endpoint = "tcp://127.0.0.1:0"
+"""
+
+
+def routed(base: str) -> list[dict]:
+    rows = admin(base, "/admin/events")["rows"]
+    return [dict(zip(WORKER_EVENT_COLUMNS, r)) for r in rows if r[2] == "routed"]
+
+
+@pytest.mark.slow
+def test_prefix_aware_routes_a_prompt_where_its_prefix_is_cached_and_forgets_it_with_its_worker(tmp_path):
+    with running_server(tmp_path, workers=2, server_toml=PREFIX_AWARE, ready_timeout_s=120) as base:
+        c = openai.OpenAI(base_url=f"{base}/v1", api_key="sk-acme", max_retries=0)
+        document = " ".join(f"clause{i}" for i in range(600))
+
+        def ask(question: str) -> openai.types.chat.ChatCompletion:
+            messages = [{"role": "user", "content": f"{document} {question}"}]
+            return c.chat.completions.create(model="kvgate-tiny", messages=messages, max_tokens=2)
+
+        first = ask("summarise it")
+        home = first.kvgate["worker"]
+        workers = admin(base, "/admin/workers")
+        assert workers["routing"] == "prefix_aware"
+        # each worker's pinned system prompt, announced before the router listened, came in its snapshot
+        assert all(w["kv_batches"]["snapshots"] == 1 and w["indexed_blocks"] >= 1 for w in workers["workers"])
+        wait_for(lambda: admin(base, "/admin/workers")["workers"][home]["indexed_blocks"] >= 37, "the index learns")
+        answers = [ask(f"question {i}") for i in range(6)]
+        assert {a.kvgate["worker"] for a in answers} == {home}  # an idle fleet: the prefix decides
+        decisions = routed(base)
+        assert [d["mode"] for d in decisions] == ["prefix_aware"] * 7
+        assert decisions[0]["num_blocks"] == 0 and all(d["num_blocks"] >= 37 for d in decisions[1:])
+        assert all(a.usage.prompt_tokens_details.cached_tokens >= 37 * 16 for a in answers)
+
+        # the worker dies: its blocks leave the index with it, and nothing is routed there meanwhile
+        os.kill(workers["workers"][home]["pid"], signal.SIGKILL)
+        wait_for(lambda: admin(base, "/admin/workers")["workers"][home]["indexed_blocks"] == 0, "forgotten")
+        ask("after the kill")
+        rows = [dict(zip(WORKER_EVENT_COLUMNS, r)) for r in admin(base, "/admin/events")["rows"]]
+        died = next(r["t_s"] for r in rows if r["kind"] == "worker_died")
+        back = min((r["t_s"] for r in rows if r["kind"] == "worker_ready" and r["t_s"] > died), default=float("inf"))
+        assert not [r for r in rows if r["kind"] == "routed" and r["worker"] == home and died <= r["t_s"] < back]
+
+        # chaos: an emptied index knows nothing until the workers store blocks again
+        chaos = httpx.post(f"{base}/admin/router/chaos", json={"restart_index": True}, headers=ADMIN, timeout=10)
+        assert chaos.status_code == 200 and chaos.json()["index_restarts"] == 1
+        assert all(w["indexed_blocks"] == 0 for w in admin(base, "/admin/workers")["workers"])
+        bad = httpx.post(f"{base}/admin/router/chaos", json={"drop_kv_events": 2}, headers=ADMIN, timeout=10)
+        assert bad.status_code == 400

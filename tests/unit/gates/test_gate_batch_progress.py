@@ -74,3 +74,21 @@ def test_batch_still_open_after_waiting_the_bound_did_not_progress(judge, health
     batch_open_at_the_stop(healthy, sent_s=10.0)  # open for the whole 60 s load
     result = judge(healthy, "batch_progress", p95_max_wait_s=30.0)
     assert result.outcome is Outcome.FAIL and result.evidence["num_cut_by_stop"] == 0
+
+
+def test_a_batch_request_lost_with_its_replica_is_left_to_replica_kill(judge, healthy):
+    for i in range(20):  # far more than the healthy run's batch: counted, they would fail it
+        healthy.request(
+            f"lost-{i}",
+            sent_s=30.0,
+            ttft_s=1.0,
+            e2e_s=2.0,
+            traffic_class="batch",
+            tenant="batchco",
+            status="error",
+            http_status=503,
+            error_code="worker_lost",
+            finish_reason=None,
+        )
+    result = judge(healthy, "batch_progress")
+    assert result.outcome is Outcome.PASS and result.evidence["num_lost_with_replica"] == 20

@@ -15,7 +15,7 @@ def _no_step_summary(monkeypatch):
 
 
 def test_passing_run_exits_0_and_writes_the_verdict(tmp_path, capsys):
-    run = RecordBuilder().healthy().write(tmp_path / "run")
+    run = RecordBuilder().healthy().routed_fleet().write(tmp_path / "run")
     assert main(["gate", str(run)]) == 0
     assert json.loads((run / "verdict.json").read_text())["outcome"] == "pass"
     assert (run / "verdict.junit.xml").exists()

@@ -14,7 +14,7 @@ from tests.fixtures.records import CONFIG_DIGEST, RecordBuilder
 
 @pytest.fixture
 def verdict(tmp_path):
-    builder = RecordBuilder().healthy().event("oom", 40.0, num_blocks=3).signals(tenant_samples=False)
+    builder = RecordBuilder().healthy().routed_fleet().event("oom", 40.0, num_blocks=3).signals(tenant_samples=False)
     return evaluate(builder.build(tmp_path / "run"))
 
 

@@ -7,7 +7,7 @@ from tests.fixtures.records import RecordBuilder
 
 
 def _failing_verdict(tmp_path) -> Verdict:
-    builder = RecordBuilder().healthy().event("cancel_received", 60.0, request_id="stuck")
+    builder = RecordBuilder().healthy().routed_fleet().event("cancel_received", 60.0, request_id="stuck")
     builder.event("admitted", 59.0, request_id="stuck").signals(tenant_samples=False)
     return evaluate(builder.build(tmp_path))
 

@@ -57,7 +57,7 @@ def test_a_policy_run_takes_tenants_public_prefix_and_model_from_the_config(conf
     quick = get_profile("quick")
     assert (p.duration_s, p.users, p.profile, p.target_url) == (quick.duration_s, quick.users, "quick", None)
     assert s.long_output_tokens == quick.settings["long_output_tokens"]  # the quick profile's size
-    assert p.mixed_dir == scenarios_dir() and len(p.scenarios) == 11
+    assert p.mixed_dir == scenarios_dir() and len(p.scenarios) == 12
     assert p.run_dir.parent == Path("runs") and p.run_dir.name.endswith("-lru")
 
 
@@ -246,3 +246,53 @@ def test_extra_isolation_probes_are_asked_for_by_name() -> None:
     assert both.tiers and both.timing == TIMING_KINDS
     with pytest.raises(KvgateError, match="unknown gpu"):
         plan("--target", "http://x", "--probes", "gpu")
+
+
+def test_replicas_behind_a_gateway_reach_the_plan_and_the_gateway_is_not_read(tmp_path: Path, config: Path) -> None:
+    built = plan(
+        "--target",
+        "http://gw:80",
+        "--replica",
+        "http://a:8000",
+        "--replica",
+        f"http://b:8000/,metrics=http://b:9090/metrics,kv-events=tcp://b:5557,log={tmp_path / 'b.log'},name=bee",
+    )
+    a, b = built.replicas
+    assert (a.name, a.url, a.metrics_url, a.kv_events, a.log) == (
+        "a:8000",
+        "http://a:8000",
+        "http://a:8000/metrics",
+        "",
+        None,
+    )
+    assert (b.name, b.url, b.metrics_url, b.kv_events, b.log) == (
+        "bee",
+        "http://b:8000",
+        "http://b:9090/metrics",
+        "tcp://b:5557",
+        tmp_path / "b.log",
+    )
+    assert built.metrics_url == ""  # the gateway holds no KV: only its replicas are read
+    assert plan("--target", "http://gw:80").replicas == ()
+    with pytest.raises(KvgateError, match="give --target URL too"):
+        plan("--policy", str(config), "--replica", "http://a:8000")
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (
+            ["--target", "http://gw", "--replica", "http://a:1", "--kv-events", "tcp://a:5557"],
+            "--kv-events read a single",
+        ),
+        (["--target", "http://gw", "--replica", "http://a:1", "--metrics-url", "http://a:1/m"], "--metrics-url read"),
+        (["--target", "http://gw", "--replica", "a:8000"], "it starts with the replica's URL"),
+        (["--target", "http://gw", "--replica", "http://a:1,metric=x"], "'metric=x' is not one of metrics=..."),
+        (["--target", "http://gw", "--replica", "http://a:1", "--replica", "http://a:1"], "'a:1' is given twice"),
+        (["--target", "http://gw", "--replica", "http://a:1,name=fleet"], "the name 'fleet' is the fleet's own"),
+    ],
+)
+def test_a_bad_replica_is_refused_in_one_line_with_exit_2(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert says in refused(capsys, monkeypatch, *argv)

@@ -13,6 +13,7 @@ EXPECTED = {
     "long_output": ("LongOutput",),
     "long_prompt": ("LongPrompt",),
     "multi_turn": ("MultiTurn",),
+    "router_chaos": ("RouterChaos",),
     "shared_prefix": ("SharedPrefix",),
     "short_qa": ("ShortQA",),
     "step_load": ("StepLoad",),

@@ -10,6 +10,7 @@ from starlette.requests import Request
 from record.errors import AuthError, InvalidRequestError
 from record.events import EventKind
 from reference_engine.config import TenantConfig
+from reference_engine.routing import RouteRequest
 from reference_engine.server.merged_events import MERGED_COLUMNS, MergedEventLog, WorkerEventPuller
 from reference_engine.server.router import ProxyResponse, Router
 from reference_engine.server.router_app import aggregate_snapshots, merge_worker_metrics
@@ -31,17 +32,17 @@ def test_least_loaded_worker_wins_and_ties_rotate():
     assert [router.pick(set(), None)[0].worker for _ in range(3)] == [1, 1, 1]
     router.ledger.release("big", "finished")
     assert {router.pick(set(), None)[0].worker for _ in range(4)} == {0, 1}
-    assert router.pick({0, 1}, None) == (None, False)
+    assert router.pick({0, 1}, None)[:2] == (None, False)
 
 
 def test_a_session_sticks_to_its_worker_until_that_worker_is_replaced():
     router = ready_router()
     router.remember_session("acme/s", router.slots[1])
     router.ledger.reserve("x", 1, 1000, "acme")  # busy, but it holds the session's KV
-    assert router.pick(set(), "acme/s") == (router.slots[1], False)
+    assert router.pick(set(), "acme/s")[:2] == (router.slots[1], False)
     router.slots[1].incarnation += 1  # killed and restarted: the KV is gone
-    assert router.pick(set(), "acme/s") == (router.slots[0], True)
-    assert router.pick(set(), "acme/s") == (router.slots[0], False)  # a new session now
+    assert router.pick(set(), "acme/s")[:2] == (router.slots[0], True)
+    assert router.pick(set(), "acme/s")[:2] == (router.slots[0], False)  # a new session now
 
 
 def test_block_estimate_matches_admission_and_is_zero_for_bad_bodies():
@@ -144,7 +145,7 @@ async def relay(router: Router, body: dict, streaming: bool = False) -> list[dic
         headers={},
         request_id="r-1",
         tenant="acme",
-        num_blocks=7,
+        route=RouteRequest(7),
         streaming=streaming,
         session_key=None,
         rebuildable=True,
@@ -176,10 +177,13 @@ async def test_an_unreachable_worker_is_retried_elsewhere_without_two_reservatio
     assert sent[0]["status"] == 200 and held == [2, 2]  # "other" + this request, never a third
     rows, _, _ = router.events.page(0, 10)
     events = [dict(zip(MERGED_COLUMNS, row)) for row in rows]
-    assert [(e["request_id"], e["reason"], e["worker"]) for e in events] == [
-        ("r-1", "worker_lost", 0),
-        ("r-1", "finished", 1),
+    assert [(e["kind"], e["request_id"], e["reason"], e["worker"]) for e in events] == [
+        ("routed", "r-1", "policy", 0),
+        ("reservation_released", "r-1", "worker_lost", 0),
+        ("routed", "r-1", "policy", 1),
+        ("reservation_released", "r-1", "finished", 1),
     ]
+    assert {e["mode"] for e in events if e["kind"] == "routed"} == {"least_loaded"}
     assert router.num_retries == 1 and router.ledger.get("r-1") is None
 
 

@@ -16,7 +16,7 @@ from reference_engine.server import http_edge, with_admin_key
 def test_serve_flags_parse_to_what_serve_needs():
     args = build_parser().parse_args(["serve", "--config", "c.toml", "--port", "9001", "--workers", "2"])
     assert (args.func, args.config, args.host, args.port, args.workers) == (serve.run, "c.toml", "127.0.0.1", 9001, 2)
-    assert build_parser().parse_args(["serve", "--config", "c.toml"]).workers == 0
+    assert build_parser().parse_args(["serve", "--config", "c.toml"]).workers is None  # the config's [server] workers
 
 
 def test_a_negative_worker_count_is_a_usage_error(capsys):
