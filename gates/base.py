@@ -50,6 +50,7 @@ class Unit(str, Enum):
     FRACTION_PER_S = "fraction/s"  # shown as %/s
     RATIO = "ratio"  # shown as N×
     COUNT = "count"
+    SCORE = "score"  # a unitless statistic in [0, 1] (an AUC), shown with two decimals
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,8 @@ def format_value(value: float, unit: Unit) -> str:
         return f"{value:.1f}×"
     if unit is Unit.COUNT:
         return f"{value:g}"
+    if unit is Unit.SCORE:
+        return f"{value:.2f}"
     if unit is Unit.MILLISECONDS:
         return f"{value:.0f} ms"
     return f"{value:.3g} s"

@@ -18,6 +18,7 @@ from gates.checks.no_orphans import NoOrphansGate
 from gates.checks.preempted_complete import PreemptedCompleteGate
 from gates.checks.prefix_isolation import PrefixIsolationGate
 from gates.checks.prefix_routing import PrefixRoutingGate
+from gates.checks.prefix_timing import PrefixTimingGate
 from gates.checks.recompute_tax import RecomputeTaxGate
 from gates.checks.rejections import RejectionsGate
 from gates.checks.replica_kill import ReplicaKillGate
@@ -41,6 +42,7 @@ GATES: dict[str, Gate] = _register(
     InteractiveTtftGate(),
     TenantShareGate(),
     PrefixIsolationGate(),
+    PrefixTimingGate(),
     PreemptedCompleteGate(),
     ExplicitOverflowGate(),
     MemoryRecoveryGate(),

@@ -52,7 +52,7 @@ from typing import Any, Protocol
 from harness.baseline import run_baseline
 from harness.collectors import tenant_estimate
 from harness.collectors.admin import AdminApi
-from harness.collectors.isolation import Isolation, probe_isolation
+from harness.collectors.isolation import Isolation, ProbeOptions, probe_isolation
 from harness.collectors.live import CollectorSettings, LiveCollectors
 from harness.collectors.llamacpp_slots import DEFAULT_LAYOUT, KvLayout
 from harness.collectors.replica_spec import ReplicaSpec, check_replicas, worker_replicas
@@ -159,6 +159,9 @@ class LivePlan:
     """How a llama.cpp target laid out its KV cache, which its endpoints do not say (llamacpp_slots.py)."""
     target_log: Path | None = None
     """The server's log, tailed during the run for OOM lines (harness/collectors/target_log.py)."""
+    probes: ProbeOptions = ProbeOptions()
+    """Isolation probes beyond the two in the GPU pool (`--probes tiers,timing`); the admin key
+    and token model are the run's."""
     replicas: tuple[ReplicaSpec, ...] = ()
     """Behind the target (a gateway): each replica, read on its own (harness/collectors/fleet.py).
     Empty for a reference engine with several workers: its workers are found and read so."""
@@ -319,7 +322,8 @@ def _record(
     if isolation is None:
         progress.phase("isolation", "can one tenant, or one cache_salt, hit another's cached prompt?")
         keys = [t.key for t in tenants.all]
-        isolation = probe_isolation(target.url, settings.model, keys, target.metrics_url)
+        options = replace(plan.probes, admin_key=settings.admin_key, tokens=settings.tokens)
+        isolation = probe_isolation(target.url, settings.model, keys, target.metrics_url, options)
     started_unix = time.time()  # after the probes: their engine events are not the run's
     writer = stack.enter_context(RunRecordWriter(plan.run_dir))
     fast_poll = any(s.name in FAST_POLL_SCENARIOS for s in plan.scenarios)

@@ -64,6 +64,7 @@ class Request:
     requested_max_new_tokens: int | None = None  # as the client sent it (None: not set)
     public_prefix_tokens: int = 0  # leading tokens hashed in the public scope
     hash_scope: int = 0  # prefix-hash scope of every other block: the tenant's, or its salted one
+    tier_scope: int | None = None  # the weaker scope the KV tiers key it by (tiers.key_scope); None: its own
     client_request_id: str | None = None  # the client's X-Request-Id: a label, never a key
 
     # --- set by the engine

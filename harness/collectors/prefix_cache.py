@@ -135,42 +135,66 @@ Sender = tuple[httpx.Client, str | None]
 """Who sends a probe request: a client holding one tenant's key, and the cache_salt it sends."""
 
 
+Offload = Callable[[], None]
+"""Pushes what the probe's prime cached out of the GPU pool into a tier below it (the tier
+probes, harness/collectors/tier_probe.py); raises `ProbeFailed` when it cannot."""
+
+
 def probe_cache_salt(
-    client: httpx.Client, base_url: str, model: str, hit_counter: HitCounter | None = None
+    client: httpx.Client,
+    base_url: str,
+    model: str,
+    hit_counter: HitCounter | None = None,
+    offload: Offload | None = None,
 ) -> IsolationProbe:
-    """One key, salts A, A, B: a salt must keep a tenant's prefixes from its other salts."""
+    """One key, salts A, A, B: a salt must keep a tenant's prefixes from its other salts. With
+    `offload`, the prefix is pushed out of the GPU before each repeat."""
     run = secrets.token_hex(4)
     a, b = (client, f"kvgate-a-{run}"), (client, f"kvgate-b-{run}")
-    return _probe(base_url, model, hit_counter, run, (a, a, b), "salt")
+    return _probe(base_url, model, hit_counter, run, (a, a, b), "salt", offload)
 
 
 def probe_cross_tenant(
-    client_a: httpx.Client, client_b: httpx.Client, base_url: str, model: str, hit_counter: HitCounter | None = None
+    client_a: httpx.Client,
+    client_b: httpx.Client,
+    base_url: str,
+    model: str,
+    hit_counter: HitCounter | None = None,
+    offload: Offload | None = None,
 ) -> IsolationProbe:
     """Tenant A twice, then tenant B, no salt: one tenant must never hit another's prefix."""
     a, b = (client_a, None), (client_b, None)
-    return _probe(base_url, model, hit_counter, secrets.token_hex(4), (a, a, b), "tenant")
+    return _probe(base_url, model, hit_counter, secrets.token_hex(4), (a, a, b), "tenant", offload)
 
 
 def _probe(
-    base_url: str, model: str, hit_counter: HitCounter | None, run: str, senders: tuple[Sender, ...], party: str
+    base_url: str,
+    model: str,
+    hit_counter: HitCounter | None,
+    run: str,
+    senders: tuple[Sender, ...],
+    party: str,
+    offload: Offload | None = None,
 ) -> IsolationProbe:
     # Common words are one token each on any tokenizer; the run's id first makes every block new.
     prompt = f"probe {run}: " + " ".join(PROBE_VOCABULARY[i % len(PROBE_VOCABULARY)] for i in range(PROBE_WORDS))
+    hits = []
     try:
-        hits = [_hit(client, base_url, model, prompt, salt, hit_counter) for client, salt in senders]
+        for i, (client, salt) in enumerate(senders):
+            if i and offload is not None:  # a repeat finds the prefix below the GPU, or nowhere
+                offload()
+            hits.append(_hit(client, base_url, model, prompt, salt, hit_counter))
     except ProbeFailed as err:
         return IsolationProbe(False, None, None, "", str(err))
     (_, _), (same, source), (other, _) = hits
     if same is None or other is None:
         return IsolationProbe(False, None, None, "", "the target reports no cached tokens, in answers or metrics")
     if same <= 0:
+        why = (
+            "no tier below the GPU kept the prefix" if offload is not None else "prefix caching is off or not reported"
+        )
         return IsolationProbe(
-            False,
-            same,
-            other,
-            source,
-            f"the same {party} did not hit: prefix caching is off or not reported, isolation cannot be told",
+            False, same, other, source, f"the same {party} did not hit: {why}, isolation cannot be told"
         )
     detail = f"another {party} missed" if other == 0 else f"another {party} hit {other} cached tokens"
     return IsolationProbe(True, same, other, source, detail)

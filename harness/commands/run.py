@@ -40,6 +40,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn
 from rich.table import Table
 
 from gates import load_thresholds
+from harness.collectors.isolation import EXTRA_PROBES, ProbeOptions
 from harness.collectors.llamacpp_slots import DEFAULT_LAYOUT, KvLayout
 from harness.collectors.replica_spec import ReplicaSpec, parse_replicas
 from harness.commands.gate import add_partial_argument, names
@@ -187,6 +188,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="extend",
         default=[],
         help="comma-separated gates that must be measurable (not measurable = fail), as kvgate gate",
+    )
+    p.add_argument(
+        "--probes",
+        metavar="NAMES",
+        type=names,
+        action="extend",
+        default=[],
+        help=f"isolation probes beyond the cached-token pair ({','.join(EXTRA_PROBES)}): tiers repeats it "
+        "after pushing the prompt down to each KV tier; timing times cold and warm prompts (prefix_timing)",
     )
     add_partial_argument(p)
     p.set_defaults(func=run)
@@ -498,7 +508,15 @@ def build_plan(args: argparse.Namespace) -> LivePlan:
         tokenizer=args.tokenizer if args.target is not None else None,
         size_to_target=args.target is not None and open_loop is None and not args.fixed_profile,
         explicit=explicit_choices(args, os.environ),
+        probes=_probes(args.probes),
     )
+
+
+def _probes(chosen: list[str]) -> ProbeOptions:
+    unknown = sorted(set(chosen) - set(EXTRA_PROBES))
+    if unknown:
+        raise KvgateError(f"--probes: unknown {', '.join(unknown)} (choose from {', '.join(EXTRA_PROBES)})")
+    return ProbeOptions.named(chosen)
 
 
 def _replicas(args: argparse.Namespace) -> tuple[ReplicaSpec, ...]:

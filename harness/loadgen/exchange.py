@@ -86,6 +86,8 @@ class Call:
     session_id: str = ""
     rebuildable: bool = True
     cancel: Cancel | None = None
+    cache_salt: str | None = None
+    """vLLM's `cache_salt`: the prefix cache shares blocks only with the same salt (isolation probes)."""
 
     def body(self) -> bytes:
         body: dict = {
@@ -96,6 +98,8 @@ class Call:
         }
         if self.max_tokens is not None:
             body["max_tokens"] = self.max_tokens
+        if self.cache_salt is not None:
+            body["cache_salt"] = self.cache_salt
         return json.dumps(body).encode()
 
     def headers(self) -> dict[str, str]:

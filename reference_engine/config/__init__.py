@@ -10,6 +10,7 @@ from reference_engine.config.engine_config import (
     PrefixSharing,
     RoutingPolicyName,
     TenantConfig,
+    TierKeyScope,
     TrafficClass,
 )
 from reference_engine.config.loader import config_digest, load_config, parse_config, save_config, with_overrides
@@ -23,6 +24,7 @@ __all__ = [
     "PolicyName",
     "PreemptionMode",
     "PrefixSharing",
+    "TierKeyScope",
     "RoutingPolicyName",
     "TenantConfig",
     "TrafficClass",

@@ -71,6 +71,15 @@ class PrefixSharing(str, Enum):
     GLOBAL = "global"  # every block is shared, cache_salt ignored (an engine without salts, e.g. llama.cpp's)
 
 
+class TierKeyScope(str, Enum):
+    """What the KV tiers below the GPU key a block by: what part of its prefix scope survives
+    the trip down (only the first is safe; the others rebuild offload bugs seen in the field)."""
+
+    REQUEST = "request"  # the block's own prefix key: its tenant and its cache_salt, as in the GPU pool
+    NO_SALT = "no_salt"  # the salt dropped: any salt of the tenant hits (an offload store that ignores salts)
+    NO_TENANT = "no_tenant"  # the tenant dropped: every tenant's unsalted blocks share one key below the GPU
+
+
 class PreemptionMode(str, Enum):
     AUTO = "auto"  # swap when kv_bytes / link_bw < prefill_time(len), else recompute
     RECOMPUTE = "recompute"
@@ -282,6 +291,11 @@ class TiersConfig(ConfigTable):
         True,
         description="off only to build a broken target: every load found is waited for however "
         "slow, and one that failed is served as it arrived",
+    )
+    key_scope: TierKeyScope = Field(
+        TierKeyScope.REQUEST,
+        description="request only, but to build a broken target: the part of a block's prefix scope the "
+        "tiers key it by (no_salt, no_tenant: another salt or tenant hits it once it left the GPU)",
     )
 
 

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from record.errors import CapacityError, ConfigError, DeviceOutOfMemoryError, RequestError
+from record.errors import CapacityError, ConfigError, DeviceOutOfMemoryError, InvalidRequestError, RequestError
 from record.events import EventKind
 from reference_engine.clock import Clock, MonotonicClock
 from reference_engine.config import EngineConfig, config_digest
@@ -49,7 +49,7 @@ from reference_engine.core.snapshot import PolicyStats, UsageSnapshot, take_poli
 from reference_engine.core.tenants import TenantRegistry, TenantState
 from reference_engine.core.tiers import TieredCache
 from reference_engine.core.watermarks import PressureLevel, Watermarks
-from reference_engine.executors.base import BlockCopy, Executor, ScheduledChunk, StepOutcome, StepPlan
+from reference_engine.executors.base import BlockCopy, Executor, ScheduledChunk, StepOutcome, StepPlan, Tier
 from reference_engine.executors.registry import make_executor
 from reference_engine.memory import GIB, MemoryPlan
 from reference_engine.policies.base import IndexKind
@@ -217,8 +217,9 @@ class EngineCore:
             raise RequestError(f"request id {rid!r} is already in flight", param="request_id")
         live = self.pool.num_live
         granted, clamped = self.admission.resolve_max_new_tokens(max_new_tokens, live)
-        if cache_salt is not None and self.hasher.honours_salt:
-            scope, public_prefix_tokens = self.hasher.salted_scope(t.scope, cache_salt), 0
+        salt = cache_salt if self.hasher.honours_salt else None
+        if salt is not None:
+            scope, public_prefix_tokens = self.hasher.salted_scope(t.scope, salt), 0
         else:
             scope = t.scope
             if public_prefix_tokens is None:
@@ -239,6 +240,7 @@ class EngineCore:
             max_tokens_clamped=clamped,
             public_prefix_tokens=public_prefix_tokens,
             hash_scope=scope,
+            tier_scope=self.hasher.tier_scope(self.config.tiers.key_scope, t.scope, salt) if self.tiers else None,
             client_request_id=client_request_id,
         )
         try:
@@ -529,6 +531,22 @@ class EngineCore:
             self.scheduler.num_pinned_blocks += n
             total_s += self.executor.prefill_time_s(len(ids))
         return total_s
+
+    def offload_prefix_cache(self, tier: Tier) -> dict[str, int]:
+        """Push every cached prefix block out of the GPU pool down to `tier`: the pool evicts
+        them (demoted to the host tier as any eviction is) and, for the disk, the host tier
+        passes its blocks on. What the isolation probes call to find out whether a prefix that
+        left the GPU is still scoped (`/admin/tiers/offload`). Blocks held by requests, sessions
+        or pins stay. Returns the blocks that left the GPU and the host."""
+        if self.tiers is None:
+            raise InvalidRequestError(
+                "this engine has no KV tiers to offload to: start it with [tiers] host_gib or disk_gib"
+            )
+        self.tiers.check_tier(tier)
+        now = self.clock.now()
+        num_gpu = self.pool.evict_cached(self.pool.num_cached, now)
+        num_host = self.tiers.push_down(now) if tier is Tier.DISK else 0
+        return {"gpu_blocks_offloaded": num_gpu, "host_blocks_offloaded": num_host}
 
     # ------------------------------------------------------------ observation
     def snapshot(self) -> UsageSnapshot:

@@ -16,6 +16,16 @@ unsalted blocks in one shared scope (a salt still isolates: vLLM's behaviour), `
 ignores salts (an engine that has none). Both let a tenant time another's prompts by their hits,
 which the `prefix_isolation` gate catches from outside.
 
+The KV tiers below the GPU key a block by its hash too (core/tiers.py), so scoping holds there
+as well. To rebuild the offload bug where a tier's key drops the salt or the tenant
+(`tiers.key_scope`), a request then carries a weaker `tier_scope` and its keys are *split*:
+
+    w_i   = BLAKE2b(w_{i-1} ‖ weak scope_i ‖ int64(tokens))[:8]         (w_-1: the root)
+    key_i = w_i · 2^64 + BLAKE2b(w_i ‖ scope_i)[:8]                     `tier_key(key_i)` = w_i
+
+The GPU pool still looks up the whole key (scoped: 64 bits of it separate the scopes), while the
+tiers file the block under `w_i`, which another salt or tenant computes alike.
+
 Why: a client chooses its prompt tokens, so the hash must resist crafted collisions (a block
 planted under another prompt's key) and offline probing (a client that can compute keys can test
 guesses of another tenant's prompt). BLAKE2b is collision-resistant; every field has a fixed
@@ -39,11 +49,12 @@ from array import array
 from itertools import repeat
 from typing import Literal
 
-from reference_engine.config import PrefixSharing
+from reference_engine.config import PrefixSharing, TierKeyScope
 from reference_engine.request import Request
 from reference_engine.stable_id import stable_id
 
 HASH_BYTES = 16
+HALF_BYTES = 8  # each half of a split key
 KEY_BYTES = 32
 
 
@@ -68,6 +79,7 @@ class BlockHasher:
         self._shared = stable_id(f"shared:{model_scope}")  # every tenant's, unless `sharing` is tenant
         self._tenant_scopes: dict[tuple[str, int], int] = {}
         self._blank = hashlib.blake2b(digest_size=HASH_BYTES)  # copied per block: no argument parsing
+        self._half = hashlib.blake2b(digest_size=HALF_BYTES)
 
     def _keyed(self, data: bytes) -> bytes:
         return hashlib.blake2b(data, key=self._key, digest_size=HASH_BYTES).digest()
@@ -95,6 +107,15 @@ class BlockHasher:
     def public_scope(self) -> int:
         return self._public
 
+    def tier_scope(self, key_scope: TierKeyScope, tenant_scope: int, salt: str | None) -> int | None:
+        """The weaker scope the tiers key a request's blocks by (None: its own, the safe
+        default). `salt` is the cache_salt the request's scope honours, if any."""
+        if key_scope is TierKeyScope.NO_SALT:
+            return tenant_scope if salt is not None else None
+        if key_scope is TierKeyScope.NO_TENANT:
+            return self.salted_scope(self._shared, salt) if salt is not None else self._shared
+        return None
+
     def extend(self, request: Request) -> None:
         """Append hashes for every block of `request` that is full and not hashed yet."""
         bt = self.block_tokens
@@ -112,6 +133,9 @@ class BlockHasher:
         num_new, num_public = num_full - first, max(0, request.public_prefix_tokens // bt - first)
         scopes = [self._public.to_bytes(8, "little")] * min(num_public, num_new)
         scopes += [request.hash_scope.to_bytes(8, "little")] * (num_new - len(scopes))
+        if request.tier_scope is not None:
+            self._extend_split(request, packed, scopes, min(num_public, num_new))
+            return
         parent = hashes[-1].to_bytes(HASH_BYTES, "little") if hashes else self._root
         blank, width, digests = self._blank, 8 * bt, []
         for scope, at in zip(scopes, range(0, len(packed), width)):
@@ -122,3 +146,25 @@ class BlockHasher:
             digests.append(parent)
         little: repeat[Literal["little"]] = repeat("little", num_new)  # map over a bound method: fastest
         hashes.extend(map(int.from_bytes, digests, little))
+
+    def _extend_split(self, request: Request, packed: bytes, scopes: list[bytes], num_public: int) -> None:
+        """`extend` for a request whose tiers drop part of its scope: split keys (module docstring)."""
+        assert request.tier_scope is not None
+        hashes, width = request.block_hashes, 8 * self.block_tokens
+        weak = [self._public.to_bytes(8, "little")] * num_public
+        weak += [request.tier_scope.to_bytes(8, "little")] * (len(scopes) - num_public)
+        parent = tier_key(hashes[-1]).to_bytes(HALF_BYTES, "little") if hashes else self._root
+        for scope, weak_scope, at in zip(scopes, weak, range(0, len(packed), width)):
+            h = self._half.copy()
+            h.update(parent + weak_scope)
+            h.update(packed[at : at + width])
+            parent = h.digest()
+            tag = self._half.copy()
+            tag.update(parent + scope)
+            hashes.append(int.from_bytes(parent, "little") << 64 | int.from_bytes(tag.digest(), "little"))
+
+
+def tier_key(block_hash: int) -> int:
+    """The key a tier that drops part of the scope files a block under: the weak half of a
+    split key; a key too short to be split (replay's) stands for itself."""
+    return block_hash >> 64 or block_hash

@@ -140,6 +140,14 @@ class TierStore:
         del self._by_tenant[tenant][key]
         return key, tenant
 
+    def evict_all(self) -> list[tuple[int, str | None]]:
+        """Evict every block, oldest first (an offload pushes them down); returns (key, tenant)."""
+        out = [(key, tenant) for key, (tenant, _) in self._lru.items()]
+        self._lru.clear()
+        self._by_tenant.clear()
+        self.num_evicted += len(out)
+        return out
+
     def drop(self, keys: Sequence[int]) -> list[int]:
         """Forget `keys` (those it holds); returns them."""
         out = [k for k in keys if k in self._lru]

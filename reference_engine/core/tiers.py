@@ -28,6 +28,13 @@ tests, call the same methods): `detach` / `reattach` a tier, `slow_reads` cuts a
 bandwidth by a factor, `inject_load_failures` sets the failure rate the config's
 `load_failure_rate` sets at start.
 
+**Keys.** A tier files a block under its prefix key, scoped like the GPU pool's; a config built
+to break isolation (`key_scope` other than `request`) files it under the weak half of a split
+key instead (`tier_key`, core/prefix_hash.py), which another salt or tenant computes alike.
+
+**Offload** (the admin API's `/admin/tiers/offload`, the isolation probes' hook): every cached
+block leaves the GPU for the host tier, and for the disk, on from the host (`push_down`).
+
 Every block movement is also queued as a `TierTransfer` / `TierDrop` for the next plan
 (`take_moves`), so an executor that holds real KV copies the same blocks the sim counts.
 """
@@ -41,7 +48,8 @@ from dataclasses import dataclass, field
 from pydantic import ValidationError
 
 from record.errors import InvalidRequestError
-from reference_engine.config.engine_config import TiersConfig
+from reference_engine.config.engine_config import TierKeyScope, TiersConfig
+from reference_engine.core.prefix_hash import tier_key
 from reference_engine.core.tier_store import TierStore
 from reference_engine.executors.base import StepPlan, Tier, TierDrop, TierTransfer
 from reference_engine.memory import GIB
@@ -148,12 +156,32 @@ class TieredCache:
         self._promotions: list[TierTransfer] = []
         self._drops: list[TierDrop] = []
         self.num_queried_blocks = 0  # blocks looked up below the GPU (past its hits)
+        self._splits_keys = cfg.key_scope is not TierKeyScope.REQUEST
         self._route()
+
+    def _keys(self, keys: Sequence[int]) -> list[int]:
+        """The keys the tiers file `keys` (prefix keys) under: themselves, unless the config
+        drops part of their scope (module docstring, "Keys")."""
+        return list(map(tier_key, keys)) if self._splits_keys else list(keys)
 
     # ------------------------------------------------------------- demotion
     def demote(self, keys: list[int], tenants: list[str | None], blocks: list[int], now_s: float) -> None:
         """The GPU pool evicted cached blocks `blocks` holding `keys` (owned by `tenants`)."""
-        self._write(Tier.GPU, list(zip(keys, tenants, blocks)), now_s)
+        items = list(zip(self._keys(keys), tenants, blocks))
+        if self._splits_keys:  # blocks of two scopes may share a weak key: the tier takes one
+            first = {k: i for i, (k, _, _) in reversed(list(enumerate(items)))}
+            items = [it for i, it in enumerate(items) if first[it[0]] == i]
+        self._write(Tier.GPU, items, now_s)
+
+    def push_down(self, now_s: float) -> int:
+        """Every block of the host tier on to the disk (as host evictions go), the offload hook's
+        second half; returns how many left the host."""
+        host = self._attached(Tier.HOST)
+        if host is None:
+            return 0
+        items = host.evict_all()
+        self._write(Tier.HOST, [(k, t, -1) for k, t in items], now_s)
+        return len(items)
 
     def _next_below(self, tier: Tier) -> Tier | None:
         """Where blocks leaving `tier` go: the next attached tier below it, if any."""
@@ -209,7 +237,7 @@ class TieredCache:
         """Where each leading key of `keys` lives (host first), up to the first in no tier."""
         out: list[Tier] = []
         host, disk = self._attached(Tier.HOST), self._attached(Tier.DISK)
-        for k in keys:
+        for k in self._keys(keys):
             if host is not None and k in host:
                 out.append(Tier.HOST)
             elif disk is not None and k in disk:
@@ -231,7 +259,7 @@ class TieredCache:
     ) -> TierLoad:
         """Load `keys` into the fresh GPU `blocks`: book the read channels, touch the entries,
         queue the promotions; a seeded draw says whether the load will fail."""
-        ready = now_s
+        keys, ready = self._keys(keys), now_s
         for tier in set(sources):
             ch = self._reads[tier]
             ch.busy_until_s = ch.ready_s(sources.count(tier) * self.block_bytes, now_s)
@@ -307,6 +335,10 @@ class TieredCache:
                 param="tier",
             )
         return store
+
+    def check_tier(self, tier: Tier) -> None:
+        """An `InvalidRequestError` unless this engine has `tier`."""
+        self._configured(tier)
 
     def detach(self, tier: Tier) -> None:
         """The tier went away (a disk unplugged): its blocks are gone; nothing new goes there."""

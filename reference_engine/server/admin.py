@@ -12,6 +12,8 @@
                                    cache events are published (kv_events_endpoint)
     POST /admin/tiers/chaos        detach / reattach a KV tier, slow its reads, inject load
                                    failures (tier_chaos.py): chaos testing of the tiers
+    POST /admin/tiers/offload      push the GPU's cached prefix blocks down to a tier
+                                   (tier_offload.py): the isolation probes' hook
 
 Engine times (`t_s`, event times) are engine-clock seconds; every answer also carries
 `engine_clock_offset_unix`, the wall unix time at engine time 0, to align them with client
@@ -31,7 +33,7 @@ from record.errors import NotFoundError
 from record.events import WORKER_EVENT_COLUMNS
 from reference_engine.config import redacted
 from reference_engine.core.ledger import ledger
-from reference_engine.server import tier_chaos
+from reference_engine.server import tier_chaos, tier_offload
 from reference_engine.server.state import ServerState
 
 EVENTS_COLUMNS = WORKER_EVENT_COLUMNS
@@ -132,3 +134,10 @@ async def post_tier_chaos(state: Admin, request: Request) -> dict:
     """The body is read after the admin check: a caller without the key learns nothing from it."""
     body = tier_chaos.parse(await request.body())
     return {**tier_chaos.apply(state.core, body), **_clock(state)}
+
+
+@router.post("/tiers/offload", openapi_extra=tier_offload.OPENAPI)
+async def post_tier_offload(state: Admin, request: Request) -> dict:
+    """The body is read after the admin check, as for chaos."""
+    body = tier_offload.parse(await request.body())
+    return {**tier_offload.apply(state.core, body), **_clock(state)}

@@ -29,6 +29,7 @@ from typing import Any
 
 from gates import Verdict, evaluate, load_thresholds
 from harness.cli import build_parser
+from harness.collectors.isolation import ProbeOptions
 from harness.commands.run import build_plan
 from harness.live_run import run_live
 from harness.replay.run import ReplaySettings, run_replay
@@ -306,6 +307,8 @@ class LiveScenario:
     overrides: Mapping[str, Any] = field(default_factory=dict)
     workers: int = 0
     cooldown_max_s: float = 3.0
+    probes: ProbeOptions = ProbeOptions()
+    """Isolation probes beyond the two in the GPU pool, sent before the load."""
 
 
 class _Quiet:
@@ -316,6 +319,22 @@ class _Quiet:
 
     def load(self, elapsed_s: float, total_s: float, counts: Mapping[str, int], usage: float | None) -> None:
         pass
+
+
+TIMING_PROBE = ProbeOptions(timing=("cross_tenant",), timing_budget_s=1.0)  # the fewest rounds: MIN_ROUNDS
+
+
+def probes_first(name: str, probes: ProbeOptions, overrides: Mapping[str, Any] | None = None) -> LiveScenario:
+    """Isolation probes before a token load (one user, 1 s of 16-token answers): the probes are the test."""
+    return LiveScenario(
+        name,
+        "long_output",
+        users=1,
+        duration_s=1.0,
+        settings={"long_output_tokens": 16, "request_timeout_s": 10.0},
+        overrides=overrides or {},
+        probes=probes,
+    )
 
 
 # Prompts that share prefixes, for a fleet: a tenant's 3 documents of 400 words asked about again
@@ -404,6 +423,14 @@ LIVE_SCENARIOS: dict[str, LiveScenario] = {
                 "tiers.max_write_backlog_ms": 1000,
             },
         ),
+        # The timing probe, then a token load: tenant A's cached prompts against fresh ones,
+        # repeated by A and sent by tenant B, 24 rounds (~10 s on the sim engine); the same on an
+        # engine without a prefix cache, where nobody can tell.
+        probes_first("timing_probe", TIMING_PROBE),
+        probes_first("timing_probe_uncached", TIMING_PROBE, {"prefix_cache.enabled": False}),
+        # Both cached-token probes again with the prompt pushed down to the host tier, and to a
+        # disk tier the scenario adds, before each repeat (the engine's /admin/tiers/offload).
+        probes_first("tier_probes", ProbeOptions(tiers=True), {"tiers.disk_gib": 64.0}),
         # Two workers behind a prefix-aware router, users that share prefixes (FLEET_PREFIX_LOAD).
         LiveScenario(
             "fleet_prefixes",
@@ -476,6 +503,7 @@ def live(config_path: Path, scenario: LiveScenario, run_dir: Path) -> RunRecord:
         cooldown_min_s=1.0,
         cooldown_max_s=scenario.cooldown_max_s,
         stop_timeout_s=1,
+        probes=scenario.probes,
     )
     run_live(plan, _Quiet())
     return RunRecord.load(run_dir)
@@ -491,6 +519,7 @@ class Truth:
     scenario: str
     breaks: str
     healthy: Path = DEFAULT_CONFIG  # the config that passes under the same scenario
+    broken_path: Path | None = None  # another config built to break it than configs/broken/<gate>.toml
 
     @property
     def is_live(self) -> bool:
@@ -498,7 +527,7 @@ class Truth:
 
     @property
     def broken(self) -> Path:
-        return broken_config(self.gate)
+        return self.broken_path or broken_config(self.gate)
 
 
 GATE_TRUTH: dict[str, Truth] = {
@@ -531,6 +560,7 @@ GATE_TRUTH: dict[str, Truth] = {
         Truth("recompute_tax", "recompute_pressure", "every preemption recomputes: a fifth of the compute"),
         Truth("capacity_after_drain", "hang_ups", "abandoned answers hold slots and blocks after the cooldown"),
         Truth("prefix_isolation", "hang_ups", "every block is shared: tenant B and salt B hit A's probe prompt"),
+        Truth("prefix_timing", "timing_probe", "every block is shared: B's copy of A's prompt answers as fast as A's"),
         Truth("tier_loads", "tier_chaos", "loads from a cut disk link are waited for, corrupt ones served"),
         Truth("replica_kill", "router", "a replica's death ends the live replica's streams too"),
         Truth("unhealthy_routing", "router", "the dead replica, holding nothing, looks least loaded: work goes there"),
@@ -552,6 +582,20 @@ MORE_TRUTH: tuple[Truth, ...] = (
         "live_tier_chaos",
         "a corrupt load is served while kvgate serve runs: loads fail, reads slow, the disk goes",
         healthy=REPO / "configs" / "tiered.toml",
+    ),
+    Truth(
+        "prefix_isolation",
+        "tier_probes",
+        "the host tier's keys drop the salt: salt B loads what salt A left there",
+        healthy=REPO / "configs" / "tiered.toml",
+        broken_path=BROKEN_DIR / "prefix_isolation_tiers_no_salt.toml",
+    ),
+    Truth(
+        "prefix_isolation",
+        "tier_probes",
+        "the host tier's keys drop the tenant: tenant B loads what tenant A left there",
+        healthy=REPO / "configs" / "tiered.toml",
+        broken_path=BROKEN_DIR / "prefix_isolation_tiers_no_tenant.toml",
     ),
     Truth(
         "prefix_routing",

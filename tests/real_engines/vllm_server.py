@@ -52,12 +52,15 @@ class VllmServer:
         num_blocks: int = 160,
         max_model_len: int = 2560,
         api_key: str | None = API_KEY,
+        extra_args: tuple[str, ...] = (),
     ) -> None:
         """`num_blocks` is shared by gemma-3's KV cache groups (sliding-window and full layers):
         vLLM refuses to start unless one request of `max_model_len` fits (48 blocks hold 896
         tokens; 160 hold about 2,900). `api_key` None: any key is accepted, as behind a gateway
-        that authenticates tenants and forwards to vLLM."""
+        that authenticates tenants and forwards to vLLM. `extra_args`: more `vllm serve` flags
+        (`--no-enable-prefix-caching`)."""
         self.env_dir, self.model_dir, self.log_path, self.api_key = env_dir, model_dir, log_path, api_key
+        self.extra_args = extra_args
         self.num_blocks, self.max_model_len = num_blocks, max_model_len
         port, events_port = free_port(), free_port()
         self.url = f"http://127.0.0.1:{port}"
@@ -95,6 +98,7 @@ class VllmServer:
             str(self.num_blocks),
             "--kv-events-config",
             json.dumps(events),
+            *self.extra_args,
         ]
 
     def __enter__(self) -> VllmServer:

@@ -8,6 +8,7 @@ import pytest
 from rich.console import Console
 
 from harness.cli import build_parser, main
+from harness.collectors.isolation import TIMING_KINDS, ProbeOptions
 from harness.collectors.llamacpp_slots import KvLayout
 from harness.commands.run import build_plan, print_pressure
 from harness.loadgen.settings import LoadSettings
@@ -237,6 +238,14 @@ def test_a_llamacpp_target_s_kv_layout_reaches_the_plan_unified_unless_told() ->
     target = ("--target", "http://127.0.0.1:9")
     assert plan(*target).llamacpp_kv is KvLayout.UNIFIED  # llama-server's default without -np
     assert plan(*target, "--llamacpp-kv", "split").llamacpp_kv is KvLayout.SPLIT
+
+
+def test_extra_isolation_probes_are_asked_for_by_name() -> None:
+    assert plan("--target", "http://x").probes == ProbeOptions()  # only the cached-token pair
+    both = plan("--target", "http://x", "--probes", "timing,tiers").probes
+    assert both.tiers and both.timing == TIMING_KINDS
+    with pytest.raises(KvgateError, match="unknown gpu"):
+        plan("--target", "http://x", "--probes", "gpu")
 
 
 def test_replicas_behind_a_gateway_reach_the_plan_and_the_gateway_is_not_read(tmp_path: Path, config: Path) -> None:

@@ -5,14 +5,16 @@ from array import array
 
 import pytest
 
-from reference_engine.config import TrafficClass
-from reference_engine.core.prefix_hash import BlockHasher
+from reference_engine.config import TierKeyScope, TrafficClass
+from reference_engine.core.prefix_hash import BlockHasher, tier_key
 from reference_engine.request import Request
 
 KEY = b"k" * 32
 
 
-def hashes(hasher: BlockHasher, tokens: list[int], scope: int, public_tokens: int = 0) -> list[int]:
+def hashes(
+    hasher: BlockHasher, tokens: list[int], scope: int, public_tokens: int = 0, tier_scope: int | None = None
+) -> list[int]:
     r = Request(
         request_id="r",
         tenant="t",
@@ -23,6 +25,7 @@ def hashes(hasher: BlockHasher, tokens: list[int], scope: int, public_tokens: in
         prompt_token_ids=tokens,
         hash_scope=scope,
         public_prefix_tokens=public_tokens,
+        tier_scope=tier_scope,
     )
     hasher.extend(r)
     return r.block_hashes
@@ -68,3 +71,24 @@ def test_a_block_hash_is_the_documented_blake2b_chain_so_it_is_stable_for_a_key(
         parent = hashlib.blake2b(parent + scope + array("q", tokens[lo : lo + 16]).tobytes(), digest_size=16).digest()
         expected.append(int.from_bytes(parent, "little"))
     assert hashes(hasher, tokens, hasher.tenant_scope("acme")) == expected
+
+
+def test_a_split_key_keeps_the_gpu_scoped_while_its_tier_half_drops_the_salt_or_the_tenant():
+    """`tiers.key_scope` other than request: two salts (no_salt) or two tenants (no_tenant) get
+    different keys in the GPU pool, and one key in the tiers; other content never meets."""
+    hasher, tokens = BlockHasher(16, "m", KEY), list(range(48))
+    acme, globex = hasher.tenant_scope("acme"), hasher.tenant_scope("globex")
+    salt = TierKeyScope.NO_SALT
+    s1, s2 = hasher.salted_scope(acme, "s1"), hasher.salted_scope(acme, "s2")
+    a = hashes(hasher, tokens, s1, tier_scope=hasher.tier_scope(salt, acme, "s1"))
+    b = hashes(hasher, tokens, s2, tier_scope=hasher.tier_scope(salt, acme, "s2"))
+    assert set(a).isdisjoint(b) and [tier_key(k) for k in a] == [tier_key(k) for k in b]
+    tenant = TierKeyScope.NO_TENANT
+    a = hashes(hasher, tokens, acme, tier_scope=hasher.tier_scope(tenant, acme, None))
+    b = hashes(hasher, tokens, globex, tier_scope=hasher.tier_scope(tenant, globex, None))
+    assert set(a).isdisjoint(b) and [tier_key(k) for k in a] == [tier_key(k) for k in b]
+    other = hashes(hasher, [99, *tokens[1:]], globex, tier_scope=hasher.tier_scope(tenant, globex, None))
+    assert {tier_key(k) for k in other}.isdisjoint(tier_key(k) for k in a)
+    # the safe default splits nothing: the hashes are the plain chain
+    assert hasher.tier_scope(TierKeyScope.REQUEST, acme, "s1") is None
+    assert hasher.tier_scope(salt, acme, None) is None  # unsalted: nothing to drop

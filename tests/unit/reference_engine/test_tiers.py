@@ -4,6 +4,7 @@ holding the step), and the fallbacks to recompute (slower than re-prefill, faile
 
 import pytest
 
+from record.errors import InvalidRequestError
 from reference_engine import with_overrides
 from reference_engine.core.tier_store import TierStore
 from reference_engine.core.tiers import WriteChannel
@@ -172,3 +173,59 @@ def test_scoping_holds_below_the_gpu():
 def test_tiers_need_the_prefix_cache():
     config = with_overrides(small_config(1024), {"tiers.host_gib": 1.0, "prefix_cache.enabled": False})
     assert Driver(config).core.tiers is None
+
+
+def test_store_evict_all_empties_it_and_counts_evictions():
+    s = TierStore("host", 4, {})
+    s.put_many([(1, "a"), (2, None)])
+    assert s.evict_all() == [(1, "a"), (2, None)] and len(s) == 0
+    assert s.num_evicted == 2 and s.num_leaked == 0
+    s.check_invariants()
+
+
+@pytest.mark.parametrize("tier", [Tier.HOST, Tier.DISK])
+def test_offload_pushes_cached_blocks_down_and_a_repeat_loads_them(tier):
+    d = tiered_driver(host_gib=4.0, disk_gib=4.0)
+    prompt = distinct_prompts(1)[0]
+    first = d.core.add_request(tenant="acme", prompt_token_ids=prompt, max_new_tokens=4)
+    d.run()
+    moved = d.core.offload_prefix_cache(tier)
+    cached = len(first.block_hashes)
+    assert moved["gpu_blocks_offloaded"] == cached and d.core.pool.num_cached == 0
+    assert moved["host_blocks_offloaded"] == (cached if tier is Tier.DISK else 0)
+    assert d.core.tiers.used_blocks(tier) == cached
+    again = d.core.add_request(tenant="acme", prompt_token_ids=prompt, max_new_tokens=4)
+    d.run()
+    assert again.num_prefix_hit_tokens == (len(prompt) - 1) // 16 * 16 and set(_loads(d, "ok")) == {tier.value}
+    _check_clean(d)
+
+
+def test_offload_to_a_tier_the_engine_lacks_says_how_to_get_one():
+    with pytest.raises(InvalidRequestError, match="disk_gib"):
+        tiered_driver(host_gib=4.0).core.offload_prefix_cache(Tier.DISK)
+    with pytest.raises(InvalidRequestError, match="host_gib or disk_gib"):
+        Driver(small_config(1024)).core.offload_prefix_cache(Tier.HOST)
+
+
+# who hits a prompt acme (salt s1) sent, once it was offloaded to the tier: (another tenant, another salt)
+KEY_SCOPES = {"request": (False, False), "no_salt": (False, True), "no_tenant": (True, False)}
+
+
+@pytest.mark.parametrize("key_scope", KEY_SCOPES)
+@pytest.mark.parametrize("tier", [Tier.HOST, Tier.DISK])
+def test_a_tier_key_that_drops_the_tenant_or_the_salt_serves_another_party_below_the_gpu(key_scope, tier):
+    """Below the GPU only the request's own key isolates (in the GPU pool every key scope does:
+    the GPU probes pass on the broken configs, tests/e2e/test_gate_truth.py)."""
+    hits = {}
+    for other, (tenant, salt) in {"tenant": ("globex", None), "salt": ("acme", "s2")}.items():
+        d = tiered_driver(host_gib=4.0, disk_gib=4.0, key_scope=key_scope)
+        prompt = distinct_prompts(1)[0]
+        own = "s1" if other == "salt" else None
+        d.core.add_request(tenant="acme", prompt_token_ids=prompt, max_new_tokens=4, cache_salt=own)
+        d.run()
+        d.core.offload_prefix_cache(tier)
+        below = d.core.add_request(tenant=tenant, prompt_token_ids=prompt, max_new_tokens=4, cache_salt=salt)
+        d.run()
+        hits[other] = below.num_prefix_hit_tokens > 0
+        _check_clean(d)
+    assert (hits["tenant"], hits["salt"]) == KEY_SCOPES[key_scope]

@@ -124,3 +124,30 @@ async def test_tier_chaos_on_a_tier_or_engine_that_is_not_there_says_how_to_get_
     async with serving(server_config()) as (client, _):
         resp = await client.post(CHAOS, json={"load_failure_rate": 0.5}, headers=ADMIN)
         assert resp.status_code == 400 and "[tiers]" in resp.json()["error"]["message"]
+
+
+OFFLOAD = "/admin/tiers/offload"
+
+
+async def test_tier_offload_needs_the_admin_key_and_moves_cached_blocks_down():
+    async with serving(server_config(tiers__host_gib=1.0, tiers__disk_gib=1.0)) as (client, app):
+        core = app.state.kvgate.core
+        await client.post("/v1/chat/completions", json=chat(" ".join(["word"] * 100), max_tokens=2), headers=ACME)
+        cached = core.pool.num_cached
+        assert cached > 0
+        for headers in ({}, ACME):
+            assert (await client.post(OFFLOAD, json={"tier": "host"}, headers=headers)).status_code == 401
+        assert core.pool.num_cached == cached
+        moved = (await client.post(OFFLOAD, json={"tier": "disk"}, headers=ADMIN)).json()
+        assert moved["gpu_blocks_offloaded"] == cached and moved["host_blocks_offloaded"] == cached
+        assert moved["tiers"]["disk"]["used_blocks"] == cached and core.pool.num_cached == 0
+
+
+async def test_tier_offload_answers_bad_input_and_a_missing_tier_with_a_400():
+    async with serving(server_config(tiers__host_gib=1.0)) as (client, _):
+        for body, says in (({"tier": "gpu"}, "tier"), ({}, "tier"), ({"tier": "disk"}, "disk_gib")):
+            resp = await client.post(OFFLOAD, json=body, headers=ADMIN)
+            assert resp.status_code == 400 and says in resp.json()["error"]["message"]
+    async with serving(server_config()) as (client, _):
+        resp = await client.post(OFFLOAD, json={"tier": "host"}, headers=ADMIN)
+        assert resp.status_code == 400 and "[tiers]" in resp.json()["error"]["message"]
