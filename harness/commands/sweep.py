@@ -147,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
         "llamacpp_kv": DEFAULT_LAYOUT,
         "tenant_caps": None,
         "fixed_profile": False,
+        "probes": [],  # the cached-token pair only, as kvgate run without --probes
     }
     base = build_plan(argparse.Namespace(**{**run_defaults, **vars(args), "out": out}))
     steps: list[SweepStep] = []
