@@ -87,7 +87,8 @@ def test_the_mixed_default_runs_headless_and_records_every_request(tmp_path: Pat
         "step_load",
         "tenant_burst",
     }
-    assert set(rows["scenario"]) == senders  # worker_kill, tier_chaos, router_chaos send no completions (and stop or sleep here)
+    # worker_kill, tier_chaos and router_chaos send no completions (they stop or sleep here)
+    assert set(rows["scenario"]) == senders
     assert set(rows["status"]) <= STATUSES and set(rows["phase"]) == {"load"}
     ok = rows[rows["status"] == "ok"]
     assert len(ok) and ok["ttft_s"].notna().all() and (ok["ttft_s"] <= ok["e2e_s"]).all()
