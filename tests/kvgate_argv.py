@@ -14,11 +14,9 @@ from collections.abc import Sequence
 
 from harness.cli import build_parser
 
-AWAITED_COMMANDS = {"worker": "kvgate worker --master HOST:PORT (locust workers on other hosts)"}
+AWAITED_COMMANDS: dict[str, str] = {}
 AWAITED_OPTIONS = {
     "--against": "kvgate run/matrix --against BASE... (stored good runs to gate against)",
-    "--master-bind": "kvgate run --master-bind HOST:PORT (locust's master for workers elsewhere)",
-    "--expect-workers": "kvgate run --expect-workers N",
 }
 
 
