@@ -34,8 +34,14 @@ from rich.table import Table
 from gates.comparison import GoodputShortfall, HitRatioShortfall, goodput_shortfalls, hit_ratio_shortfalls
 from gates.outputs.console import stdout_console
 from harness.cli import EXIT_GATE_FAILED, EXIT_HARNESS_ERROR, EXIT_OK
-from harness.collectors.llamacpp_slots import DEFAULT_LAYOUT
-from harness.commands.run import RichProgress, add_load_arguments, build_plan, print_pressure, raise_keyboard_interrupt
+from harness.commands.run import (
+    RichProgress,
+    add_load_arguments,
+    build_plan,
+    print_pressure,
+    raise_keyboard_interrupt,
+    run_arguments,
+)
 from harness.judge import Judgement, judge
 from harness.live_run import run_live
 from record.errors import KvgateError
@@ -123,27 +129,8 @@ def run(args: argparse.Namespace) -> int:
         repeat = f" run {entry.repeat} of {args.repeat}" if args.repeat > 1 else ""
         console.rule(f"[bold]{i}/{len(runs)}[/] {entry.path}{repeat}" + (" (baseline)" if entry.baseline else ""))
         run_dir = entry.run_dir(args.out, args.repeat)
-        run_args = argparse.Namespace(
-            **{
-                **vars(args),
-                "policy": entry.path,
-                "out": run_dir,
-                "target": None,
-                "metrics_url": None,
-                "model": None,
-                "tenants": None,
-                "kv_events": "",
-                "llamacpp_kv": DEFAULT_LAYOUT,
-                "target_log": None,
-                "replica": [],
-                "tenant_caps": None,
-                "fixed_profile": False,
-                "rate": None,  # the matrix drives locust's users, never an open-loop load
-                "trace": None,
-                "master_bind": None,  # ... on this host
-                "expect_workers": None,
-            }
-        )
+        # the matrix drives locust's users against its own engine: never --target, --rate or --trace
+        run_args = run_arguments(**{**vars(args), "policy": entry.path, "out": run_dir})
         try:
             plan = build_plan(run_args)
             with RichProgress(console) as progress:

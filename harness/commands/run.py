@@ -202,6 +202,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def run_arguments(**given: object) -> argparse.Namespace:
+    """`kvgate run`'s options at their defaults, overridden by `given`: how `kvgate matrix` and
+    `kvgate sweep` make each run's plan, so an option added to `kvgate run` reaches them at its
+    default instead of as a missing attribute."""
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    return argparse.Namespace(**{**vars(parser.parse_args(["run"])), **given})
+
+
 def add_arrival_arguments(p: argparse._ActionsContainer) -> None:
     """How an open-loop load is timed and bounded: shared by `kvgate run` and `kvgate sweep`."""
     p.add_argument(

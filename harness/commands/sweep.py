@@ -30,7 +30,6 @@ from rich.table import Table
 from gates import Thresholds, load_thresholds, slo
 from harness.cli import EXIT_GATE_FAILED, EXIT_HARNESS_ERROR, EXIT_OK
 from harness.collectors.isolation import Isolation
-from harness.collectors.llamacpp_slots import DEFAULT_LAYOUT
 from harness.commands.run import (
     RichProgress,
     add_arrival_arguments,
@@ -40,6 +39,7 @@ from harness.commands.run import (
     chat_settings,
     positive,
     raise_keyboard_interrupt,
+    run_arguments,
 )
 from harness.live_run import LivePlan, run_live
 from harness.loadgen.workloads import workload_of
@@ -135,21 +135,7 @@ def run(args: argparse.Namespace) -> int:
         raise KvgateError(f"{out} exists and is not empty: give --out a new directory")
     thresholds = load_thresholds(args.gates)
     rates = args.rates or step_rates(start_per_s=args.start_rate, factor=args.rate_factor, num_steps=args.max_steps)
-    # kvgate run's options that a sweep does not offer, at run's defaults
-    run_defaults: dict[str, object] = {
-        "request_timeout": None,
-        "label_policy": False,
-        "tokenizer": None,
-        "trace": None,
-        "rate": None,
-        "target_log": None,
-        "replica": [],
-        "llamacpp_kv": DEFAULT_LAYOUT,
-        "tenant_caps": None,
-        "fixed_profile": False,
-        "probes": [],  # the cached-token pair only, as kvgate run without --probes
-    }
-    base = build_plan(argparse.Namespace(**{**run_defaults, **vars(args), "out": out}))
+    base = build_plan(run_arguments(**{**vars(args), "out": out}))  # what a sweep does not offer, at run's defaults
     steps: list[SweepStep] = []
     for k, rate in enumerate(rates[: args.max_steps]):
         settings = base.settings.with_(**chat_settings(args, rate))
