@@ -9,7 +9,8 @@ TTFT of each kind achieves by guessing the longer one is cold, and the figure vL
 notes give for the prefix cache's timing channel (0.99 with 8 tokens). It assumes nothing about
 the shape of either distribution, so the long tails of TTFTs do no harm.
 
-Its interval is Hanley and McNeil's (1982) normal approximation, 95 % two-sided. Their variance
+Its interval is Hanley and McNeil's (1982) normal approximation, at kvgate's one confidence level
+(`gates.noise.NOISE_Z`, 95 % two-sided). Their variance
 is 0 at an AUC of exactly 0 or 1, which would make a perfect separation of a few samples look
 certain to the last digit; it is evaluated at (U + ½) / (n₁n₂ + 1), which leaves a perfect
 separation of 24 against 24 a lower bound of ≈ 0.99 and of 4 against 4 ≈ 0.87. O(n log n).
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-Z_95 = 1.959964
+from gates.noise import NOISE_Z
 
 
 @dataclass(frozen=True)
@@ -55,5 +56,5 @@ def roc_auc(slower: Sequence[float], faster: Sequence[float]) -> Auc:
     smoothed = (u + 0.5) / (n1 * n2 + 1)
     q1, q2 = smoothed / (2 - smoothed), 2 * smoothed**2 / (1 + smoothed)
     var = (smoothed * (1 - smoothed) + (n1 - 1) * (q1 - smoothed**2) + (n2 - 1) * (q2 - smoothed**2)) / (n1 * n2)
-    half = Z_95 * math.sqrt(max(var, 0.0))
+    half = NOISE_Z * math.sqrt(max(var, 0.0))
     return Auc(value, max(0.0, value - half), min(1.0, value + half), n1, n2)

@@ -11,11 +11,11 @@ baseline did (`goodput`'s measured share, gates/checks/goodput.py). A policy tha
 "Less" means beyond the noise of the two measurements: each goodput is a share of a few hundred
 offered requests (a quick run offers ~350), so two runs of one config already differ by a few
 points (51.6 % and 62.3 % for default.toml on two quick runs). A candidate is short when the best
-baseline's share exceeds its own by more than `NOISE_Z` standard errors of the difference of two
-proportions, sqrt(p₁(1−p₁)/n₁ + p₂(1−p₂)/n₂), each p taken as (served + 1) / (offered + 2)
-(Agresti and Caffo's adjustment: a short run that served all of its few requests has no
-variance by the plain formula, and would make any candidate short of it): about 7.6 points for
-two runs of 350 requests near 50 %, 41 points for 5 of 5 against 5 of 8. A run whose goodput was
+baseline's share exceeds its own beyond the noise of gates/noise.py: `NOISE_Z` standard errors
+of the difference of two proportions, sqrt(p₁(1−p₁)/n₁ + p₂(1−p₂)/n₂), each p taken as
+(served + 1) / (offered + 2) (Agresti and Caffo's adjustment: a short run that served all of its
+few requests has no variance by the plain formula, and would make any candidate short of it):
+about 7.4 points for two runs of 350 requests near 50 %, 40 points for 5 of 5 against 5 of 8. A run whose goodput was
 not measured is left out; with no baseline measured, nothing can be short of it.
 
 `hit_ratio_shortfalls`: no fleet candidate may find fewer of its prompt tokens in its replicas'
@@ -28,22 +28,20 @@ ratio weighs requests by their prompts, so a few long ones count like many short
 quick runs of one mixed load, whose session turns and kills fall differently, differed beyond
 it (5.3 % against 11.7 %).
 
-Both rules judge a `MeasuredShare` with `beyond_noise`: the one place the noise model lives,
-so that a shared model of run-to-run noise can replace it for every rule at once.
+Both rules judge a `MeasuredShare` with `beyond_noise`, which asks gates/noise.py: the one
+place the noise model lives, shared with the release gate and the comparison's decision.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gates.base import Outcome
 from gates.checks.goodput import METRIC, GoodputGate
 from gates.checks.prefix_routing import PrefixRoutingGate
+from gates.noise import Estimate, difference, share_estimate
 from gates.verdict import Verdict
-
-NOISE_Z = 2.0  # standard errors: a difference this unlikely (≈ 5 %) by chance alone is a shortfall
 
 
 @dataclass(frozen=True)
@@ -55,21 +53,19 @@ class MeasuredShare:
     fraction: float
     num_offered: int
 
-    def variance(self) -> float:
-        """Of the share, with one success and one failure added (see the module)."""
-        n = self.num_offered + 2
-        p = (self.fraction * self.num_offered + 1) / n
-        return p * (1.0 - p) / n
+    def estimate(self) -> Estimate:
+        """The share with its sampling variance (gates/noise.py `share_estimate`)."""
+        return share_estimate(self.fraction, self.num_offered)
 
 
 Goodput = MeasuredShare
 
 
 def beyond_noise(candidate: MeasuredShare, baseline: MeasuredShare) -> float | None:
-    """The noise (NOISE_Z standard errors of the difference) when `baseline` exceeds `candidate`
-    by more than it; None when the candidate is not short of it."""
-    noise = NOISE_Z * math.sqrt(candidate.variance() + baseline.variance())
-    return noise if baseline.fraction - candidate.fraction > noise else None
+    """The noise of the difference (gates/noise.py) when `baseline` exceeds `candidate` by more
+    than it; None when the candidate is not short of it."""
+    d = difference([baseline.estimate()], [candidate.estimate()])
+    return d.noise if d is not None and d.delta > d.noise else None
 
 
 @dataclass(frozen=True)
@@ -78,7 +74,7 @@ class GoodputShortfall:
 
     candidate: MeasuredShare
     baseline: MeasuredShare
-    noise: float  # NOISE_Z standard errors of the difference
+    noise: float  # of the difference (gates/noise.py)
 
     def explanation(self) -> str:
         c, b = self.candidate, self.baseline

@@ -3,7 +3,8 @@ import itertools
 import pytest
 
 from gates import evaluate
-from gates.comparison import Goodput, goodput_shortfalls, measured_goodput
+from gates.comparison import Goodput, beyond_noise, goodput_shortfalls, measured_goodput
+from gates.noise import NOISE_Z
 from tests.fixtures.records import RecordBuilder
 
 
@@ -37,9 +38,9 @@ def test_a_candidate_below_the_best_baseline_beyond_the_noise_falls_short(judged
     [short] = goodput_shortfalls(candidates, baselines)
     assert (short.candidate.policy, short.candidate.fraction, short.candidate.num_offered) == ("h2o", 0.25, 120)
     assert (short.baseline.policy, short.baseline.fraction, short.baseline.num_offered) == ("vllm_like", 0.75, 40)
-    # 2 standard errors, each share taken as (served + 1) / (offered + 2):
-    # 2 × sqrt(31/122 × 91/122 / 122 + 31/42 × 11/42 / 42) ≈ 15.7 points, far below 50
-    assert short.noise == pytest.approx(0.157, abs=0.001)
+    # NOISE_Z (1.96) standard errors, each share taken as (served + 1) / (offered + 2):
+    # 1.96 × sqrt(31/122 × 91/122 / 122 + 31/42 × 11/42 / 42) ≈ 15.4 points, far below 50
+    assert short.noise == pytest.approx(0.154, abs=0.001)
     assert "below the baseline vllm_like" in short.explanation()
 
 
@@ -57,7 +58,8 @@ def test_without_a_measured_baseline_nothing_falls_short(judged, tmp_path):
 
 def test_a_baseline_that_served_all_of_a_few_requests_is_not_certain():
     # 5 of 8 (62.5 %) against all of 5: by the plain formula the baseline has no variance and
-    # 37.5 points would be "beyond the noise" (±34); adjusted, the noise is ±41
+    # 37.5 points would be "beyond the noise" (±33); adjusted, the noise is ±40
     candidate, baseline = Goodput("c", "lru", 5 / 8, 8), Goodput("b", "none", 1.0, 5)
-    noise = 2 * (candidate.variance() + baseline.variance()) ** 0.5
-    assert noise == pytest.approx(0.407, abs=0.001) and 1.0 - 5 / 8 < noise
+    noise = NOISE_Z * (candidate.estimate().sampling_var + baseline.estimate().sampling_var) ** 0.5
+    assert noise == pytest.approx(0.399, abs=0.001) and 1.0 - 5 / 8 < noise
+    assert beyond_noise(candidate, baseline) is None  # the one rule, gates/noise.py, says the same
