@@ -17,8 +17,21 @@ from record.errors import KvgateError
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_HARNESS_ERROR = 0, 1, 2
 
-# Command modules, in the order `kvgate --help` lists them.
-COMMANDS = ("demo", "serve", "run", "sweep", "worker", "matrix", "replay", "gate", "report", "calibrate", "watch")
+# Command modules, in the order `kvgate --help` lists them (`baselines` is `kvgate baseline`).
+COMMANDS = (
+    "demo",
+    "serve",
+    "run",
+    "sweep",
+    "worker",
+    "matrix",
+    "replay",
+    "gate",
+    "baselines",
+    "report",
+    "calibrate",
+    "watch",
+)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -3,6 +3,8 @@
     judgement = judge(run_dir)                 # verdict.json, verdict.junit.xml, report.html
     judgement.exit_code                        # 0 pass, 1 a gate failed, 2 nothing (or too little) measurable
                                                # (a record of a run that ended early: PartialRecord)
+    judge(run_dir, against=[store])            # and against stored good runs (harness/regression.py):
+                                               # 1 on a regression, 2 when not comparable
     compare(judgements, out_dir)               # comparison.html over several configs, one run each
 
 Data flows one way: the run record is read, never changed; only verdict and report files are
@@ -17,7 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gates import OUTPUTS, Outcome, Verdict, evaluate, load_thresholds, write_verdict
+from gates.regression import RegressionVerdict
 from harness.cli import EXIT_GATE_FAILED, EXIT_HARNESS_ERROR, EXIT_OK
+from harness.regression import gate_against, regression_exit_code
 from record.errors import KvgateError
 from record.run_record import RunRecord
 from reports import COMPARISON_FILE, group_runs, render_comparison, render_run_report
@@ -32,6 +36,7 @@ class Judgement:
     verdict: Verdict
     report: Path
     exit_code: int
+    regression: RegressionVerdict | None = None  # with `against`: this run against the stored ones
 
 
 class PartialRecord(KvgateError):
@@ -57,17 +62,24 @@ def judge(
     *,
     require: Sequence[str] = (),
     allow_partial: bool = False,
+    against: Sequence[Path] = (),
 ) -> Judgement:
     """Evaluate the gates on the record in `run_dir`, write the verdict files and report.html.
     `library_dir`: where the report's chart library goes (default the run directory); runs
     written under one directory (a matrix) share the copy at its root. `require` and
-    `allow_partial`: as `gates.evaluate`."""
+    `allow_partial`: as `gates.evaluate`. `against`: stored good runs to gate against; the
+    report then opens with the regressions, and the exit code is the worse of the two."""
     record = RunRecord.load(run_dir)
     check_complete(record)
-    verdict = evaluate(record, load_thresholds(thresholds), require=require, allow_partial=allow_partial)
+    limits = load_thresholds(thresholds)
+    verdict = evaluate(record, limits, require=require, allow_partial=allow_partial)
     write_verdict(record.dir, verdict, outputs)
+    exit_code = verdict_exit_code(verdict)
+    regression = gate_against(record, verdict, against, limits) if against else None
+    if regression is not None:
+        exit_code = max(exit_code, regression_exit_code(regression))
     report = render_run_report(record, verdict, library_dir=library_dir)
-    return Judgement(record, verdict, report, verdict_exit_code(verdict))
+    return Judgement(record, verdict, report, exit_code, regression)
 
 
 def compare(judgements: Sequence[Judgement], out_dir: Path) -> Path:

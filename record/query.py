@@ -132,7 +132,7 @@ def prefix_hit_rates_by_tier(record: RunRecord, window: Window) -> dict[str, flo
     never both). None when nothing was scheduled in the window or the prompt sizes are unknown.
     `WHOLE_RUN` takes every event, with or without a time."""
     events = record.events
-    scheduled = _scheduled_in(record, window)
+    scheduled = scheduled_in(record, window)
     if scheduled.empty:
         return None
     prompt_tokens = scheduled_prompt_tokens(record, window).sum()
@@ -146,7 +146,8 @@ def prefix_hit_rates_by_tier(record: RunRecord, window: Window) -> dict[str, flo
     return rates
 
 
-def _scheduled_in(record: RunRecord, window: Window) -> pd.DataFrame:
+def scheduled_in(record: RunRecord, window: Window) -> pd.DataFrame:
+    """The `scheduled` events in `window` (every one, with or without a time, for `WHOLE_RUN`)."""
     scheduled = events_of(record, "scheduled")
     return scheduled if window == WHOLE_RUN else in_window(scheduled, "t_s", window)
 
@@ -157,7 +158,7 @@ def scheduled_prompt_tokens(record: RunRecord, window: Window) -> pd.Series:
     weights of its requests."""
     events = record.events
     arrivals = events[events["kind"].isin(("admitted", "queued"))].drop_duplicates("request_id")
-    return arrivals.set_index("request_id")["num_tokens"].reindex(_scheduled_in(record, window)["request_id"])
+    return arrivals.set_index("request_id")["num_tokens"].reindex(scheduled_in(record, window)["request_id"])
 
 
 def counter_prefix_hit_rate(meta: RunMeta) -> float | None:

@@ -1,4 +1,7 @@
-"""The report of one run: `render_run_report(record, verdict)` -> report.html beside the record."""
+"""The report of one run: `render_run_report(record, verdict)` -> report.html beside the record.
+
+A run gated against stored runs (regression.json beside it) opens with its regressions
+(reports/sections/regressions.py), before the gate table."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from reports.page import Block, write_page
 from reports.prefix_reuse import cache_warning, reuse_line
 from reports.pressure import missing_rungs_warning, pressure_line
 from reports.section import DEFAULT_SECTIONS, make_section
+from reports.sections.regressions import regression_block
 
 REPORT_FILE = "report.html"
 
@@ -33,6 +37,10 @@ def render_run_report(
         f"{meta.duration_s:.0f} s · scenarios: {', '.join(meta.scenarios) or 'n/a'}"
     )
     alerts = [warning for warning in (missing_rungs_warning(meta.pressure), cache_warning(record)) if warning]
+    if (regressions := regression_block(record)) is not None:
+        block, alert = regressions
+        blocks.insert(0, block)
+        alerts += [alert] if alert else []
     reuse = reuse_line(record)
     path = Path(out) if out is not None else record.dir / REPORT_FILE
     return write_page(

@@ -15,9 +15,7 @@ from collections.abc import Sequence
 from harness.cli import build_parser
 
 AWAITED_COMMANDS: dict[str, str] = {}
-AWAITED_OPTIONS = {
-    "--against": "kvgate run/matrix --against BASE... (stored good runs to gate against)",
-}
+AWAITED_OPTIONS: dict[str, str] = {}
 
 
 def subcommands() -> dict[str, argparse.ArgumentParser]:

@@ -1,11 +1,13 @@
 """`kvgate gate RUN_DIR`: judge a stored run record again, with these or other thresholds.
 
 Writes verdict.json and verdict.junit.xml beside the record, prints the table, appends a
-GitHub step summary when `$GITHUB_STEP_SUMMARY` is set. Exit 0 when every measurable gate
-passed, 1 when one failed (or a `--require`d gate was not measurable), 2 when the record or the
-thresholds cannot be read, nothing at all could be measured, most gates could not be (a partial
-verdict, unless `--allow-partial`), or the run ended early (its record
-says so: a partial record is never judged, so never passed).
+GitHub step summary when `$GITHUB_STEP_SUMMARY` is set. With `--against BASE...` it also gates
+the run against stored good runs (harness/regression.py): regression.json and
+regression.junit.xml beside it, exit 1 on a regression, 2 when the runs are not comparable.
+Exit 0 when every measurable gate passed, 1 when one failed (or a `--require`d gate was not
+measurable), 2 when the record or the thresholds cannot be read, nothing at all could be
+measured, most gates could not be (a partial verdict, unless `--allow-partial`), or the run
+ended early (its record says so: a partial record is never judged, so never passed).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import sys
 from gates import evaluate, load_thresholds, write_verdict
 from harness.cli import EXIT_HARNESS_ERROR
 from harness.judge import VERDICT_OUTPUTS, check_complete, verdict_exit_code
+from harness.regression import add_against_argument, gate_against, regression_exit_code
 from record.run_record import RecordError, RunRecord
 
 
@@ -35,6 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="comma-separated gates that must be measurable (not measurable = fail)",
     )
     add_partial_argument(p)
+    add_against_argument(p)
     p.set_defaults(func=run)
 
 
@@ -56,11 +60,14 @@ def run(args: argparse.Namespace) -> int:
     if record is None:
         return EXIT_HARNESS_ERROR
     check_complete(record)
-    verdict = evaluate(
-        record, load_thresholds(args.gates), only=args.only, require=args.require, allow_partial=args.allow_partial
-    )
+    thresholds = load_thresholds(args.gates)
+    verdict = evaluate(record, thresholds, only=args.only, require=args.require, allow_partial=args.allow_partial)
     write_verdict(record.dir, verdict, VERDICT_OUTPUTS)
-    return verdict_exit_code(verdict)
+    exit_code = verdict_exit_code(verdict)
+    if args.against:
+        regression = gate_against(record, verdict, args.against, thresholds)
+        exit_code = max(exit_code, regression_exit_code(regression))
+    return exit_code
 
 
 def load_record(run_dir: str) -> RunRecord | None:

@@ -3,6 +3,7 @@
     kvgate matrix configs/*.toml --profile quick
     kvgate matrix configs/*.toml --baseline configs/baselines/*.toml --profile ci --out runs/ci
     kvgate matrix configs/*.toml --profile quick --repeat 3        # each config 3 times
+    kvgate matrix configs/*.toml --profile ci --against baselines/main   # and against stored good runs
 
 Each config starts its own reference engine and gets the run `kvgate run --policy CONFIG` would
 give it (same scenarios, same profile), judged by the gates; with `--repeat N` N times, each run
@@ -16,8 +17,11 @@ same digest (default.toml and lru.toml mean the same thing) run once. Every page
 chart library at the root of `--out`. The console ends with the verdicts, how far up the
 watermark ladder each run went, and the comparison's decision (reports/decision.py), with loud
 lines for runs that never reached the evict and preempt rungs and for core decisions no
-candidate took. Exit 0 when every candidate run passed, 1 when one failed a gate or fell below
-the best baseline's goodput (or a fleet below round robin's hit ratio), 2 when a run could not be made or judged.
+candidate took. With `--against STORE` each candidate run is also gated against the stored runs
+of its own config (harness/regression.py; a config with none stored is noted, not gated).
+Exit 0 when every candidate run passed, 1 when one failed a gate, regressed against the store or
+fell below the best baseline's goodput (or a fleet below round robin's hit ratio), 2 when a run
+could not be made or judged, or is not comparable with the store.
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ from harness.commands.run import (
 )
 from harness.judge import Judgement, judge
 from harness.live_run import run_live
+from harness.regression import NoBaselines
+from record.baseline_store import find_runs
 from record.errors import KvgateError
 from reference_engine import config_digest, load_config
 from reports import COMPARISON_FILE, ComparedConfig, ComparedRun, render_comparison
@@ -117,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         raise KvgateError(f"--repeat must be at least 1, got {args.repeat}")
     console = stdout_console()  # a CI log gets a summary table wide enough to read
+    find_runs(args.against)  # a store that is not there fails now, not after the runs
     entries, notes = plan_entries(args.configs, args.baseline)
     for note in notes:
         console.print(f"[dim]{note}[/]")
@@ -135,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
             plan = build_plan(run_args)
             with RichProgress(console) as progress:
                 result = run_live(plan, progress)
-            judgement = judge(result.run_dir, args.gates, library_dir=args.out)
+            judgement = _judge(result.run_dir, args, entry, console)
             print_pressure(console, judgement.record.meta.pressure)
             judged.append((entry, judgement))
         except KvgateError as err:  # one config that cannot run does not hide the others' results
@@ -165,6 +172,17 @@ def run(args: argparse.Namespace) -> int:
             f"comparison report: [bold]{report}[/]"
         )
     return _exit_code(judged, failed_runs, bool(shortfalls))
+
+
+def _judge(run_dir: Path, args: argparse.Namespace, entry: Entry, console: Console) -> Judgement:
+    """The run judged, and a candidate's also against the store of `--against` when it holds
+    runs of its config."""
+    against = [] if entry.baseline else args.against
+    try:
+        return judge(run_dir, args.gates, library_dir=args.out, against=against)
+    except NoBaselines as err:
+        console.print(f"[yellow]{entry.name}: not gated against stored runs: {err}[/]")
+        return judge(run_dir, args.gates, library_dir=args.out)
 
 
 def _compared(entries: list[Entry], judged: list[tuple[Entry, Judgement]]) -> list[ComparedConfig]:

@@ -55,8 +55,10 @@ from harness.loadgen.tenants import TenantSpecError, format_tenants, parse_tenan
 from harness.loadgen.workloads import workload_of
 from harness.locust_process import Master
 from harness.profiles import PROFILES, format_overrides, get_profile, request_timeout
+from harness.regression import add_against_argument
 from harness.replay.loaders import AUTO, LOADERS
 from harness.scenario_catalog import scenarios_dir, select
+from record.baseline_store import find_runs
 from record.errors import KvgateError
 from record.fleet import replica_summary
 from record.run_record import Pressure, RunRecord
@@ -366,6 +368,7 @@ def add_load_arguments(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="thresholds TOML overriding gates/thresholds.toml (read before the load starts)",
     )
+    add_against_argument(p)
     p.add_argument(
         "--sample-interval",
         type=positive(float),
@@ -402,6 +405,7 @@ def at_least_zero(text: str) -> int:
 def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, raise_keyboard_interrupt)  # CI cancels with SIGTERM: clean up as for Ctrl-C
     console = Console()
+    find_runs(args.against)  # a store that is not there fails now, not after the load
     plan = build_plan(args)
     console.print(
         f"[bold]kvgate run[/] {plan.run_dir} — policy {_policy(_named(plan.config, args))}, "
@@ -412,7 +416,9 @@ def run(args: argparse.Namespace) -> int:
     with RichProgress(console) as progress:
         result = run_live(plan, progress)
     console.print(f"run record: [bold]{result.run_dir}[/]")
-    judgement = judge(result.run_dir, args.gates, require=args.require, allow_partial=args.allow_partial)
+    judgement = judge(
+        result.run_dir, args.gates, require=args.require, allow_partial=args.allow_partial, against=args.against
+    )
     print_pressure(console, judgement.record.meta.pressure)
     print_fleet(console, judgement.record)
     console.print(f"verdict: {judgement.record.dir / 'verdict.json'}  report: [bold]{judgement.report}[/]")

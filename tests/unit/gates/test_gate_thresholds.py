@@ -61,7 +61,7 @@ def test_unknown_gate_is_an_error_listing_the_gates(tmp_path):
     path.write_text("[no_ooom]\nmax_oom = 1\n")
     with pytest.raises(UnknownNameError, match="no_oom") as err:
         load_thresholds(path)
-    assert err.value.valid == sorted([*GATES, slo.TABLE])
+    assert err.value.valid == sorted([*GATES, slo.TABLE, "regression"])
 
 
 def test_unknown_metric_is_an_error_listing_the_metrics(tmp_path):
