@@ -164,6 +164,24 @@ def difference(a: Sequence[Estimate], b: Sequence[Estimate]) -> Difference | Non
     return Difference(float(va.mean() - vb.mean()), noise, float(vb.mean()), sigma, len(va), len(vb))
 
 
+def interval(estimates: Sequence[Estimate]) -> tuple[float, float] | None:
+    """One set of runs' interval for its mean, by the rule of `difference` with one side: what a
+    reader compares side by side with another config's. None when the noise is unknown."""
+    if not estimates:
+        return None
+    values = np.array([e.value for e in estimates], dtype=float)
+    n, mean = len(values), float(values.mean())
+    spread = float(values.var(ddof=1)) if n > 1 else None
+    sampled = [e.sampling_var for e in estimates if e.sampling_var is not None]
+    if len(sampled) == n:
+        half = NOISE_Z * math.sqrt(max(float(np.mean(sampled)), spread or 0.0) / n)
+    elif spread is not None and n - 1 >= MIN_DEGREES_OF_FREEDOM:
+        half = t_quantile(n - 1) * math.sqrt(spread / n)
+    else:
+        return None
+    return mean - half, mean + half
+
+
 def normal_cdf(z: float) -> float:
     return 0.5 * (1.0 + math.erf(z / math.sqrt(2.0)))
 

@@ -2,8 +2,10 @@
 
 Sections: the decision (overall choice and why, the best per deciding metric, loud banners when
 runs never reached the evict and preempt rungs or a core decision ran in no candidate), the
-gates per config, the key numbers per config — median and range over repeats, the best
-candidate per metric, and why a number differs from the gate above it — and bar charts.
+gates per config, the key numbers per config — median and range over repeats, the 95 % interval
+of each ranked number (gates/noise.py) side by side so a reader sees where configs overlap, the
+best candidate per metric beyond the noise, and why a number differs from the gate above it —
+and bar charts.
 Baselines are labelled and never chosen. Every config links its runs' own reports.
 """
 
@@ -20,7 +22,7 @@ import plotly.graph_objects as go
 from gates import Outcome
 from gates.base import format_value
 from reports.compared import ComparedConfig
-from reports.decision import Best, Decision, decide, decision_lines, spread
+from reports.decision import Best, Decision, Noise, decide, decision_lines, spread
 from reports.metrics import Metric, comparison_metrics
 from reports.page import CLASS_COLORS, Block, badge, esc, figure, note, table, write_page
 from reports.pressure import decisions_warning, missing_rungs_warning
@@ -84,9 +86,10 @@ def _decision_block(decision: Decision, alerts: Sequence[str]) -> str:
         banners
         + f"<ul>{items}</ul>"
         + note(
-            "overall: among candidates that passed every gate in every run, the lowest mean rank over the "
-            "deciding metrics (each config's median over its runs; ties go to the higher goodput). "
-            "Baselines are compared and never chosen. docs/reports.md explains the ranking."
+            "overall: among candidates that passed every gate in every run, the one better beyond the noise "
+            "than each other on more deciding metrics than they are on it; otherwise no winner. The ranking "
+            "by medians is an order, not a decision. Baselines are compared and never chosen. "
+            "docs/policies.md says what the decision means."
         )
     )
 
@@ -161,7 +164,7 @@ def _numbers_table(configs: Sequence[ComparedConfig], metrics: Sequence[Metric],
     rows = [["config digest", *(f"<code>{esc(c.runs[0].record.meta.config_digest)}</code>" for c in configs), "", ""]]
     for previous, metric in zip([None, *metrics], metrics):
         b = best.get(metric.key)
-        cells = [_number_cell(c, metric, b) for c in configs]
+        cells = [_number_cell(c, metric, b, decision.noise) for c in configs]
         label = esc(metric.label) + (" <small>(decides)</small>" if metric.deciding else "")
         same = previous is not None and previous.gate_note == metric.gate_note  # a row per tenant: say it once
         gate_note = "as above" if same else esc(metric.gate_note)
@@ -170,18 +173,26 @@ def _numbers_table(configs: Sequence[ComparedConfig], metrics: Sequence[Metric],
     return table(
         ["", *(c.label for c in configs), "best candidate", "vs the gate above"], rows, numeric=numeric
     ) + note(
-        "each cell: the median over the config's runs, (min–max) when they differ; n/a where the record "
-        "cannot give the number (never 0). Best: the best candidate's median, ≈ when repeats do not "
-        "separate it from the runner-up. Rows marked (decides) make the overall ranking."
+        "each cell: the median over the config's runs, (min–max) when they differ, and under a ranked number "
+        "the 95 % interval of the config's mean (per-request samples and the spread of repeats; none where "
+        "neither says); n/a where the record cannot give the number (never 0). Best: the best candidate's "
+        "median and every candidate within the noise of it. Rows marked (decides) decide the overall winner."
     )
 
 
-def _number_cell(config: ComparedConfig, metric: Metric, best: Best | None) -> str:
+def _number_cell(config: ComparedConfig, metric: Metric, best: Best | None, noise: Noise) -> str:
+    """The median (range), bold for a leader; under a ranked number its interval, where known."""
     s = spread(config, metric)
     if s is None:
         return "n/a"
     text = esc(s.text(metric))
-    return f"<b>{text}</b>" if best is not None and config in best.leaders else text
+    text = f"<b>{text}</b>" if best is not None and config in best.leaders else text
+    bounds = noise.interval(config, metric) if metric.better is not None else None
+    return (
+        text
+        if bounds is None
+        else f"{text}<br><small>[{esc(metric.fmt(bounds[0]))}, {esc(metric.fmt(bounds[1]))}]</small>"
+    )
 
 
 def _charts(configs: Sequence[ComparedConfig], metrics: dict[str, Metric]) -> str:

@@ -1,25 +1,30 @@
-"""What a comparison decides: the best config per metric, and one overall.
+"""What a comparison decides: the best config per metric, and one overall, only beyond the noise.
 
 Each config's number for a metric is the median over its runs (repeats of one load; P50 by
-nearest rank, `record.query.percentile`, as every percentile kvgate shows), shown with
-the range (min–max) the repeats spread over. Only candidates decide; baselines are compared and
-never chosen.
+nearest rank, `record.query.percentile`, as every percentile kvgate shows), shown with the range
+(min–max) the repeats spread over. Only candidates decide; baselines are compared and never
+chosen. Whether two configs differ is asked of gates/noise.py, the model the release gate uses
+too: the difference of their runs' means against the noise of per-request samples (TTFT and
+prefix hits by request, served tokens and refusals as counts: `Metric.estimate`) and of the
+repeats' own spread. A single run per config is one sample: metrics without per-request samples
+then cannot tell any two configs apart.
 
-**Best per metric**: the candidate with the best median in the metric's direction (ties name
-every leader; values that print the same are a tie), where at least two candidates have the
-number. When the best and the runner-up
-each ran more than once and their ranges overlap, the lead is marked `≈`: the repeats do not
-separate them.
+**Best per metric**: the candidate with the best median in the metric's direction, where at
+least two candidates have the number, and with it every candidate whose difference from it is
+within the noise (or whose noise is unknown): "no difference beyond noise" names them all.
 
 **Overall**, in two steps:
 1. *Eligible*: candidates that passed every gate in every run (a run where no gate could be
    measured does not count as passed).
-2. *Ranking*: over the deciding metrics (`Metric.deciding`: goodput in completion tokens/s,
-   P95 TTFT of interactive requests, prefix hit ratio, re-prefill tokens, requests without an
-   answer) each eligible candidate gets its rank by median (1 = best, ties share the mean
-   rank); a metric some eligible candidate has no number for is left out. The lowest mean rank
-   wins; a tie goes to the higher goodput, then to the name. One eligible candidate wins alone;
-   none eligible means no choice.
+2. *Winner*: over the deciding metrics (`Metric.deciding`: goodput in completion tokens/s, P95
+   TTFT of interactive requests, prefix hit ratio, re-prefill tokens, requests without an
+   answer; a metric some eligible candidate has no number for is left out), A beats B when A is
+   better beyond the noise on more of them than B is on A. The winner beats every other
+   eligible candidate; without one there is "no overall winner at this load and repeat count",
+   with the repeats per config the measured spread says would tell the two leading candidates
+   apart. One eligible candidate wins alone (the gates decided); none eligible means no choice.
+   The ranking by mean rank of the medians is still shown, as what it is: an order, not a
+   decision.
 
     decision = decide_configs(configs)   # = decide(configs, comparison_metrics(their runs))
     decision_lines(decision)             # the same words on the page and in the console
@@ -33,9 +38,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gates import Outcome
+from gates.noise import Difference, Estimate, difference, interval
 from record.query import percentile
 from reports.compared import ComparedConfig
 from reports.metrics import TIE_BREAK, Better, Metric, comparison_metrics
+
+MAX_REPEATS_ADVISED = 30  # beyond this, a longer load or another profile tells more than repeats
 
 
 @dataclass(frozen=True)
@@ -52,9 +60,6 @@ class Spread:
         low, high = metric.fmt(self.low), metric.fmt(self.high)
         return metric.fmt(self.median) if low == high else f"{metric.fmt(self.median)} ({low}–{high})"
 
-    def overlaps(self, other: Spread) -> bool:
-        return self.low <= other.high and other.low <= self.high
-
 
 def spread(config: ComparedConfig, metric: Metric) -> Spread | None:
     values = [v for v in (metric.value(run) for run in config.runs) if v is not None]
@@ -63,53 +68,79 @@ def spread(config: ComparedConfig, metric: Metric) -> Spread | None:
     return Spread(percentile(values, 50), min(values), max(values), len(values))
 
 
+class Noise:
+    """Each config's runs as estimates of each metric, computed once (a bootstrap is not free),
+    and the differences between configs that gates/noise.py finds in them."""
+
+    def __init__(self) -> None:
+        self._estimates: dict[tuple[int, str], list[Estimate]] = {}
+
+    def estimates(self, config: ComparedConfig, metric: Metric) -> list[Estimate]:
+        key = (id(config), metric.key)
+        if key not in self._estimates:
+            self._estimates[key] = [e for run in config.runs if (e := metric.estimate_of(run)) is not None]
+        return self._estimates[key]
+
+    def difference(self, a: ComparedConfig, b: ComparedConfig, metric: Metric) -> Difference | None:
+        return difference(self.estimates(a, metric), self.estimates(b, metric))
+
+    def better(self, a: ComparedConfig, b: ComparedConfig, metric: Metric) -> bool:
+        """`a` is better than `b` on `metric` beyond the noise."""
+        d = self.difference(a, b, metric)
+        if d is None or not d.beyond_noise:
+            return False
+        return d.delta > 0 if metric.better is Better.HIGHER else d.delta < 0
+
+    def interval(self, config: ComparedConfig, metric: Metric) -> tuple[float, float] | None:
+        return interval(self.estimates(config, metric))
+
+
 @dataclass(frozen=True)
 class Best:
     metric: Metric
-    leaders: tuple[ComparedConfig, ...]
-    value: Spread
-    runner_up: ComparedConfig | None
-    within_spread: bool  # best and runner-up repeated and their ranges overlap
+    leaders: tuple[ComparedConfig, ...]  # the best median, and every candidate within the noise of it
+    value: Spread  # the best median's
+    beaten: tuple[ComparedConfig, ...]  # candidates the leaders are better than beyond the noise
 
     def text(self) -> str:
-        names = " = ".join(c.name for c in self.leaders)
-        close = f", ≈ {self.runner_up.name} (ranges overlap)" if self.within_spread and self.runner_up else ""
-        return f"{names} {self.value.text(self.metric)}{close}"
+        best = f"{self.leaders[0].name} {self.value.text(self.metric)}"
+        if not self.beaten:
+            return f"no difference beyond noise ({' = '.join(c.name for c in self.leaders)}; best median {best})"
+        ties = "".join(f" = {c.name}" for c in self.leaders[1:])
+        return f"{best}{ties} (no difference beyond noise between them)" if ties else f"{best}, beyond noise"
 
 
-def best_of(configs: Sequence[ComparedConfig], metric: Metric) -> Best | None:
-    """The best candidate for a ranked metric; None for an unranked one, or when fewer than two
-    candidates have it (one alone is not a comparison)."""
+def best_of(configs: Sequence[ComparedConfig], metric: Metric, noise: Noise | None = None) -> Best | None:
+    """The best candidate for a ranked metric and those within the noise of it; None for an
+    unranked metric, or when fewer than two candidates have it (one alone is not a comparison)."""
     if metric.better is None:
         return None
+    noise = noise or Noise()
     known = [(c, s) for c in configs if not c.baseline and (s := spread(c, metric)) is not None]
     if len(known) < 2:
         return None
     known.sort(key=lambda cs: _sort_key(metric, cs[1].median))
-    top = known[0][1].median
-    leaders = tuple(c for c, s in known if _equal(metric, s.median, top))
-    rest = [(c, s) for c, s in known if not _equal(metric, s.median, top)]
-    runner_up, runner_spread = rest[0] if rest else (None, None)
-    close = (
-        runner_spread is not None
-        and known[0][1].num_runs > 1
-        and runner_spread.num_runs > 1
-        and known[0][1].overlaps(runner_spread)
-    )
-    return Best(metric, leaders, known[0][1], runner_up, close)
+    top = known[0][0]
+    leaders = tuple(c for c, s in known if c is top or not noise.better(top, c, metric))
+    beaten = tuple(c for c, _ in known if c not in leaders)
+    return Best(metric, leaders, known[0][1], beaten)
 
 
 @dataclass(frozen=True)
 class Decision:
-    choice: ComparedConfig | None
-    ranking: tuple[tuple[ComparedConfig, float], ...]  # eligible candidates, best mean rank first
-    deciding: tuple[Metric, ...]  # the metrics the ranking used
+    choice: ComparedConfig | None  # the winner beyond the noise, the only eligible candidate, or None
+    ranking: tuple[tuple[ComparedConfig, float], ...]  # eligible candidates by mean rank of medians
+    deciding: tuple[Metric, ...]  # the metrics the ranking and the winner used
     not_eligible: tuple[tuple[ComparedConfig, str], ...]  # candidates, and why
     baselines: tuple[ComparedConfig, ...]
     best: tuple[Best, ...]  # every ranked metric at least two candidates have
+    num_repeats: int  # the fewest runs of an eligible candidate
+    advice: str  # without a winner among several: what would tell them apart
+    noise: Noise  # the estimates it decided on, for the page's intervals
 
 
 def decide(configs: Sequence[ComparedConfig], metrics: Sequence[Metric]) -> Decision:
+    noise = Noise()
     candidates = [c for c in configs if not c.baseline]
     eligible = [c for c in candidates if c.passed_every_gate]
     deciding = tuple(m for m in metrics if m.deciding and eligible and all(spread(c, m) is not None for c in eligible))
@@ -119,14 +150,52 @@ def decide(configs: Sequence[ComparedConfig], metrics: Sequence[Metric]) -> Deci
             ranks[name] += rank / len(deciding)
     tie = next((m for m in deciding if m.key == TIE_BREAK), None)
     ranking = sorted(eligible, key=lambda c: (ranks[c.name], _tie_key(c, tie), c.name))
-    best = tuple(b for m in metrics if (b := best_of(configs, m)) is not None)
+    choice = ranking[0] if len(ranking) == 1 else _winner(ranking, deciding, noise)
+    advice = "" if choice is not None or len(ranking) < 2 else _advice(ranking[0], ranking[1], deciding, noise)
     return Decision(
-        choice=ranking[0] if ranking else None,
+        choice=choice,
         ranking=tuple((c, ranks[c.name]) for c in ranking),
         deciding=deciding,
         not_eligible=tuple((c, _why_not(c)) for c in candidates if c not in eligible),
         baselines=tuple(c for c in configs if c.baseline),
-        best=best,
+        best=tuple(b for m in metrics if (b := best_of(configs, m, noise)) is not None),
+        num_repeats=min((len(c.runs) for c in eligible), default=0),
+        advice=advice,
+        noise=noise,
+    )
+
+
+def _winner(ranking: Sequence[ComparedConfig], deciding: Sequence[Metric], noise: Noise) -> ComparedConfig | None:
+    """The eligible candidate that beats every other one beyond the noise (module docstring)."""
+
+    def wins(a: ComparedConfig, b: ComparedConfig) -> int:
+        return sum(noise.better(a, b, m) for m in deciding)
+
+    for a in ranking:
+        if all(wins(a, b) > wins(b, a) for b in ranking if b is not a):
+            return a
+    return None
+
+
+def _advice(first: ComparedConfig, second: ComparedConfig, deciding: Sequence[Metric], noise: Noise) -> str:
+    """How many repeats per config the measured spread says would tell the two leading
+    candidates apart on some deciding metric, if their difference holds."""
+    needed = []
+    for metric in deciding:
+        d = noise.difference(first, second, metric)
+        if d is not None and (n := d.repeats_needed(d.delta)) is not None:
+            needed.append((n, metric))
+    if not needed:
+        return "the runs cannot measure their own noise on any deciding metric: run with --repeat 3 or more"
+    n, metric = min(needed, key=lambda nm: nm[0])
+    if n > MAX_REPEATS_ADVISED:
+        return (
+            f"{first.name} and {second.name} differ by less than their noise: even on {metric.label}, more than "
+            f"{MAX_REPEATS_ADVISED} repeats per config would be needed; a longer load (the ci profile) tells more"
+        )
+    return (
+        f"about {n} repeats per config (--repeat {n}) would tell {first.name} from {second.name} on "
+        f"{metric.label}, if the difference the medians show holds"
     )
 
 
@@ -136,11 +205,17 @@ def decide_configs(configs: Sequence[ComparedConfig]) -> Decision:
 
 
 def decision_lines(decision: Decision) -> list[str]:
-    """The decision in plain lines: overall, ranking, who could not be chosen and why, the best
-    per deciding metric."""
+    """The decision in plain lines: overall, what one sample means, the ranking, who could not be
+    chosen and why, the best per deciding metric."""
     lines = [_overall(decision)]
+    if decision.num_repeats == 1 and len(decision.ranking) > 1:
+        lines.append(
+            "one run per config: the ranking is one sample of each; differences are tested on the requests "
+            "of each run where they allow it (TTFT, prefix hits, served tokens, refusals), others need --repeat 3"
+        )
     if len(decision.ranking) > 1:
-        lines.append("ranking (mean rank): " + " · ".join(f"{c.name} {r:.1f}" for c, r in decision.ranking))
+        order = " · ".join(f"{c.name} {r:.1f}" for c, r in decision.ranking)
+        lines.append(f"ranking by medians (mean rank; an order, not a decision): {order}")
     if decision.not_eligible:
         lines.append("not eligible: " + "; ".join(f"{c.name} ({why})" for c, why in decision.not_eligible))
     if decision.baselines:
@@ -151,17 +226,18 @@ def decision_lines(decision: Decision) -> list[str]:
 
 def _overall(decision: Decision) -> str:
     choice = decision.choice
-    if choice is None:
+    if not decision.ranking:
         return "overall: no choice: no candidate passed every gate in every run"
+    if choice is None:
+        repeats = f"{decision.num_repeats} run{'s' if decision.num_repeats > 1 else ''} per config"
+        return f"overall: no overall winner at this load and repeat count ({repeats}): {decision.advice}"
     runs = f"passed every gate in {len(choice.runs)} of {len(choice.runs)} runs"
     if len(decision.ranking) == 1:
         return f"overall: {choice.name} ({runs}; the only candidate that did)"
-    if not decision.deciding:
-        return f"overall: {choice.name} ({runs}; no deciding metric is known for every eligible candidate)"
     over = ", ".join(m.label for m in decision.deciding)
     return (
-        f"overall: {choice.name} ({runs}; mean rank {decision.ranking[0][1]:.1f} among "
-        f"{len(decision.ranking)} eligible candidates over {over})"
+        f"overall: {choice.name} ({runs}; better beyond noise than each of the other "
+        f"{len(decision.ranking) - 1} eligible candidates on more of {over} than they are on it)"
     )
 
 

@@ -12,7 +12,15 @@ resampling.
 from __future__ import annotations
 
 from gates.noise import Estimate, bootstrap_estimate, ratio_estimate
-from record.query import load_window, percentile, requests_in_phase, scheduled_in, scheduled_prompt_tokens, ttft_ms
+from record.query import (
+    load_window,
+    percentile,
+    requests_in_phase,
+    scheduled_in,
+    scheduled_prompt_tokens,
+    ttft_ms,
+    window_duration_s,
+)
 from record.run_record import RunRecord
 
 
@@ -36,3 +44,14 @@ def hit_ratio_estimate(record: RunRecord, value: float | None) -> Estimate | Non
     prompts = scheduled_prompt_tokens(record, window).to_numpy(dtype=float)
     sampled = ratio_estimate(hits["num_tokens"].fillna(0).to_numpy(dtype=float), prompts)
     return Estimate(value, None if sampled is None else sampled.sampling_var)
+
+
+def goodput_tokens_estimate(record: RunRecord) -> Estimate | None:
+    """Completion tokens of the load phase's ok answers per second of it (the summary's goodput),
+    with the variance of a sum over independently arriving requests: Σ tokens² / duration²."""
+    duration_s = window_duration_s(record, load_window(record.meta))
+    if not duration_s:
+        return None
+    load = requests_in_phase(record, "load")
+    tokens = load.loc[load["status"] == "ok", "completion_tokens"].fillna(0).to_numpy(dtype=float)
+    return Estimate(float(tokens.sum()) / duration_s, float((tokens**2).sum()) / duration_s**2)

@@ -7,7 +7,9 @@ computation of it. `gate_note` says why a row can differ from a gate's value (an
 another population) in words, without restating a threshold. Rows marked `deciding` make the
 overall ranking (reports/decision.py); rows without a direction (`better` None) are shown and
 never ranked: more evictions or preemptions are not worse by themselves, their cost shows in
-hit ratio, re-prefilled tokens and goodput.
+hit ratio, re-prefilled tokens and goodput. `estimate` gives a ranked row's number with its
+sampling noise where the run's requests say it (reports/estimates.py: TTFT and prefix hits by
+request, served tokens and refusals as counts); the rest have only the spread of repeats.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from enum import Enum
 
 from gates import Unit
 from gates.base import format_value
+from gates.noise import Estimate, count_estimate
 from record.run_record import RUNGS
 from reports.compared import ComparedRun
+from reports.estimates import goodput_tokens_estimate, hit_ratio_estimate, ttft_estimate
 from reports.pressure import DECISION_LABELS, highest_rung
 from reports.summary import TRAFFIC_CLASSES
 
@@ -41,6 +45,14 @@ class Metric:
     better: Better | None = None
     gate_note: str = ""
     deciding: bool = False
+    estimate: Callable[[ComparedRun], Estimate | None] | None = None  # None: the value, no sampling noise
+
+    def estimate_of(self, run: ComparedRun) -> Estimate | None:
+        """The run's number with its sampling noise where known (gates/noise.py)."""
+        if self.estimate is not None:
+            return self.estimate(run)
+        value = self.value(run)
+        return None if value is None else Estimate(value)
 
 
 def count(value: float) -> str:
@@ -87,6 +99,7 @@ def comparison_metrics(runs: Sequence[ComparedRun]) -> list[Metric]:
             Better.HIGHER,
             "the number eviction_thrash reports and bounds by min_prefix_hit_rate",
             deciding=True,
+            estimate=lambda r: hit_ratio_estimate(r.record, r.summary.prefix_hit_ratio),
         ),
         *(
             Metric(
@@ -174,6 +187,7 @@ def comparison_metrics(runs: Sequence[ComparedRun]) -> list[Metric]:
                 Better.LOWER,
                 _TTFT_NOTES[c],
                 deciding=c == "interactive",
+                estimate=_by_key(lambda r, k: ttft_estimate(r.record, k, 95), c),
             )
             for c in classes
         ),
@@ -185,6 +199,7 @@ def comparison_metrics(runs: Sequence[ComparedRun]) -> list[Metric]:
             Better.HIGHER,
             "completion tokens of ok answers per second of the load phase; no gate",
             deciding=True,
+            estimate=lambda r: goodput_tokens_estimate(r.record),
         ),
         Metric(
             "goodput_requests",
@@ -213,6 +228,7 @@ def comparison_metrics(runs: Sequence[ComparedRun]) -> list[Metric]:
             Better.LOWER,
             _UNANSWERED_NOTE,
             deciding=True,
+            estimate=lambda r: count_estimate(sum(r.summary.rejections.values())),
         ),
         *(
             Metric(

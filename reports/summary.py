@@ -26,6 +26,7 @@ from record.query import (
     window_duration_s,
 )
 from record.run_record import Pressure, RunRecord
+from reports.estimates import goodput_tokens_estimate
 
 TRAFFIC_CLASSES = ("interactive", "batch", "system")
 
@@ -67,6 +68,7 @@ def summarize(record: RunRecord) -> RunSummary:
     evicted = events_of(record, "evicted")
     ok = load[load["status"] == "ok"]
     duration_s = window_duration_s(record, load_window(meta))
+    goodput_tokens = goodput_tokens_estimate(record)
     return RunSummary(
         run_id=meta.run_id,
         policy=meta.policy,
@@ -92,7 +94,7 @@ def summarize(record: RunRecord) -> RunSummary:
         }
         if duration_s
         else {},
-        goodput_tokens_per_s=float(ok["completion_tokens"].sum()) / duration_s if duration_s else None,
+        goodput_tokens_per_s=None if goodput_tokens is None else goodput_tokens.value,
         pressure=meta.pressure,
     )
 

@@ -64,7 +64,9 @@ def test_comparison_puts_configs_side_by_side(tmp_path, healthy_run, failing_run
 def test_repeats_of_a_config_share_one_column_with_median_and_range(tmp_path):
     html = _render(tmp_path, _config(tmp_path, "lru", repeats=3))
     assert "kvgate comparison — 3 runs" not in html and "kvgate comparison — 1 configs, 3 runs" in html
-    assert _row(html, "P95 TTFT interactive (load)")[0] == "510 ms (500 ms–520 ms)"
+    # the median (range), then the 95 % interval of the mean: the repeats' sd of 10 ms is above the
+    # bootstrap's, so 1.96 × 10 / sqrt(3)
+    assert _row(html, "P95 TTFT interactive (load)")[0] == "510 ms (500 ms–520 ms)[499 ms, 521 ms]"
     assert _row(html, "highest rung reached")[0] == "preempt"
     gates = re.search(r"<tr><td><code>no_oom</code></td>(.*?)</tr>", html).group(1)
     assert "(all 3 runs)" in gates
@@ -79,22 +81,24 @@ def test_the_decision_names_the_best_candidate_overall_and_per_metric(tmp_path):
     )
     html = _render(tmp_path, records, baselines=[tmp_path / "none" / "r1"])
     decision = re.findall(r"<li>(.*?)</li>", html)
-    assert decision[0].startswith("<b>overall: multi_queue (passed every gate in 2 of 2 runs; mean rank ")
+    assert decision[0].startswith("<b>overall: multi_queue (passed every gate in 2 of 2 runs; better beyond noise")
     assert "not eligible: h2o (failed no_oom in 1 of 1 runs)" in decision
     assert "baselines (compared, never chosen): none" in decision
-    assert "best P95 TTFT interactive (load): h2o 450 ms" in decision  # best per metric: any candidate
+    assert "best P95 TTFT interactive (load): h2o 450 ms, beyond noise" in decision  # any candidate
     assert "<th>none (baseline)</th>" in html and "overall: multi_queue" in html[: html.index("</header>")]
     best = _row(html, "P95 TTFT interactive (load)")
-    assert best[-2] == "h2o 450 ms" and "interactive_ttft judges critical requests only" in best[-1]
+    assert best[-2] == "h2o 450 ms, beyond noise" and "interactive_ttft judges critical requests only" in best[-1]
 
 
-def test_a_lead_inside_the_spread_of_repeats_is_marked(tmp_path):
+def test_a_lead_inside_the_noise_of_repeats_is_no_difference(tmp_path):
     records = _config(tmp_path, "lru", repeats=2, ttft_s=0.505) + _config(tmp_path, "multi_queue", repeats=2)
     html = _render(tmp_path, records)
-    # medians by nearest rank: of two runs, the lower (multi_queue 500 ms against lru 505 ms)
+    # medians by nearest rank: of two runs, the lower (multi_queue 500 ms against lru 505 ms); the
+    # repeats spread by 10 ms, so 5 ms tells nothing
     assert _row(html, "P95 TTFT interactive (load)")[-2] == (
-        "multi_queue 500 ms (500 ms–510 ms), ≈ lru (ranges overlap)"
+        "no difference beyond noise (multi_queue = lru; best median multi_queue 500 ms (500 ms–510 ms))"
     )
+    assert "overall: no overall winner at this load and repeat count (2 runs per config)" in html
 
 
 def test_each_config_links_its_runs_reports_relative_to_the_page(tmp_path):

@@ -1,5 +1,6 @@
-"""The decision: medians and ranges over repeats, the best per metric, the overall ranking among
-candidates that passed every gate, and what keeps a config out of it."""
+"""The decision: medians and ranges over repeats, the best per metric beyond the noise, the overall
+winner among candidates that passed every gate only beyond the noise, and what keeps a config
+out of it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import dataclasses
 import pytest
 
 from gates import GateResult, Outcome, Verdict
+from gates.noise import Estimate
 from reports.compared import ComparedConfig, ComparedRun
 from reports.decision import decide, decision_lines, spread
 from reports.metrics import TIE_BREAK, Better, Metric, count, share
@@ -30,9 +32,17 @@ def _config(base: ComparedRun, name: str, *outcomes: Outcome, baseline: bool = F
     )
 
 
-def _metric(key: str, values: dict[str, float | None], better: Better | None = Better.HIGHER) -> Metric:
-    """A deciding metric whose value per run comes from `values` by run id."""
-    return Metric(key, key, lambda run: values.get(run.summary.run_id), count, better, deciding=True)
+def _metric(
+    key: str, values: dict[str, float | None], better: Better | None = Better.HIGHER, *, var: float | None = None
+) -> Metric:
+    """A deciding metric whose value per run comes from `values` by run id; `var`: each run's
+    sampling variance (None: a per-run number, whose noise only repeats can show)."""
+
+    def estimate(run: ComparedRun) -> Estimate | None:
+        value = values.get(run.summary.run_id)
+        return None if value is None else Estimate(value, var)
+
+    return Metric(key, key, lambda run: values.get(run.summary.run_id), count, better, deciding=True, estimate=estimate)
 
 
 def test_a_config_is_the_median_and_range_of_its_runs(base_run):
@@ -58,7 +68,8 @@ def test_only_candidates_that_passed_every_gate_in_every_run_are_ranked(base_run
         ("c", "no gate measurable in 1 of 1 runs"),
     ]
     assert [c.name for c in d.baselines] == ["base"]
-    assert [(b.metric.key, [c.name for c in b.leaders]) for b in d.best] == [(TIE_BREAK, ["b"])]  # a baseline never
+    # one run each and no sampling noise: nobody is better beyond noise; a baseline is never a leader
+    assert [(b.metric.key, [c.name for c in b.leaders]) for b in d.best] == [(TIE_BREAK, ["b", "c", "a"])]
 
 
 def test_the_lowest_mean_rank_wins_and_goodput_breaks_a_tie(base_run):
@@ -76,12 +87,14 @@ def test_the_lowest_mean_rank_wins_and_goodput_breaks_a_tie(base_run):
 def test_a_deciding_metric_an_eligible_candidate_lacks_is_left_out(base_run):
     configs = [_config(base_run, "a"), _config(base_run, "b")]
     d = decide(configs, [_metric(TIE_BREAK, {"a-0": 2, "b-0": 1}), _metric("tax", {"a-0": 0.5}, Better.LOWER)])
-    assert [m.key for m in d.deciding] == [TIE_BREAK] and d.choice.name == "a"
+    assert [m.key for m in d.deciding] == [TIE_BREAK] and d.choice is None
     lines = decision_lines(d)
     assert lines[0] == (
-        f"overall: a (passed every gate in 1 of 1 runs; mean rank 1.0 among 2 eligible candidates over {TIE_BREAK})"
+        "overall: no overall winner at this load and repeat count (1 run per config): the runs cannot measure "
+        "their own noise on any deciding metric: run with --repeat 3 or more"
     )
-    assert lines[1] == "ranking (mean rank): a 1.0 · b 2.0"
+    assert lines[1].startswith("one run per config: the ranking is one sample of each")
+    assert lines[2] == "ranking by medians (mean rank; an order, not a decision): a 1.0 · b 2.0"
 
 
 def test_no_eligible_candidate_means_no_choice(base_run):
@@ -124,4 +137,39 @@ def test_values_that_print_the_same_are_a_tie(base_run):
     )
     d = decide(configs, [hits])
     assert [(c.name, r) for c, r in d.ranking] == [("a", 1.5), ("b", 1.5)]  # then by name: no goodput here
-    assert d.best[0].text() == "a = b 25.0%"
+    assert d.best[0].text() == "no difference beyond noise (a = b; best median a 25.0%)"
+
+
+def test_a_clear_winner_beyond_the_noise_is_still_named(base_run):
+    # a baseline's config given a candidate's place: far behind on two metrics, three repeats each
+    configs = [_config(base_run, n, Outcome.PASS, Outcome.PASS, Outcome.PASS) for n in ("good", "bad")]
+    goodput = _metric(TIE_BREAK, {"good-0": 100, "good-1": 104, "good-2": 98, "bad-0": 60, "bad-1": 62, "bad-2": 57})
+    ttft = _metric(
+        "ttft",
+        {
+            f"{n}-{i}": v
+            for n, base in (("good", 300), ("bad", 900))
+            for i, v in enumerate((base, base + 20, base - 10))
+        },
+        Better.LOWER,
+        var=100.0,
+    )
+    d = decide(configs, [goodput, ttft])
+    assert d.choice.name == "good"
+    assert decision_lines(d)[0].startswith("overall: good (passed every gate in 3 of 3 runs; better beyond noise")
+    assert [b.text() for b in d.best] == ["good 100 (98–104), beyond noise", "good 300 (290–320), beyond noise"]
+
+
+def test_configs_within_each_others_noise_have_no_overall_winner(base_run):
+    configs = [_config(base_run, n, Outcome.PASS, Outcome.PASS, Outcome.PASS) for n in ("a", "b")]
+    # the medians favour a, by less than the repeats spread
+    goodput = _metric(TIE_BREAK, {"a-0": 100, "a-1": 92, "a-2": 108, "b-0": 97, "b-1": 105, "b-2": 90})
+    ttft = _metric(
+        "ttft", {"a-0": 300, "a-1": 320, "a-2": 290, "b-0": 310, "b-1": 295, "b-2": 330}, Better.LOWER, var=400.0
+    )
+    d = decide(configs, [goodput, ttft])
+    assert d.choice is None and [c.name for c, _ in d.ranking] == ["a", "b"]
+    line = decision_lines(d)[0]
+    assert line.startswith("overall: no overall winner at this load and repeat count (3 runs per config): ")
+    assert "repeats per config" in line  # from the spread measured: how many would tell them apart
+    assert [b.text().split(" (")[0] for b in d.best] == ["no difference beyond noise"] * 2
