@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import TypeVar
 
 from gates import Unit
 from gates.base import format_value
@@ -26,6 +27,8 @@ from reports.compared import ComparedRun
 from reports.estimates import goodput_tokens_estimate, hit_ratio_estimate, ttft_estimate
 from reports.pressure import DECISION_LABELS, highest_rung
 from reports.summary import TRAFFIC_CLASSES
+
+T = TypeVar("T")
 
 TIE_BREAK = "goodput_tokens"
 """The metric that breaks a tie of mean ranks in the overall decision: serving more wins."""
@@ -322,7 +325,7 @@ def _reprefill_total(run: ComparedRun) -> float | None:
     return None if preempted is None or rebuilt is None else float(preempted + rebuilt)
 
 
-def _by_key(read: Callable[[ComparedRun, str], float | None], key: str) -> Callable[[ComparedRun], float | None]:
+def _by_key(read: Callable[[ComparedRun, str], T], key: str) -> Callable[[ComparedRun], T]:
     """`read` with `key` bound now: a lambda written in a loop would see the loop's last key."""
     return lambda run: read(run, key)
 
