@@ -55,6 +55,10 @@ def test_a_20_percent_slower_executor_fails_on_ttft(tmp_path, store, capsys):
     assert {"ttft_median.interactive", "ttft_p95.interactive"} <= set(regression["regressions"])
     junit = (tmp_path / "slow" / "regression.junit.xml").read_text()
     assert 'name="ttft_p95.interactive"' in junit and "<failure" in junit
+    assert main(["report", str(tmp_path / "slow")]) == 0  # the report opens with the regressions
+    html = (tmp_path / "slow" / "report.html").read_text()
+    assert html.index('<section id="regressions">') < html.index('<section id="gates">')
+    assert "release gate: 2 regression(s) against 3 baseline runs" in html
 
 
 def test_a_much_smaller_pool_fails_on_preemptions_and_is_named(tmp_path, store, capsys):
