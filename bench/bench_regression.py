@@ -19,7 +19,10 @@ and base `--baselines` times. A trial is 3 baseline runs + 1 candidate run, judg
 gates/regression.py with the default budgets: every 3 of the base runs against every candidate
 run of a planted variant (detection: the share of trials with a regression), and every 3 of the
 base runs against each other base run held out (false alarms). Trials reuse runs, so they are not
-independent: the run counts are printed beside the rates. Writes `<out>/regression_bench.json`.
+independent: the run counts are printed beside the rates. `spread` gives, for the headline
+metrics, the base runs' coefficient of variation and the repeats each side (candidate and
+baselines) a 10 % change needs to clear the noise of a verdict of 25 metrics
+(2 · (z · cv / 0.10)², z = `gates.noise.z_quantile(25)`). Writes `<out>/regression_bench.json`.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
+import statistics
 import subprocess
 import sys
 import time
@@ -37,6 +42,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from gates import load_thresholds, read_verdict  # noqa: E402
+from gates.noise import z_quantile  # noqa: E402
 from gates.regression import Measured, judge_regressions  # noqa: E402
 from record.run_record import RunRecord  # noqa: E402
 from reference_engine import load_config  # noqa: E402
@@ -53,6 +59,8 @@ VARIANTS = {
     "noevict": {"kv_cache.policy": "none"},
 }
 NUM_BASELINES_PER_TRIAL = 3
+SPREAD_METRICS = ("ttft_median.interactive", "ttft_p95.interactive", "goodput", "prefix_hit_ratio", "rejections")
+VERDICT_METRICS = 25  # about how many metrics one verdict compares (the Bonferroni family)
 
 
 def _parse() -> argparse.Namespace:
@@ -128,7 +136,27 @@ def summarise(out: Path) -> dict:
             "rate": round(sum(bool(t.regressions) for t in trials) / len(trials), 3) if trials else None,
             "metrics_flagged": dict(flagged.most_common()),
         }
+    summary["spread"] = _spread(base)
     return summary
+
+
+def _spread(base: dict[str, Measured]) -> dict[str, dict[str, float]]:
+    """Per headline metric: mean, coefficient of variation over the base runs, and repeats per side
+    for a 10 % change to clear a verdict's noise."""
+    z = z_quantile(VERDICT_METRICS)
+    found = {}
+    for key in SPREAD_METRICS:
+        values = [m[key][1].value for m in base.values() if key in m]
+        if len(values) < 2 or not statistics.mean(values):
+            continue
+        cv = statistics.stdev(values) / abs(statistics.mean(values))
+        needed = 2 * (z * cv / 0.10) ** 2
+        found[key] = {
+            "mean": round(statistics.mean(values), 4),
+            "cv": round(cv, 3),
+            "repeats_for_10pct": math.ceil(needed),
+        }
+    return found
 
 
 if __name__ == "__main__":

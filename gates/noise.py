@@ -24,13 +24,21 @@ variance of that number from sampling alone (`sampling_var`):
 
 **Two sets of runs** (a candidate against stored baselines; one config's repeats against
 another's) differ by d = mean(a) - mean(b). A run's value varies by sampling and by what the
-run met (the machine, the arrivals): its variance σ² is at least the sampling variance (the mean
-of the runs' `sampling_var`), and at least the spread the repeats themselves show (s², pooled over
-both sides, where a side ran more than once). The noise is NOISE_Z · σ · sqrt(1/n_a + 1/n_b).
-Without any sampling variance only the repeats can say: s² then needs 2 degrees of freedom (a
-candidate against 3 baselines; two configs twice each) and the noise uses Student's t at the same
-level (`t_quantile`), since two or three repeats guess σ poorly. With one run per side and no
-sampling variance there is no noise model: `difference` says None, never "beyond".
+run met (the machine, the arrivals, the order in which locust's users met each other): the
+noise is the wider of
+- the sampling noise: NOISE_Z · sqrt(mean of the runs' `sampling_var`), and
+- the repeats' own spread: Student's t at the same level (`t_quantile`) for its degrees of
+  freedom · s (pooled over both sides, where a side ran more than once): two or three repeats
+  guess σ poorly, and t says how poorly,
+times sqrt(1/n_a + 1/n_b). One closed-loop run's requests are not independent (a burst slows
+many at once) and three repeats guess their spread poorly: measured on the quick profile
+(bench/bench_regression.py), taking the sampling noise alone wherever the repeats happened to
+spread less called 13 % of unchanged runs regressed; the wider of the two, none. Without any
+sampling variance the spread alone needs 2 degrees of freedom (a candidate against 3 baselines;
+two configs twice each); with one run per side and no sampling variance there is no noise model:
+`difference` says None, never "beyond". A verdict that asks many questions at once (the release
+gate, ~25 metrics, any of which fails it) passes `family`: each question then leaves out
+`tail(family)`, NOISE_Z's tail shared among them (Bonferroni).
 """
 
 from __future__ import annotations
@@ -142,9 +150,10 @@ class Difference:
         return max(1, math.ceil(2 * (NOISE_Z * self.sigma / effect) ** 2))
 
 
-def difference(a: Sequence[Estimate], b: Sequence[Estimate]) -> Difference | None:
+def difference(a: Sequence[Estimate], b: Sequence[Estimate], *, family: int = 1) -> Difference | None:
     """How far the runs `a` are from the runs `b` beyond the noise (the module says how); None
-    when a side is empty or nothing measures the noise."""
+    when a side is empty or nothing measures the noise. `family`: how many such comparisons one
+    verdict makes (the release gate compares ~25 metrics), each then at `tail(family)`."""
     if not a or not b:
         return None
     va, vb = np.array([e.value for e in a], dtype=float), np.array([e.value for e in b], dtype=float)
@@ -152,16 +161,25 @@ def difference(a: Sequence[Estimate], b: Sequence[Estimate]) -> Difference | Non
     squares = float(((va - va.mean()) ** 2).sum() + ((vb - vb.mean()) ** 2).sum())
     spread = squares / dof if dof > 0 else None
     sampled = [e.sampling_var for e in (*a, *b) if e.sampling_var is not None]
-    scale = math.sqrt(1 / len(va) + 1 / len(vb))
-    if len(sampled) == len(a) + len(b):
-        sigma = math.sqrt(max(float(np.mean(sampled)), spread or 0.0))
-        noise = NOISE_Z * sigma * scale
-    elif spread is not None and dof >= MIN_DEGREES_OF_FREEDOM:
-        sigma = math.sqrt(spread)
-        noise = t_quantile(dof) * sigma * scale
-    else:
+    sampling = float(np.mean(sampled)) if len(sampled) == len(a) + len(b) else None
+    level = _level(sampling, spread, dof, family)
+    if level is None:
         return None
+    sigma, quantile = level
+    noise = quantile * sigma * math.sqrt(1 / len(va) + 1 / len(vb))
     return Difference(float(va.mean() - vb.mean()), noise, float(vb.mean()), sigma, len(va), len(vb))
+
+
+def _level(sampling: float | None, spread: float | None, dof: int, family: int = 1) -> tuple[float, float] | None:
+    """(σ, the quantile it is multiplied by): the sampling noise at the normal quantile, or the
+    repeats' spread at Student's t for its degrees of freedom, whichever makes the wider noise;
+    None when neither is known (the spread needs MIN_DEGREES_OF_FREEDOM on its own)."""
+    levels = []
+    if sampling is not None:
+        levels.append((math.sqrt(sampling), z_quantile(family)))
+    if spread is not None and (sampling is not None or dof >= MIN_DEGREES_OF_FREEDOM):
+        levels.append((math.sqrt(spread), t_quantile(dof, family)))
+    return max(levels, key=lambda level: level[0] * level[1]) if levels else None
 
 
 def interval(estimates: Sequence[Estimate]) -> tuple[float, float] | None:
@@ -173,12 +191,10 @@ def interval(estimates: Sequence[Estimate]) -> tuple[float, float] | None:
     n, mean = len(values), float(values.mean())
     spread = float(values.var(ddof=1)) if n > 1 else None
     sampled = [e.sampling_var for e in estimates if e.sampling_var is not None]
-    if len(sampled) == n:
-        half = NOISE_Z * math.sqrt(max(float(np.mean(sampled)), spread or 0.0) / n)
-    elif spread is not None and n - 1 >= MIN_DEGREES_OF_FREEDOM:
-        half = t_quantile(n - 1) * math.sqrt(spread / n)
-    else:
+    level = _level(float(np.mean(sampled)) if len(sampled) == n else None, spread, n - 1)
+    if level is None:
         return None
+    half = level[0] * level[1] / math.sqrt(n)
     return mean - half, mean + half
 
 
@@ -186,19 +202,39 @@ def normal_cdf(z: float) -> float:
     return 0.5 * (1.0 + math.erf(z / math.sqrt(2.0)))
 
 
-def t_quantile(dof: int) -> float:
-    """Student's t quantile at NOISE_Z's level (4.30 for 2 degrees of freedom, 2.23 for 10): the
-    density integrated numerically (numpy only), the quantile found by bisection."""
-    target = normal_cdf(NOISE_Z) - 0.5  # the mass between 0 and the quantile
+def tail(family: int = 1) -> float:
+    """The one-sided tail each comparison of a family of `family` may leave out: NOISE_Z's,
+    shared among them (Bonferroni), so that the family as a whole is wrong once in twenty."""
+    return (1.0 - normal_cdf(NOISE_Z)) / family
+
+
+def z_quantile(family: int = 1) -> float:
+    """The normal quantile at `tail(family)`: NOISE_Z for one comparison, 3.08 for 25."""
+    return _bisect(lambda z: 1.0 - normal_cdf(z), tail(family))
+
+
+def t_quantile(dof: int, family: int = 1) -> float:
+    """Student's t quantile at `tail(family)` (4.30 for 2 degrees of freedom, 2.23 for 10): closed
+    forms for 1 and 2 degrees of freedom, else the density integrated numerically (numpy only)."""
+    p = 1.0 - tail(family)
+    if dof == 1:
+        return math.tan(math.pi * (p - 0.5))
+    if dof == 2:
+        return (2 * p - 1) / math.sqrt(2 * p * (1 - p))
     log_c = math.lgamma((dof + 1) / 2) - math.lgamma(dof / 2) - 0.5 * math.log(dof * math.pi)
 
-    def mass(x: float) -> float:
-        t = np.linspace(0.0, x, 4001)
+    def upper(x: float) -> float:
+        t = np.linspace(0.0, x, 8001)
         density = np.exp(log_c - (dof + 1) / 2 * np.log1p(t * t / dof))
-        return float(np.trapezoid(density, t))
+        return 0.5 - float(np.trapezoid(density, t))
 
-    low, high = NOISE_Z, 100.0
-    for _ in range(60):
+    return _bisect(upper, tail(family))
+
+
+def _bisect(upper_tail: Callable[[float], float], wanted: float) -> float:
+    """The x ≥ 0 whose decreasing `upper_tail(x)` is `wanted`."""
+    low, high = 0.0, 200.0
+    for _ in range(80):
         mid = (low + high) / 2
-        low, high = (mid, high) if mass(mid) < target else (low, mid)
+        low, high = (mid, high) if upper_tail(mid) > wanted else (low, mid)
     return (low + high) / 2

@@ -6,8 +6,10 @@
 
 A metric *regresses* when the candidate is worse than the baselines' mean beyond the noise
 (gates/noise.py: the interval of the difference lies wholly on the worse side) and by more than
-its budget (gates/budgets.py). Otherwise it is *within the noise*, *within the budget*, *better*
-(beyond the noise the other way), or *not judged* when the noise cannot be known (a metric with
+its budget (gates/budgets.py). The ~25 metrics of one verdict share the one 5 % chance of a
+false alarm (each is judged at 5 %/25: Bonferroni), since a verdict with any regression fails.
+Otherwise a metric is *within the noise*, *within the budget*, *better* (beyond the noise the
+other way), or *not judged* when the noise cannot be known (a metric with
 no per-request samples needs three baseline runs: the spread of their values is its only noise).
 
 Runs are comparable only under the same load on the same kind of target: `differences` names
@@ -180,11 +182,11 @@ def judge_regressions(
     """Every metric the candidate and at least one baseline run measured, compared; `baselines`
     by their directories."""
     comparisons = []
-    for key, (metric, estimate) in candidate.items():
+    compared = [key for key in candidate if any(key in m for m in baselines.values())]
+    for key in compared:
+        metric, estimate = candidate[key]
         stored = [m[key][1] for m in baselines.values() if key in m]
-        if not stored:
-            continue
-        d = difference([estimate], stored)
+        d = difference([estimate], stored, family=len(compared))
         if d is not None and estimate.sampling_var is None and len(stored) < MIN_BASELINES:
             d = None
         budget = budgets[metric.budget_key]
