@@ -33,7 +33,8 @@ noise is the wider of
 times sqrt(1/n_a + 1/n_b). One closed-loop run's requests are not independent (a burst slows
 many at once) and three repeats guess their spread poorly: measured on the quick profile
 (bench/bench_regression.py), taking the sampling noise alone wherever the repeats happened to
-spread less called 13 % of unchanged runs regressed; the wider of the two, none. Without any
+spread less called 13 % of unchanged runs regressed; the wider of the two, its 5 % shared
+among the metrics of a verdict (below), none of 60. Without any
 sampling variance the spread alone needs 2 degrees of freedom (a candidate against 3 baselines;
 two configs twice each); with one run per side and no sampling variance there is no noise model:
 `difference` says None, never "beyond". A verdict that asks many questions at once (the release

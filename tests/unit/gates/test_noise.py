@@ -14,6 +14,7 @@ from gates.noise import (
     ratio_estimate,
     share_estimate,
     t_quantile,
+    z_quantile,
 )
 from record.query import percentile
 
@@ -60,3 +61,12 @@ def test_repeats_needed_follow_the_spread():
     d = difference([Estimate(10.0, 4.0)], [Estimate(10.0, 4.0)])
     # NOISE_Z × 2 × sqrt(2/n) < 1  <=>  n > 2 × (1.96 × 2)² ≈ 30.7
     assert d.repeats_needed(1.0) == 31 and d.repeats_needed(0.0) is None
+
+
+def test_a_family_of_comparisons_shares_the_one_level():
+    # 25 metrics in one verdict: each at 5 %/25 (Bonferroni), so the verdict errs once in twenty
+    assert z_quantile() == pytest.approx(NOISE_Z, abs=1e-6)
+    assert z_quantile(25) == pytest.approx(3.090, abs=0.002)
+    assert t_quantile(2, 25) == pytest.approx(22.33, abs=0.02)
+    one, many = (difference([Estimate(112.0, 25.0)], [Estimate(100.0, 25.0)] * 3, family=f) for f in (1, 25))
+    assert one.beyond_noise and not many.beyond_noise
