@@ -107,7 +107,10 @@ class Best:
         if not self.beaten:
             return f"no difference beyond noise ({' = '.join(c.name for c in self.leaders)}; best median {best})"
         ties = "".join(f" = {c.name}" for c in self.leaders[1:])
-        return f"{best}{ties} (no difference beyond noise between them)" if ties else f"{best}, beyond noise"
+        if not ties:
+            return f"{best}, beyond noise"
+        beaten = ", ".join(c.name for c in self.beaten)
+        return f"{best}{ties} (no difference beyond noise between them; better beyond noise than {beaten})"
 
 
 def best_of(configs: Sequence[ComparedConfig], metric: Metric, noise: Noise | None = None) -> Best | None:
@@ -193,9 +196,14 @@ def _advice(first: ComparedConfig, second: ComparedConfig, deciding: Sequence[Me
             f"{first.name} and {second.name} differ by less than their noise: even on {metric.label}, more than "
             f"{MAX_REPEATS_ADVISED} repeats per config would be needed; a longer load (the ci profile) tells more"
         )
+    caveat = (
+        " (from the noise of one run's requests: the spread of repeats, unknown from one run each, is often wider)"
+        if min(len(first.runs), len(second.runs)) == 1
+        else ""
+    )
     return (
         f"about {n} repeats per config (--repeat {n}) would tell {first.name} from {second.name} on "
-        f"{metric.label}, if the difference the medians show holds"
+        f"{metric.label}, if the difference the medians show holds{caveat}"
     )
 
 
