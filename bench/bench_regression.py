@@ -15,7 +15,7 @@ of the pool apart, stays valid on a pool 15 % smaller), written as JSON configs 
   noevict   a worse eviction policy: kv_cache.policy = "none" (nothing evicted: the pool fills)
 
 Each variant runs `kvgate run` (one engine per run, one run after the other) `--candidates` times,
-and base `--baselines` times. A trial is 3 baseline runs + 1 candidate run, judged by
+and base `--baselines` times. A trial is 3 baseline runs (`--trial-baselines`) + 1 candidate run, judged by
 gates/regression.py with the default budgets: every 3 of the base runs against every candidate
 run of a planted variant (detection: the share of trials with a regression), and every 3 of the
 base runs against each other base run held out (false alarms). Trials reuse runs, so they are not
@@ -58,7 +58,6 @@ VARIANTS = {
     "pool15": {"engine.kv_bytes_safety": 1 / 0.85},
     "noevict": {"kv_cache.policy": "none"},
 }
-NUM_BASELINES_PER_TRIAL = 3
 SPREAD_METRICS = ("ttft_median.interactive", "ttft_p95.interactive", "goodput", "prefix_hit_ratio", "rejections")
 VERDICT_METRICS = 25  # about how many metrics one verdict compares (the Bonferroni family)
 
@@ -74,6 +73,7 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--scenarios", help="comma-separated scenarios (default: the profile's mix)")
     p.add_argument("--out", type=Path, default=REPO / "runs" / "bench_regression")
     p.add_argument("--read", type=Path, metavar="DIR", help="summarise the runs already under DIR; run nothing")
+    p.add_argument("--trial-baselines", type=int, default=3, metavar="N", help="baseline runs per trial (default 3)")
     return p.parse_args()
 
 
@@ -82,7 +82,7 @@ def main() -> int:
     out = args.read or args.out
     if args.read is None:
         _run_all(args)
-    summary = summarise(out)
+    summary = summarise(out, args.trial_baselines)
     (out / "regression_bench.json").write_text(json.dumps(summary, indent=2))
     print(json.dumps(summary, indent=2))
     return 0
@@ -112,7 +112,7 @@ def _run_all(args: argparse.Namespace) -> None:
         print(f"{run_dir.name}: exit {done.returncode} in {time.monotonic() - started:.0f} s", flush=True)
 
 
-def summarise(out: Path) -> dict:
+def summarise(out: Path, num_baselines: int = 3) -> dict:
     budgets = load_thresholds().budgets
     runs: dict[str, dict[str, Measured]] = {}
     for variant in VARIANTS:
@@ -121,12 +121,12 @@ def summarise(out: Path) -> dict:
             if verdict is not None:
                 runs.setdefault(variant, {})[run_dir.name] = measure(RunRecord.load(run_dir), verdict)
     base = runs.get("base", {})
-    summary: dict = {"runs": {v: len(r) for v, r in runs.items()}, "variants": {}}
+    summary: dict = {"runs": {v: len(r) for v, r in runs.items()}, "trial_baselines": num_baselines, "variants": {}}
     for variant, candidates in runs.items():
         trials = []
         for name, measured in candidates.items():
             pool = [b for b in base if b != name]
-            for chosen in itertools.combinations(pool, NUM_BASELINES_PER_TRIAL):
+            for chosen in itertools.combinations(pool, num_baselines):
                 stored = {b: base[b] for b in chosen}
                 trials.append(judge_regressions(name, measured, stored, budgets))
         flagged = Counter(c.metric.key for t in trials for c in t.regressions)
