@@ -21,10 +21,11 @@ within the noise (or whose noise is unknown): "no difference beyond noise" names
    answer; a metric some eligible candidate has no number for is left out), A beats B when A is
    better beyond the noise on more of them than B is on A. The winner beats every other
    eligible candidate; without one there is "no overall winner at this load and repeat count",
-   with the repeats per config the measured spread says would tell the two leading candidates
-   apart. One eligible candidate wins alone (the gates decided); none eligible means no choice.
-   The ranking by mean rank of the medians is still shown, as what it is: an order, not a
-   decision.
+   and what keeps the leader by rank from winning: the first candidate it does not beat, a
+   trade-off between them (each better beyond the noise on some metric), and the repeats per
+   config the measured noise says would tell them apart where neither is ahead yet. One eligible
+   candidate wins alone (the gates decided); none eligible means no choice. The ranking by mean
+   rank of the medians is still shown, as what it is: an order, not a decision.
 
     decision = decide_configs(configs)   # = decide(configs, comparison_metrics(their runs))
     decision_lines(decision)             # the same words on the page and in the console
@@ -154,7 +155,7 @@ def decide(configs: Sequence[ComparedConfig], metrics: Sequence[Metric]) -> Deci
     tie = next((m for m in deciding if m.key == TIE_BREAK), None)
     ranking = sorted(eligible, key=lambda c: (ranks[c.name], _tie_key(c, tie), c.name))
     choice = ranking[0] if len(ranking) == 1 else _winner(ranking, deciding, noise)
-    advice = "" if choice is not None or len(ranking) < 2 else _advice(ranking[0], ranking[1], deciding, noise)
+    advice = "" if choice is not None or len(ranking) < 2 else _advice(ranking, deciding, noise)
     return Decision(
         choice=choice,
         ranking=tuple((c, ranks[c.name]) for c in ranking),
@@ -168,43 +169,63 @@ def decide(configs: Sequence[ComparedConfig], metrics: Sequence[Metric]) -> Deci
     )
 
 
+def _wins(a: ComparedConfig, b: ComparedConfig, deciding: Sequence[Metric], noise: Noise) -> int:
+    """On how many deciding metrics `a` is better than `b` beyond the noise."""
+    return sum(noise.better(a, b, m) for m in deciding)
+
+
+def _beats(a: ComparedConfig, b: ComparedConfig, deciding: Sequence[Metric], noise: Noise) -> bool:
+    return _wins(a, b, deciding, noise) > _wins(b, a, deciding, noise)
+
+
 def _winner(ranking: Sequence[ComparedConfig], deciding: Sequence[Metric], noise: Noise) -> ComparedConfig | None:
     """The eligible candidate that beats every other one beyond the noise (module docstring)."""
-
-    def wins(a: ComparedConfig, b: ComparedConfig) -> int:
-        return sum(noise.better(a, b, m) for m in deciding)
-
-    for a in ranking:
-        if all(wins(a, b) > wins(b, a) for b in ranking if b is not a):
-            return a
-    return None
+    return next((a for a in ranking if all(_beats(a, b, deciding, noise) for b in ranking if b is not a)), None)
 
 
-def _advice(first: ComparedConfig, second: ComparedConfig, deciding: Sequence[Metric], noise: Noise) -> str:
-    """How many repeats per config the measured spread says would tell the two leading
-    candidates apart on some deciding metric, if their difference holds."""
+def _advice(ranking: Sequence[ComparedConfig], deciding: Sequence[Metric], noise: Noise) -> str:
+    """What keeps the leader by rank from winning: the first candidate it does not beat. Where
+    each of the two is already better beyond the noise on some metric, that is a trade-off that
+    repeats do not settle; on metrics where neither is, how many repeats per config the measured
+    noise says a difference of the size the medians show needs (always more than they ran)."""
+    first = ranking[0]
+    rival = next(b for b in ranking[1:] if not _beats(first, b, deciding, noise))
+    ahead = {
+        c.name: [m.label for m in deciding if noise.better(c, other, m)]
+        for c, other in ((first, rival), (rival, first))
+    }
+    ran = min(len(first.runs), len(rival.runs))
     needed = []
     for metric in deciding:
-        d = noise.difference(first, second, metric)
-        if d is not None and (n := d.repeats_needed(d.delta)) is not None:
-            needed.append((n, metric))
-    if not needed:
-        return "the runs cannot measure their own noise on any deciding metric: run with --repeat 3 or more"
-    n, metric = min(needed, key=lambda nm: nm[0])
-    if n > MAX_REPEATS_ADVISED:
-        return (
-            f"{first.name} and {second.name} differ by less than their noise: even on {metric.label}, more than "
-            f"{MAX_REPEATS_ADVISED} repeats per config would be needed; a longer load (the ci profile) tells more"
-        )
-    caveat = (
-        " (from the noise of one run's requests: the spread of repeats, unknown from one run each, is often wider)"
-        if min(len(first.runs), len(second.runs)) == 1
+        d = noise.difference(first, rival, metric)
+        if d is not None and not d.beyond_noise and (n := d.repeats_needed(d.delta)) is not None:
+            needed.append((max(n, ran + 1), metric))
+    trade_off = (
+        f"{first.name} and {rival.name} trade off beyond the noise ({first.name} better on "
+        f"{', '.join(ahead[first.name])}; {rival.name} on {', '.join(ahead[rival.name])}): repeats do not settle that"
+        if ahead[first.name] and ahead[rival.name]
         else ""
     )
-    return (
-        f"about {n} repeats per config (--repeat {n}) would tell {first.name} from {second.name} on "
-        f"{metric.label}, if the difference the medians show holds{caveat}"
-    )
+    if not needed:
+        unmeasured = "the runs cannot measure their own noise on any deciding metric: run with --repeat 3 or more"
+        return trade_off or unmeasured
+    n, metric = min(needed, key=lambda nm: nm[0])
+    if n > MAX_REPEATS_ADVISED:
+        repeats = (
+            f"{first.name} and {rival.name} differ by less than their noise: even on {metric.label}, more than "
+            f"{MAX_REPEATS_ADVISED} repeats per config would be needed; a longer load (the ci profile) tells more"
+        )
+    else:
+        caveat = (
+            " (from the noise of one run's requests: the spread of repeats, unknown from one run each, is often wider)"
+            if ran == 1
+            else ""
+        )
+        repeats = (
+            f"about {n} repeats per config (--repeat {n}) would tell {first.name} from {rival.name} on "
+            f"{metric.label}, if the difference the medians show holds{caveat}"
+        )
+    return f"{trade_off}; {repeats}" if trade_off else repeats
 
 
 def decide_configs(configs: Sequence[ComparedConfig]) -> Decision:

@@ -173,3 +173,16 @@ def test_configs_within_each_others_noise_have_no_overall_winner(base_run):
     assert line.startswith("overall: no overall winner at this load and repeat count (3 runs per config): ")
     assert "repeats per config" in line  # from the spread measured: how many would tell them apart
     assert [b.text().split(" (")[0] for b in d.best] == ["no difference beyond noise"] * 2
+
+
+def test_a_trade_off_beyond_the_noise_is_named_and_never_advised_fewer_repeats_than_ran(base_run):
+    # a is clearly better on goodput, b on TTFT; on hit ratio they differ by less than one run's noise
+    configs = [_config(base_run, n) for n in ("a", "b")]
+    goodput = _metric(TIE_BREAK, {"a-0": 100, "b-0": 60}, var=4.0)
+    ttft = _metric("ttft", {"a-0": 900, "b-0": 300}, Better.LOWER, var=100.0)
+    hits = _metric("hits", {"a-0": 0.50, "b-0": 0.49}, var=0.0001)
+    d = decide(configs, [goodput, ttft, hits])
+    assert d.choice is None
+    assert d.advice.startswith(f"a and b trade off beyond the noise (a better on {TIE_BREAK}; b on ttft)")
+    assert "would tell a from b on hits" in d.advice
+    assert "--repeat 1)" not in d.advice
