@@ -210,7 +210,11 @@ def pool_notes(candidate: RunMeta, baselines: Sequence[RunMeta]) -> list[str]:
 
 
 def _pool_blocks(meta: RunMeta) -> int | None:
-    return meta.pool.num_blocks if meta.pool is not None else None
+    """The configured pool, else what an external target reported (vLLM's num_gpu_blocks)."""
+    if meta.pool is not None:
+        return meta.pool.num_blocks
+    blocks = meta.final.get("num_blocks", meta.initial.get("num_blocks"))
+    return None if blocks is None else int(blocks)
 
 
 def _differing(

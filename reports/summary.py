@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from record.query import (
+    counter_change,
     engine_ids,
     events_of,
     flag,
@@ -44,7 +45,7 @@ class RunSummary:
     evicted_blocks: float | None  # `evicted` events: retained state (idle sessions, ...)
     evicted_sessions_by_reason: dict[str, int] | None  # `evicted` events per reason, whole run
     evicted_cached_blocks: float | None  # cached prefix blocks reclaimed (meta.final run total)
-    num_preemptions: int | None
+    num_preemptions: int | None  # engine events; an external target's own counter (vLLM's)
     reprefill_preempted_tokens: float | None  # computed tokens recompute preemptions discarded
     reprefill_rebuilt_tokens: float | None  # prompt tokens of rebuilt session turns not hit in the cache
     rejections: dict[str, int]  # client view: error code (or "timeout") -> requests
@@ -81,7 +82,7 @@ def summarize(record: RunRecord) -> RunSummary:
         evicted_blocks=float(evicted["num_blocks"].fillna(1).sum()) if engine else None,
         evicted_sessions_by_reason=_counts(evicted["reason"].fillna("unknown")) if engine else None,
         evicted_cached_blocks=meta.final.get("num_evicted_cached_blocks"),
-        num_preemptions=len(events_of(record, "preempted")) if engine else None,
+        num_preemptions=len(events_of(record, "preempted")) if engine else _counted(record, "num_preemptions"),
         reprefill_preempted_tokens=reprefill_preempted_tokens(record),
         reprefill_rebuilt_tokens=reprefill_rebuilt_tokens(record),
         rejections=rejections_by_reason(record),
@@ -145,3 +146,10 @@ def _unanswered(requests: pd.DataFrame) -> pd.DataFrame:
 
 def _counts(values: pd.Series) -> dict[str, int]:
     return {str(k): int(v) for k, v in values.value_counts().sort_index().items()}
+
+
+def _counted(record: RunRecord, counter: str) -> int | None:
+    """An external target's own counter over the run (vLLM's `vllm:num_preemptions_total`): where
+    there are no engine events, the target's count is the number."""
+    change = counter_change(record.meta, counter)
+    return None if change is None else int(change)

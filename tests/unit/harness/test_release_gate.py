@@ -35,8 +35,8 @@ def store(tmp_path):
     return tmp_path / "baselines" / "main"
 
 
-def _gate(run: Path, store: Path, capsys) -> tuple[int, dict]:
-    code = main(["gate", str(run), "--against", str(store)])
+def _gate(run: Path, store: Path, capsys, *options: str) -> tuple[int, dict]:
+    code = main(["gate", str(run), "--against", str(store), *options])
     capsys.readouterr()
     return code, json.loads((run / "regression.json").read_text())
 
@@ -66,6 +66,29 @@ def test_a_much_smaller_pool_fails_on_preemptions_and_is_named(tmp_path, store, 
     code, regression = _gate(run, store, capsys)
     assert code == 1 and "preemptions" in regression["regressions"]
     assert regression["notes"] == ["pool size (blocks) 600 here, 1000 in the baselines"]
+
+
+def test_an_external_targets_smaller_pool_is_gated_by_its_own_preemption_counter(tmp_path, capsys):
+    # vLLM: no engine events and no configured pool; the pool and preemptions come from /metrics
+    # (without kvgate's admin API most gates are not measurable: --allow-partial)
+    def external(path: Path, seed: int, num_blocks: int, preempted: int) -> Path:
+        counters = {"num_blocks": num_blocks, "num_preemptions": 0.0}
+        return _run(
+            path,
+            seed,
+            target={"kind": "external", "url": "http://vllm"},
+            pool=None,
+            signals={"engine_events": False},
+            initial=counters,
+            final={**counters, "num_preemptions": float(preempted)},
+        )
+
+    runs = [external(tmp_path / "runs" / f"good-{k}", k, 160, 0) for k in range(3)]
+    save_runs(runs, tmp_path / "baselines", "main")
+    small = external(tmp_path / "small", 7, 48, 25)
+    code, regression = _gate(small, tmp_path / "baselines" / "main", capsys, "--allow-partial")
+    assert code == 1 and "preemptions" in regression["regressions"]
+    assert regression["notes"] == ["pool size (blocks) 48 here, 160 in the baselines"]
 
 
 def test_runs_under_another_load_are_not_comparable(tmp_path, store, capsys):
