@@ -85,6 +85,8 @@ class PdRequest:
     transfer_fails: bool = False
     fell_back: bool = False
     hung: bool = False  # a failed transfer nobody resolves (broken target)
+    first_token_s: float | None = None  # the decode side's first token: what a client sees
+    finish_s: float | None = None
 
     @property
     def reservation(self) -> list[int]:
@@ -174,7 +176,9 @@ class PDCore:
 
     def add_request(self, **kwargs) -> PdRequest:
         """Admit a request on the prefill side (`EngineCore.add_request`'s arguments; a refusal
-        raises its `RequestError`). It then lives on as the module docstring says."""
+        raises its `RequestError`). It then lives on as the module docstring says. A session is
+        not carried over (neither side keeps turns): the prefix caches do the reuse."""
+        kwargs = {**kwargs, "session_id": None}
         first = {**kwargs, "max_new_tokens": 1, "eos_after": None}
         r = self.prefill.add_request(**first)
         pdr = PdRequest(r.request_id, r.tenant, self._now, {**kwargs, "request_id": r.request_id}, r)
@@ -197,7 +201,7 @@ class PDCore:
             if pdr.state is PdState.TRANSFERRING:
                 self._emit(EventKind.TRANSFER_FAILED, pdr, reason="cancelled", mode="error")
             self._release_source(pdr)
-            self._end(pdr, FinishReason.CANCELLED.value, aborted=True)
+            self._end(pdr, FinishReason.CANCELLED.value, self._now, aborted=True)
         return True
 
     # ------------------------------------------------------------------- time
@@ -232,14 +236,17 @@ class PDCore:
             elif role == DECODE and pdr.state is PdState.DECODING:
                 if e.kind is EventKind.SCHEDULED:
                     self._release_reservation(pdr, e.t_s)
+                elif e.kind is EventKind.FIRST_TOKEN:
+                    pdr.first_token_s = e.t_s
+                    self._emit(EventKind.FIRST_TOKEN, pdr, e.t_s, latency_s=e.t_s - pdr.arrival_s)
                 elif e.kind is EventKind.FINISHED:
-                    self._end(pdr, e.reason, aborted=e.reason == FinishReason.CANCELLED.value)
+                    self._end(pdr, e.reason, e.t_s, aborted=e.reason == FinishReason.CANCELLED.value)
 
     def _prefilled(self, pdr: PdRequest, t_s: float) -> None:
         """The prefill ended: hold its prompt blocks for the pull, or end the request."""
         r = pdr.prefill
         if r.finish_reason not in (FinishReason.LENGTH, FinishReason.STOP):
-            self._end(pdr, r.finish_reason.value if r.finish_reason else "error")
+            self._end(pdr, r.finish_reason.value if r.finish_reason else "error", t_s)
             return
         pool, bt = self.prefill.pool, self.prefill.memory.block_tokens
         hashes = r.block_hashes[: r.num_prompt_tokens // bt]
@@ -331,7 +338,7 @@ class PDCore:
             self.num_fallbacks += 1
             self._start_decode(pdr, self._now)
         else:
-            self._end(pdr, "error")
+            self._end(pdr, "error", self._now)
 
     def _start_decode(self, pdr: PdRequest, now: float) -> None:
         self._pending.pop(pdr.request_id, None)
@@ -339,7 +346,7 @@ class PDCore:
             pdr.decode = self.decode.add_request(**pdr.submit)
         except RequestError:
             self._release_reservation(pdr, now)
-            self._end(pdr, "decode_refused")
+            self._end(pdr, "decode_refused", now)
             return
         pdr.state = PdState.DECODING
 
@@ -355,12 +362,15 @@ class PDCore:
             self._emit(EventKind.RESERVATION_RELEASED, pdr, t_s, num_blocks=len(pdr.reservation), reason="pd_decode")
             pdr.held_blocks, pdr.reserved_blocks = [], []
 
-    def _end(self, pdr: PdRequest, reason: str | None, *, aborted: bool = False) -> None:
-        """The request is over; an aborted one keeps its reservation only on a broken target."""
+    def _end(self, pdr: PdRequest, reason: str | None, t_s: float, *, aborted: bool = False) -> None:
+        """The request is over; an aborted one keeps its reservation only on a broken target.
+        Its `finished` event is the client's view of it (the sides' own say what each did)."""
         self._pending.pop(pdr.request_id, None)
         if not (aborted and not self.pd.release_reservation_on_abort):
-            self._release_reservation(pdr, self._now)
-        pdr.state, pdr.finish_reason = PdState.FINISHED, reason
+            self._release_reservation(pdr, t_s)
+        pdr.state, pdr.finish_reason, pdr.finish_s = PdState.FINISHED, reason, t_s
+        num_tokens = pdr.decode.num_output_tokens if pdr.decode is not None else 0
+        self._emit(EventKind.FINISHED, pdr, t_s, reason=reason, num_tokens=num_tokens, latency_s=t_s - pdr.arrival_s)
 
     def _emit(self, kind: EventKind, pdr: PdRequest, t_s: float | None = None, **columns) -> None:
         t = self._now if t_s is None else t_s

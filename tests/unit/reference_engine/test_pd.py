@@ -49,6 +49,9 @@ def test_a_request_prefills_transfers_and_decodes() -> None:
     assert r.decode.num_prefix_hit_tokens == 144  # all but the last block: one token is always computed
     assert r.decode.first_scheduled_s >= r.prefill.finish_s + landed.latency_s - pd.pd.tick_ms / 1e3
     assert pd.stranded_blocks() == 0 and pd.link.bytes_moved == landed.num_bytes
+    [first] = kinds(pd, EventKind.FIRST_TOKEN)  # the client's view: the decode side's first token
+    [done] = kinds(pd, EventKind.FINISHED)
+    assert first.t_s == r.first_token_s == r.decode.first_token_s and (done.reason, done.num_tokens) == ("length", 16)
     drained(pd)
 
 
