@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gates.fleet import PD_TARGET
 from harness.collectors.fleet import NOT_SUMMED
 from harness.replay.client_view import ClientView
 from harness.replay.driver import Arrival, DriveStats, MaxTokens
@@ -76,6 +77,9 @@ class _Recorder:
         for row in done:
             if row["request_id"] in self.cancelled:  # the client hung up: as a live cancel is written
                 row.update(status="cancelled", cancel_intended=True)
+            answer = self.pd.requests[row["request_id"]].decode
+            if answer is not None:  # the answer's flags are the decode side's (the view knew the prefill)
+                row.update(max_tokens_clamped=answer.max_tokens_clamped, approximate=answer.approximate)
         self.writer.append("requests", done)
         return mine
 
@@ -244,7 +248,7 @@ def _meta(pd: PDCore, config: EngineConfig, run_id, config_path, trace, stats, s
             "unresolved_transfers": len(pd.hung()),
         },
     }
-    target = {**meta.target, "kind": "reference_pd"}
+    target = {**meta.target, "kind": PD_TARGET}
     return meta.model_copy(
         update={
             "config_digest": config_digest(config),

@@ -197,7 +197,8 @@ class PDCore:
         elif pdr.state is PdState.DECODING:
             self.decode.abort(request_id)
             self.sides[DECODE].tell()
-        else:  # reserving or transferring: nothing runs on either engine
+        else:  # reserving or transferring: nothing runs on either engine, the pair releases
+            self._emit(EventKind.CANCEL_RECEIVED, pdr)
             if pdr.state is PdState.TRANSFERRING:
                 self._emit(EventKind.TRANSFER_FAILED, pdr, reason="cancelled", mode="error")
             self._release_source(pdr)
@@ -367,6 +368,8 @@ class PDCore:
         Its `finished` event is the client's view of it (the sides' own say what each did)."""
         self._pending.pop(pdr.request_id, None)
         if not (aborted and not self.pd.release_reservation_on_abort):
+            if aborted and pdr.decode is None:  # cancelled mid-transfer: the pair's own release
+                self._emit(EventKind.BLOCKS_RELEASED, pdr, t_s, num_blocks=len(pdr.reservation), latency_s=0.0)
             self._release_reservation(pdr, t_s)
         pdr.state, pdr.finish_reason, pdr.finish_s = PdState.FINISHED, reason, t_s
         num_tokens = pdr.decode.num_output_tokens if pdr.decode is not None else 0
