@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from gates.fleet import PD_TARGET
-from harness.collectors.fleet import NOT_SUMMED
 from harness.replay.client_view import ClientView
 from harness.replay.driver import Arrival, DriveStats, MaxTokens
 from harness.replay.meta import replay_meta
@@ -36,7 +35,7 @@ from harness.replay.trace import Trace
 from harness.sample_rows import Fields, pool_state, sample_row
 from record.errors import RequestError
 from record.events import Event, EventKind
-from record.fleet import fleet_state
+from record.fleet import fleet_state, summed_samples
 from record.pressure import record_pressure
 from record.run_record import HIT_COUNTERS, RunRecordWriter
 from reference_engine import EngineConfig, config_digest
@@ -100,7 +99,7 @@ class _Recorder:
             hits = {HIT_COUNTERS[0]: core.pool.num_prefix_queries * bt, HIT_COUNTERS[1]: core.pool.num_prefix_hits * bt}
             rows.append({"replica": role, **sample_row(Fields(core.snapshot()), t_s), **hits})
         self.writer.append("replica_samples", rows)
-        summed = fleet_state([{k: v for k, v in row.items() if k not in NOT_SUMMED} for row in rows])
+        summed = summed_samples(rows)
         fleet = {k: v for k, v in summed.items() if k not in HIT_COUNTERS}
         self.writer.append("samples", [{**fleet, "t_s": t_s, "source": "engine"}])
         self.num_samples += 1
@@ -235,6 +234,7 @@ def _meta(pd: PDCore, config: EngineConfig, run_id, config_path, trace, stats, s
         initial=fleet_state(list(initial.values())),
         replay={"pd": True},
     )
+    assert meta.pool is not None, "a replay's meta states its pool"
     pool = meta.pool.model_copy(update={"num_blocks": sum(s.core.memory.num_blocks for s in pd.sides.values())})
     final = {
         **fleet_state([_final(pd, role) for role in ROLES]),
