@@ -42,7 +42,7 @@ from reference_engine import EngineConfig, config_digest
 from reference_engine.config import redacted
 from reference_engine.core.pd import DECODE, ROLES, PDCore
 
-CLIENT_KINDS = frozenset({EventKind.FIRST_TOKEN, EventKind.FINISHED})
+CLIENT_KINDS = frozenset({EventKind.FIRST_TOKEN, EventKind.REJECTED, EventKind.FINISHED})
 """The P/D request's own events that make requests.csv (the sides' events say the same per side)."""
 
 

@@ -232,6 +232,9 @@ class PDCore:
             pdr = self.requests.get(e.request_id) if e.request_id else None
             if pdr is None:
                 continue
+            active = PdState.PREFILLING if role == PREFILL else PdState.DECODING
+            if e.kind is EventKind.REJECTED and pdr.state is active:  # left a queue: the client's 429 says why
+                self._emit(EventKind.REJECTED, pdr, e.t_s, reason=e.reason)
             if role == PREFILL and e.kind is EventKind.FINISHED and pdr.state is PdState.PREFILLING:
                 self._prefilled(pdr, e.t_s)
             elif role == DECODE and pdr.state is PdState.DECODING:

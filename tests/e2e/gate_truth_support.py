@@ -32,6 +32,7 @@ from harness.cli import build_parser
 from harness.collectors.isolation import ProbeOptions
 from harness.commands.run import build_plan
 from harness.live_run import run_live
+from harness.profiles import PRESSURE_MACHINE
 from harness.replay.pd import PdChaos, run_pd_replay
 from harness.replay.run import ReplaySettings, run_replay
 from harness.replay.tenants import make_assigner
@@ -240,14 +241,24 @@ TIER_CHAOS = {
 
 def _pd_chat() -> list[Send]:
     # Chat at 20 questions/s over four tenants for 6 s on a P/D pair: 2K-token prompts (a quarter
-    # the tenant's shared block), 64-token answers; every prompt's KV crosses a 2 GB/s link in
+    # the tenant's shared block) and 384-token answers; every prompt's KV crosses a 2 GB/s link in
     # about 0.1 s, so a cancel timed to a transfer's start lands mid-transfer.
     tenants = ("acme", "globex", "initech", "umbrella")
-    return [Send(t, tenants[i % 4], 2_048, 64) for i, t in enumerate(every(1 / 20, 6.0))]
+    return [Send(t, tenants[i % 4], 2_048, 384) for i, t in enumerate(every(1 / 20, 6.0))]
 
 
-# a slow link whose transfers fail one time in ten, every fourth transfer cancelled as it starts
-PD_CHAOS = {"pd.link_gbps": 2.0, "pd.failure_rate": 0.1, "pd.failure_seed": 3}
+# Each side the quick profile's machine (its pool and batch), four tenants that may fill it, so
+# the watermarks are what stops them; a slow link whose transfers fail one time in ten (its
+# backlog keeps the prefill side's blocks pinned), every fourth transfer cancelled as it starts.
+PD_CHAOS = {
+    "engine.max_num_seqs": PRESSURE_MACHINE["engine.max_num_seqs"],
+    "pd.prefill": {"hardware.kv_pool_gib": PRESSURE_MACHINE["hardware.kv_pool_gib"]},
+    "pd.decode": {"hardware.kv_pool_gib": PRESSURE_MACHINE["hardware.kv_pool_gib"]},
+    **{f"tenants.{name}.max_kv_share": 1.0 for name in ("acme", "globex", "initech", "umbrella")},
+    "pd.link_gbps": 2.0,
+    "pd.failure_rate": 0.1,
+    "pd.failure_seed": 3,
+}
 
 
 REPLAY_SCENARIOS: dict[str, ReplayScenario] = {

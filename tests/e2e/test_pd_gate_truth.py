@@ -8,6 +8,8 @@ from __future__ import annotations
 import pytest
 
 from gates import Outcome
+from record.fleet import replica_view
+from record.pressure import measure_pressure
 from tests.e2e.gate_truth_support import PD_CONFIG, PD_TRUTH, RunCache, Truth, config_changes
 from tests.e2e.test_gate_truth import assert_fails_on_its_broken_config, assert_passes_on_its_healthy_config
 
@@ -37,3 +39,5 @@ def test_the_healthy_pair_was_pressed_on_both_pools_and_its_cancels_landed_mid_t
     assert (failed["reason"] == "cancelled").sum() > 0  # the chaos's cancels found their transfers in flight
     result = verdict.result("cancel_release")
     assert result.outcome is Outcome.PASS and set(result.evidence["replicas"]) == {"prefill", "decode"}
+    reached = {name: measure_pressure(replica_view(record, name)) for name in ("prefill", "decode")}
+    assert reached["prefill"].reached("warn") and reached["decode"].reached("evict")
