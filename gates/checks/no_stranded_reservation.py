@@ -5,7 +5,8 @@ The decode side reserves its blocks before it pulls a prompt's KV from the prefi
 abort during the pull must release them. Where it does not (vLLM #46283: a NIXL connector's
 aborted remote load), the blocks are held by nobody and the decode pool shrinks with every such
 abort until it admits nothing. The witness is the engine's own count after the drain
-(`meta.final.pd.stranded_reservation_blocks`); a record without a P/D pair is not measurable.
+(`meta.final.pd.stranded_reservation_blocks`); a record without a P/D pair is not measurable
+and does not count towards a partial verdict (it could never be measured there).
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ class NoStrandedReservationGate:
     def evaluate(self, record: RunRecord, limits: Limits) -> GateResult:
         pd = record.meta.final.get("pd")
         if not isinstance(pd, dict) or "stranded_reservation_blocks" not in pd:
-            return GateResult.not_measurable(self.name, "no P/D pair in this record: no decode reservations to count")
+            return GateResult.not_measurable(
+                self.name, "no P/D pair in this record: no decode reservations to count", applies=False
+            )
         stranded = int(pd["stranded_reservation_blocks"])
         evidence = {key: pd[key] for key in sorted(pd)}
         explanation = (
