@@ -220,7 +220,7 @@ def _replay(
 ) -> ReplayResult:
     total_s = trace.duration_s * settings.time_scale / settings.rate_scale
     with _progress(console, config_path.name, total_s) as on_progress:
-        return _replay(trace, config, settings, run_dir, str(config_path), on_progress)
+        return _replay_config(trace, config, settings, run_dir, str(config_path), on_progress)
 
 
 def _replay_side_by_side(
@@ -277,10 +277,12 @@ def _replay_in_worker(
             last[0] = time.monotonic()
             progress.put((index, now_s))
 
-    return _replay(trace, config, settings, run_dir, str(path), report)
+    return _replay_config(trace, config, settings, run_dir, str(path), report)
 
 
-def _replay(trace: Trace, config: EngineConfig, settings: ReplaySettings, run_dir: Path, path: str, on_progress):
+def _replay_config(
+    trace: Trace, config: EngineConfig, settings: ReplaySettings, run_dir: Path, path: str, on_progress
+) -> ReplayResult:
     """One config's replay: a P/D pair's through harness/replay/pd.py (no progress bar: it is quick)."""
     if config.pd.enabled:
         return run_pd_replay(trace, config, settings, run_dir, config_path=path)
