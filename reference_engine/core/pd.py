@@ -348,9 +348,10 @@ class PDCore:
         self._pending.pop(pdr.request_id, None)
         try:
             pdr.decode = self.decode.add_request(**pdr.submit)
-        except RequestError:
+        except RequestError as err:  # the decode side's own refusal, as its 4xx tells the client
             self._release_reservation(pdr, now)
-            self._end(pdr, "decode_refused", now)
+            self._emit(EventKind.REJECTED, pdr, now, reason=err.code)
+            self._end(pdr, FinishReason.REJECTED.value, now)
             return
         pdr.state = PdState.DECODING
 
