@@ -26,11 +26,9 @@ from typing import Any
 
 from gates.fleet import PD_TARGET
 from harness.replay.client_view import ClientView
-from harness.replay.driver import Arrival, DriveStats, MaxTokens
+from harness.replay.driver import Arrival, DriveStats, Intake
 from harness.replay.meta import replay_meta
-from harness.replay.prefix_blocks import PrefixBlockMapper
-from harness.replay.run import ReplayResult, ReplaySettings
-from harness.replay.tenants import make_assigner
+from harness.replay.run import ReplayResult, ReplaySettings, arrivals_of, trace_mapper
 from harness.replay.trace import Trace
 from harness.sample_rows import Fields, pool_state, sample_row
 from record.errors import RequestError
@@ -115,23 +113,13 @@ def run_pd_replay(
     chaos: PdChaos = PdChaos(),
 ) -> ReplayResult:
     """Replay `trace` through the P/D pair `config` describes; write the run record to `run_dir`."""
-    scaled = trace.rescaled(rate_scale=settings.rate_scale, time_scale=settings.time_scale)
-    assigner = make_assigner(settings.tenants, config)
-    arrivals = [Arrival(r, assigner.assign(r)) for r in scaled.requests]
+    scaled, arrivals = arrivals_of(trace, config, settings)
     pd = PDCore(config)
     for side in pd.sides.values():
         side.core.pin_prefixes()
     initial = {role: pool_state(Fields(pd.sides[role].core.snapshot())) for role in ROLES}
-    first = pd.decode
-    mapper = None
-    if trace.prefix_block_tokens is not None:
-        mapper = PrefixBlockMapper(
-            block_tokens=first.memory.block_tokens,
-            trace_block_tokens=trace.prefix_block_tokens,
-            public_scope=first.hasher.public_scope,
-            public_ids=settings.public_prefix_ids,
-        )
-    scopes = {t.name: t.scope for t in first.tenants}
+    scopes = {t.name: t.scope for t in pd.prefill.tenants}  # both sides key a tenant alike
+    intake = Intake(trace_mapper(trace, pd.prefill, settings), scopes, settings.max_tokens)
     interval = settings.sample_interval_s or config.server.sample_interval_s
     started_unix, t0 = time.time(), time.perf_counter()
     with closing(pd), RunRecordWriter(run_dir) as writer:
@@ -152,7 +140,7 @@ def run_pd_replay(
             while rec.num_samples * interval <= pd.now():
                 rec.sample(rec.num_samples * interval)
             while i < len(arrivals) and arrivals[i].request.arrival_s <= pd.now():
-                row = _submit(pd, rec.view, arrivals[i], mapper, scopes, settings.max_tokens)
+                row = _submit(pd, rec.view, arrivals[i], intake)
                 if row is not None:
                     refused += 1
                     writer.append("requests", [row])
@@ -166,38 +154,21 @@ def run_pd_replay(
         last = arrivals[-1].request.arrival_s if arrivals else 0.0
         stats = DriveStats(pd.now(), last, last_sample_s, rec.num_samples, refused)
         wall_s = time.perf_counter() - t0
-        meta = _meta(pd, config, run_dir.name, config_path, scaled, stats, started_unix, wall_s, initial)
+        replay = {**settings.as_meta(interval), "stepping": "pd_pair"}
+        meta = _meta(pd, config, run_dir.name, config_path, scaled, stats, started_unix, wall_s, initial, replay)
         writer.append("replicas", _replica_rows(pd, initial))
         writer.write_meta(meta)
     meta = meta.model_copy(update={"pressure": record_pressure(run_dir)})
     return ReplayResult(run_dir, meta, stats, time.perf_counter() - t0)
 
 
-def _submit(pd: PDCore, view: ClientView, a: Arrival, mapper, scopes, max_tokens: MaxTokens) -> dict | None:
+def _submit(pd: PDCore, view: ClientView, a: Arrival, intake: Intake) -> dict | None:
     """Send one arrival; the complete row of a request refused at once, else None."""
-    req = a.request
-    hashes = public = None
-    if mapper is not None and req.prefix_ids:
-        blocks = mapper.map(req.prefix_ids, req.num_prompt_tokens, scopes[a.tenant])
-        hashes, public = blocks.block_hashes, blocks.public_prefix_tokens
-    limit = req.num_output_tokens if max_tokens is MaxTokens.TRACE else None
     try:
-        r = pd.add_request(
-            tenant=a.tenant,
-            num_prompt_tokens=req.num_prompt_tokens,
-            prompt_block_hashes=hashes,
-            public_prefix_tokens=public,
-            max_new_tokens=limit,
-            eos_after=req.num_output_tokens,
-            streaming=True,
-            request_id=a.request_id,
-        )
+        r = pd.add_request(**intake.arguments(a))
     except RequestError as err:
-        traffic_class = pd.prefill.tenants[a.tenant].traffic_class.value
-        return view.refused(
-            a.request_id, a.tenant, traffic_class, req.arrival_s, pd.now(), req.num_prompt_tokens, limit, None, err
-        )
-    view.sent(r.prefill, req.arrival_s, max_tokens=limit)
+        return intake.refused(view, a, pd.prefill.tenants[a.tenant].traffic_class.value, pd.now(), err)
+    view.sent(r.prefill, a.request.arrival_s, max_tokens=intake.limit(a.request))
     return None
 
 
@@ -222,7 +193,7 @@ def _replica_rows(pd: PDCore, initial: dict[str, dict[str, Any]]) -> list[dict[s
     return rows
 
 
-def _meta(pd: PDCore, config: EngineConfig, run_id, config_path, trace, stats, started_unix, wall_s, initial):
+def _meta(pd: PDCore, config: EngineConfig, run_id, config_path, trace, stats, started_unix, wall_s, initial, replay):
     meta = replay_meta(
         run_id=run_id,
         core=pd.decode,
@@ -232,7 +203,7 @@ def _meta(pd: PDCore, config: EngineConfig, run_id, config_path, trace, stats, s
         started_unix=started_unix,
         wall_s=wall_s,
         initial=fleet_state(list(initial.values())),
-        replay={"pd": True},
+        replay=replay,
     )
     assert meta.pool is not None, "a replay's meta states its pool"
     pool = meta.pool.model_copy(update={"num_blocks": sum(s.core.memory.num_blocks for s in pd.sides.values())})

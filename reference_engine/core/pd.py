@@ -50,6 +50,7 @@ from reference_engine.config import EngineConfig, PdFailure, with_overrides
 from reference_engine.core.engine import EngineCore
 from reference_engine.core.event_log import EventLog
 from reference_engine.core.snapshot import UsageSnapshot
+from reference_engine.core.stepping import run_until
 from reference_engine.request import FinishReason, Request
 
 PREFILL, DECODE = "prefill", "decode"
@@ -121,19 +122,7 @@ class _Side:
 
     def advance(self, t_s: float) -> None:
         """Step to `t_s`, telling events after every step (a plan ends where a request finishes)."""
-        core, clock = self.core, self.clock
-        while core.has_work() and clock.now() < t_s:
-            out = core.step(until_s=t_s)
-            if out.idle:
-                timer = core.next_timer_s()
-                if timer is None or timer >= t_s:
-                    break
-                clock.advance_to(timer)
-            else:
-                clock.advance_to(out.t_end_s)
-            self.tell()
-        if math.isfinite(t_s) and clock.now() < t_s:
-            clock.advance_to(t_s)
+        run_until(self.core, self.clock, t_s, self.tell)
 
     def tell(self) -> None:
         page = self.core.events.since(self._cursor)
