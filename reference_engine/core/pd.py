@@ -300,8 +300,9 @@ class PDCore:
     def _landed(self, pdr: PdRequest, now: float) -> None:
         """The KV is on the decode side: its blocks hold the prompt's hashes; decode starts."""
         assert pdr.handoff_s is not None
-        pool = self.decode.pool
-        pool.register_many(pdr.reserved_blocks, pdr.pull_hashes[len(pdr.held_blocks) :])
+        pulled = pdr.source_blocks[len(pdr.held_blocks) :]  # the prefill side's copies of the reserved blocks
+        self.decode.executor.import_blocks(self.prefill.executor.export_blocks(pulled), pdr.reserved_blocks)
+        self.decode.pool.register_many(pdr.reserved_blocks, pdr.pull_hashes[len(pdr.held_blocks) :])
         self._release_source(pdr)
         num_bytes = len(pdr.reserved_blocks) * self.decode.memory.bytes_per_block
         self._emit(
