@@ -28,6 +28,10 @@ purpose, for gate truth: `release_reservation_on_abort = false` leaves an aborte
 decode reservation held for ever (vLLM #46283), `resolve_failed_transfers = false` leaves a
 failed transfer holding both sides, its request never ending.
 
+The source and the reservation are references the pair holds in each engine's pool, outside the
+engine's own requests: an engine's orphan check (`EngineCore.reconcile`, run by the live server)
+would take them for orphans, one reason the server does not serve a pair yet.
+
 Time: each side has its own clock; while anything is in flight the two are brought to the same
 time every `tick_ms`, and a hand-off (reserve, land, fail) happens at the tick after its cause,
 so a transfer starts up to one tick late. The prefill's end is seen at the step it happens (a
