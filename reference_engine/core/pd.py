@@ -29,8 +29,8 @@ decode reservation held for ever (vLLM #46283), `resolve_failed_transfers = fals
 failed transfer holding both sides, its request never ending.
 
 The source and the reservation are references the pair holds in each engine's pool, outside the
-engine's own requests: an engine's orphan check (`EngineCore.reconcile`, run by the live server)
-would take them for orphans, one reason the server does not serve a pair yet.
+engine's own requests: the pair tells each engine's orphan check (`EngineCore.reconcile`, run by
+the live server) about them through `outside_refs`, so they are never taken for orphans.
 
 Time: each side has its own clock; while anything is in flight the two are brought to the same
 time every `tick_ms`, and a hand-off (reserve, land, fail) happens at the tick after its cause,
@@ -147,6 +147,8 @@ class PDCore:
             PREFILL: _Side(with_overrides(config, {**plain, **self.pd.prefill}), key, self._told, PREFILL),
             DECODE: _Side(with_overrides(config, {**plain, **self.pd.decode}), key, self._told, DECODE),
         }
+        self.prefill.outside_refs = lambda: (b for p in self.requests.values() for b in p.source_blocks)
+        self.decode.outside_refs = lambda: (b for p in self.requests.values() for b in p.reservation)
         self.link = KvLink(self.pd.link_gbps, self.pd.link_latency_ms / 1e3, self.pd.transfer_setup_ms / 1e3)
         self.events = EventLog()  # the transfers' own events; each side keeps its engine's
         self.requests: dict[str, PdRequest] = {}

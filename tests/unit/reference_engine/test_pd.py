@@ -80,6 +80,18 @@ def test_the_decode_side_reserves_before_the_pull_and_releases_once_scheduled() 
     assert released.num_blocks == 10 and pd.prefill.pool.num_live == pd.decode.pool.num_live == 0
 
 
+def test_the_orphan_check_counts_the_pairs_references_as_owned() -> None:
+    pd = pd_core(link_gbps=0.001)  # mid-transfer: a source on one side, a reservation on the other
+    r = add(pd)
+    while r.state is not PdState.TRANSFERRING:
+        pd.run_until(pd.now() + 0.005)
+    assert pd.prefill.reconcile() == pd.decode.reconcile() == 0
+    assert len(r.reservation) == 10 and r.source_blocks
+    pd.run_until(math.inf)
+    assert r.finish_reason == "length"
+    drained(pd)
+
+
 def test_a_cancel_mid_transfer_frees_both_sides() -> None:
     pd = pd_core(link_gbps=0.001)
     r = add(pd)
