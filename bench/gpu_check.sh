@@ -23,7 +23,8 @@ step "1. exactness tests on CUDA"
 KVGATE_TORCH_DEVICE=cuda timeout 150 $PY -m pytest -q -p no:cacheprovider -m torch \
   tests/integration/test_torch_exactness.py tests/unit/executors/test_torch_attention.py \
   tests/unit/executors/test_torch_executor.py tests/unit/executors/test_divergence.py \
-  tests/integration/test_torch_tier_exactness.py tests/unit/executors/test_torch_tiers.py || status=1
+  tests/integration/test_torch_tier_exactness.py tests/unit/executors/test_torch_tiers.py \
+  tests/integration/test_torch_pd_exactness.py || status=1
 
 step "2. pool memory: pynvml vs the plan"
 timeout 120 $PY - <<'EOF' || status=1

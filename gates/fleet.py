@@ -40,6 +40,10 @@ from record.run_record import RunRecord
 PER_REPLICA: frozenset[str] = frozenset(
     {"no_oom", "memory_recovery", "memory_level_off", "capacity_after_drain", "eviction_thrash"}
 )
+PER_ROLE: frozenset[str] = frozenset({"cancel_release"})
+"""Gates judged per replica too when the replicas are the two pools of a P/D pair (docs/pd.md):
+there every request lives on both, and each pool must give back its part of a cancel (the
+decode side's reservation above all)."""
 WINDOWED: frozenset[str] = frozenset({"memory_recovery", "memory_level_off", "eviction_thrash"})
 """Gates that read a replica's samples or counters over the load and after it: a gap in its
 metrics there leaves them not measurable. capacity_after_drain compares the pool before and
@@ -47,13 +51,17 @@ after (its own check says when either is missing); no_oom's restart watch polls 
 a gap in the metrics does not stop."""
 
 
+PD_TARGET = "reference_pd"
+"""meta.target.kind of a P/D pair's record."""
+
 PARTICIPLE = {Outcome.PASS: "passed", Outcome.FAIL: "failed", Outcome.NOT_MEASURABLE: "not measurable"}
 
 
 def evaluate_gate(gate: Gate, record: RunRecord, limits: Limits) -> GateResult:
     """The gate's result on the record: per replica and for the fleet when it has replicas."""
     names = replica_names(record)
-    if gate.name not in PER_REPLICA or not names:
+    per_replica = gate.name in PER_REPLICA or (gate.name in PER_ROLE and is_pd_pair(record))
+    if not per_replica or not names:
         return gate.evaluate(record, limits)
     window = _judged_window(record)
     gaps = {name: gaps_in(metrics_gaps(record, name), window) if gate.name in WINDOWED else [] for name in names}
@@ -65,6 +73,11 @@ def evaluate_gate(gate: Gate, record: RunRecord, limits: Limits) -> GateResult:
             Outcome.NOT_MEASURABLE, f"the fleet sums replicas whose metrics were missing: {'; '.join(missing)}"
         )
     return combine(fleet, parts, gapped={name for name, g in gaps.items() if g})
+
+
+def is_pd_pair(record: RunRecord) -> bool:
+    """Whether the replicas are a P/D pair's prefill and decode pools (harness/replay/pd.py)."""
+    return record.meta.target.get("kind") == PD_TARGET
 
 
 def _judged_window(record: RunRecord) -> Window:

@@ -15,6 +15,7 @@ from gates.checks.memory_level_off import MemoryLevelOffGate
 from gates.checks.memory_recovery import MemoryRecoveryGate
 from gates.checks.no_oom import NoOomGate
 from gates.checks.no_orphans import NoOrphansGate
+from gates.checks.no_stranded_reservation import NoStrandedReservationGate
 from gates.checks.preempted_complete import PreemptedCompleteGate
 from gates.checks.prefix_isolation import PrefixIsolationGate
 from gates.checks.prefix_routing import PrefixRoutingGate
@@ -59,6 +60,7 @@ GATES: dict[str, Gate] = _register(
     ReplicaKillGate(),
     UnhealthyRoutingGate(),
     PrefixRoutingGate(),
+    NoStrandedReservationGate(),
 )
 
 

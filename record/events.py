@@ -52,6 +52,14 @@ it. The catalogue below is the single place that says which kinds exist and what
                                              reason = ok | failed | slower_than_prefill (the two
                                              recomputed instead; the last also past max_load_wait_ms)
                                              | served_corrupt (failed, served anyway: fallback off)
+    transfer_started      yes        yes     P/D (docs/pd.md): the decode side reserved num_blocks and
+                                             pulls num_bytes of prompt KV; num_tokens = prompt tokens
+                                             it already held (its own prefix hits, not pulled)
+    transfer_finished     yes        yes     the pull landed: num_blocks, num_bytes, latency_s = from
+                                             the prefill's end to the KV on the decode side
+    transfer_failed       yes        yes     reason = failed | timeout | cancelled, mode = what came
+                                             of it: local_prefill | error | unresolved (a broken
+                                             target); latency_s = from the prefill's end
 
 Two kinds come from outside the engine (a target without kvgate's admin API; the harness
 stamps them with its own clock and numbers them apart from the engine's `seq`):
@@ -94,6 +102,9 @@ class EventKind(str, Enum):
     RESERVATION_RELEASED = "reservation_released"
     ORPHAN_RECONCILED = "orphan_reconciled"
     TIER_LOAD = "tier_load"
+    TRANSFER_STARTED = "transfer_started"
+    TRANSFER_FINISHED = "transfer_finished"
+    TRANSFER_FAILED = "transfer_failed"
     ENGINE_RESTART = "engine_restart"
     LOG_MATCH = "log_match"
 

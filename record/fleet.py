@@ -33,6 +33,9 @@ from record.run_record import (
     Signals,
 )
 
+NOT_SUMMED = ("t_s", "replica", "source", "level", "fragmentation")
+"""The columns of a replica's sample that a fleet's sample does not sum."""
+
 FLEET = "fleet"
 """The name the fleet's row goes by in `replica_summary` (a replica may not take it)."""
 
@@ -133,6 +136,11 @@ def gaps_in(gaps: Sequence[Window], window: Window) -> list[Window]:
 def describe_gaps(gaps: Sequence[Window]) -> str:
     """'t=12.0–15.5 s, t=40.1 s–end' for a reader."""
     return ", ".join(f"t={a:.1f}–{b:.1f} s" if math.isfinite(b) else f"t={a:.1f} s–end" for a, b in gaps)
+
+
+def summed_samples(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The fleet's sample from its replicas' samples of one tick (`fleet_state` of what sums)."""
+    return fleet_state([{k: v for k, v in row.items() if k not in NOT_SUMMED} for row in rows])
 
 
 def fleet_state(states: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -26,6 +26,7 @@ import math
 from collections.abc import Iterable
 from pathlib import Path
 
+from record.fleet import replica_names, replica_view
 from record.query import counter_change, live_usage, overload_refusals
 from record.run_record import RUNGS, Pressure, RungReached, RunRecord
 
@@ -59,6 +60,15 @@ def measure_pressure(record: RunRecord) -> Pressure:
     marks = {name: meta.watermarks[name] for name in RUNGS if name in meta.watermarks}
     watermark_events = events[events["kind"] == "watermark"]
     if meta.signals.engine_events:
+        replicas = _replica_rungs(record)
+        if replicas:
+            return Pressure(
+                source="engine",
+                peak_usage=_peak(record),
+                rungs=[_weakest(list(rs)) for rs in zip(*replicas.values())],
+                decisions=_decisions(record),
+                replicas=replicas,
+            )
         source = "engine"
         levels = [
             (float(t), _level(str(reason))) for t, reason in zip(watermark_events["t_s"], watermark_events["reason"])
@@ -108,6 +118,18 @@ def decisions_never_run(pressures: Iterable[Pressure | None]) -> tuple[str, ...]
         for name, counters in CORE_DECISIONS.items()
         if not any(p.decisions.get(c, 0) for p in known for c in counters)
     )
+
+
+def _replica_rungs(record: RunRecord) -> dict[str, list[RungReached]]:
+    """Each replica's rungs, each read from its own view (a fleet's workers, a P/D pair's pools):
+    their watermark events interleaved are no one ladder."""
+    names = replica_names(record)
+    return {name: measure_pressure(replica_view(record, name)).rungs for name in names} if len(names) > 1 else {}
+
+
+def _weakest(rungs: list[RungReached]) -> RungReached:
+    """One rung over replicas: the replica that never reached it, else the one that reached it last."""
+    return max(rungs, key=lambda r: math.inf if r.first_s is None else r.first_s)
 
 
 def _level(reason: str) -> int:

@@ -261,6 +261,11 @@ class Pressure(BaseModel):
     peak_usage: float | None = None
     rungs: list[RungReached] = []
     decisions: dict[str, int] = {}
+    replicas: dict[str, list[RungReached]] = Field(
+        default_factory=dict,
+        description="each engine's own rungs when the events name more than one (a fleet, a P/D pair); "
+        "then `rungs` holds, for each rung, the replica that reached it last or never",
+    )
 
     def rung(self, name: str) -> RungReached | None:
         return next((r for r in self.rungs if r.rung == name), None)

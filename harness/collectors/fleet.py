@@ -29,13 +29,12 @@ from harness.collectors.llamacpp_slots import DEFAULT_LAYOUT, KvLayout
 from harness.collectors.replica import Reading, ReplicaCollectors
 from harness.collectors.replica_spec import ReplicaSpec
 from harness.collectors.tenant_estimate import PoolCapacity, scraped_pool
-from record.fleet import fleet_state
+from record.fleet import fleet_state, summed_samples
 from record.run_record import MISSING_SOURCE, CollectorStatus
 
 T = TypeVar("T")
 FLEET_SOURCE = "fleet"
 """samples.csv `source` of the fleet's rows: its replicas' scrapes of one tick, summed."""
-NOT_SUMMED = ("t_s", "replica", "source", "level", "fragmentation")
 MIN_WAIT_S = 2.0
 """The least a tick waits for a replica's scrape: a busy CPU server's /metrics has taken 0.3–1 s."""
 
@@ -95,7 +94,7 @@ class FleetCollectors:
                 tick.replica_rows.append(row)
         answered = [row for row in tick.replica_rows if row["source"] != MISSING_SOURCE]
         if len(answered) == len(self.replicas):
-            summed = fleet_state([{k: v for k, v in row.items() if k not in NOT_SUMMED} for row in answered])
+            summed = summed_samples(answered)
             tick.fleet_row = {**summed, "t_s": t_s, "source": FLEET_SOURCE}
         return tick
 

@@ -29,6 +29,7 @@ from harness.judge import compare, judge
 from harness.replay.capacity import prefill_demand
 from harness.replay.driver import MaxTokens
 from harness.replay.loaders import AUTO, LOADERS, load_trace
+from harness.replay.pd import run_pd_replay
 from harness.replay.run import ReplayResult, ReplaySettings, run_replay
 from harness.replay.summary import ReplaySummary
 from harness.replay.tenants import DEFAULT_SPEC, make_assigner
@@ -219,7 +220,7 @@ def _replay(
 ) -> ReplayResult:
     total_s = trace.duration_s * settings.time_scale / settings.rate_scale
     with _progress(console, config_path.name, total_s) as on_progress:
-        return run_replay(trace, config, settings, run_dir, config_path=str(config_path), on_progress=on_progress)
+        return _replay_config(trace, config, settings, run_dir, str(config_path), on_progress)
 
 
 def _replay_side_by_side(
@@ -276,7 +277,16 @@ def _replay_in_worker(
             last[0] = time.monotonic()
             progress.put((index, now_s))
 
-    return run_replay(trace, config, settings, run_dir, config_path=str(path), on_progress=report)
+    return _replay_config(trace, config, settings, run_dir, str(path), report)
+
+
+def _replay_config(
+    trace: Trace, config: EngineConfig, settings: ReplaySettings, run_dir: Path, path: str, on_progress
+) -> ReplayResult:
+    """One config's replay: a P/D pair's through harness/replay/pd.py (no progress bar: it is quick)."""
+    if config.pd.enabled:
+        return run_pd_replay(trace, config, settings, run_dir, config_path=path)
+    return run_replay(trace, config, settings, run_dir, config_path=path, on_progress=on_progress)
 
 
 def _drain(progress: queue.Queue[tuple[int, float]]) -> Iterator[tuple[int, float]]:

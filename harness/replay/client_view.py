@@ -62,17 +62,12 @@ class ClientView:
             "completion_tokens": 0,
         }
 
-    def sent(self, r: Request, sent_s: float) -> None:
-        """`r`, sent at `sent_s`, was admitted or queued: its row completes when it finishes."""
-        row = self._row(
-            r.request_id,
-            r.tenant,
-            r.traffic_class.value,
-            sent_s,
-            r.num_prompt_tokens,
-            r.requested_max_new_tokens,
-            r.session_id,
-        )
+    def sent(self, r: Request, sent_s: float, max_tokens: int | None = None) -> None:
+        """`r`, sent at `sent_s`, was admitted or queued: its row completes when it finishes.
+        `max_tokens`: what the client asked for, when `r` is only the first part of its answer
+        (the prefill of a P/D pair)."""
+        asked = r.requested_max_new_tokens if max_tokens is None else max_tokens
+        row = self._row(r.request_id, r.tenant, r.traffic_class.value, sent_s, r.num_prompt_tokens, asked, r.session_id)
         self._open[r.request_id] = (row, r)
 
     def refused(
@@ -133,6 +128,16 @@ class ClientView:
         else:
             row.update(status="error", http_status=503, error_code=reason)
         return row
+
+    def give_up(self, t_s: float) -> list[dict]:
+        """The rows of requests still open at `t_s`, the end of the run: the client stopped
+        waiting for an answer that never came (status timeout), as a live client's timeout."""
+        rows = []
+        for row, _ in self._open.values():
+            row.update(done_s=t_s, e2e_s=t_s - row["sent_s"], status="timeout", error_code="timeout")
+            rows.append(row)
+        self._open.clear()
+        return rows
 
     @property
     def num_open(self) -> int:

@@ -63,6 +63,52 @@ class Arrival:
         return f"r{self.request.row}"
 
 
+@dataclass(frozen=True, slots=True)
+class Intake:
+    """How an arrival becomes `add_request`'s arguments: the trace's prefix ids as block keys in
+    its tenant's scope, max_tokens as the replay sends it. The P/D replay sends the same."""
+
+    mapper: PrefixBlockMapper | None
+    scopes: Mapping[str, int]
+    max_tokens: MaxTokens
+
+    def limit(self, req: TraceRequest) -> int | None:
+        return req.num_output_tokens if self.max_tokens is MaxTokens.TRACE else None
+
+    def arguments(self, a: Arrival) -> dict[str, Any]:
+        req = a.request
+        hashes = public = None
+        if self.mapper is not None and req.prefix_ids:
+            blocks = self.mapper.map(req.prefix_ids, req.num_prompt_tokens, self.scopes[a.tenant])
+            hashes, public = blocks.block_hashes, blocks.public_prefix_tokens
+        return {
+            "tenant": a.tenant,
+            "num_prompt_tokens": req.num_prompt_tokens,
+            "prompt_block_hashes": hashes,
+            "public_prefix_tokens": public,
+            "max_new_tokens": self.limit(req),
+            "eos_after": req.num_output_tokens,
+            "session_id": req.session_id,
+            "streaming": True,
+            "request_id": a.request_id,
+        }
+
+    def refused(self, view: ClientView, a: Arrival, traffic_class: str, now_s: float, err: RequestError) -> dict:
+        """The complete requests.csv row of an arrival refused at once."""
+        req = a.request
+        return view.refused(
+            a.request_id,
+            a.tenant,
+            traffic_class,
+            req.arrival_s,
+            now_s,
+            req.num_prompt_tokens,
+            self.limit(req),
+            req.session_id,
+            err,
+        )
+
+
 class RecordSink(Protocol):
     """Where rows go: `RunRecordWriter`, or a list-backed fake in tests."""
 
@@ -97,13 +143,11 @@ class ReplayDriver:
         if not sample_interval_s > 0:
             raise ValueError("sample_interval_s must be positive")
         self.core, self.clock, self.arrivals, self.sink = core, clock, arrivals, sink
-        self.mapper = mapper
-        self.max_tokens = max_tokens
+        self.intake = Intake(mapper, {t.name: t.scope for t in core.tenants}, max_tokens)
         self.sample_interval_s = sample_interval_s
         self.step_by_step = step_by_step
         self.view = ClientView(scenario)
         self._caps = {t.name: t.config.max_kv_share for t in core.tenants}
-        self._scopes = {t.name: t.scope for t in core.tenants}
         self._cursor = core.events.next_cursor
         self._num_samples = 0
         self._buffers: dict[str, list[dict]] = {"requests": [], "events": [], "samples": [], "tenant_samples": []}
@@ -157,42 +201,15 @@ class ReplayDriver:
 
     # ---------------------------------------------------------------- intake
     def _submit(self, a: Arrival) -> None:
-        req, core = a.request, self.core
-        hashes = public = None
-        if self.mapper is not None and req.prefix_ids:
-            blocks = self.mapper.map(req.prefix_ids, req.num_prompt_tokens, self._scopes[a.tenant])
-            hashes, public = blocks.block_hashes, blocks.public_prefix_tokens
-        max_tokens = req.num_output_tokens if self.max_tokens is MaxTokens.TRACE else None
+        core = self.core
         try:
-            r = core.add_request(
-                tenant=a.tenant,
-                num_prompt_tokens=req.num_prompt_tokens,
-                prompt_block_hashes=hashes,
-                public_prefix_tokens=public,
-                max_new_tokens=max_tokens,
-                eos_after=req.num_output_tokens,
-                session_id=req.session_id,
-                streaming=True,
-                request_id=a.request_id,
-            )
+            r = core.add_request(**self.intake.arguments(a))
         except RequestError as err:
             self._num_refused += 1
             traffic_class = core.tenants[a.tenant].traffic_class.value
-            self._buffers["requests"].append(
-                self.view.refused(
-                    a.request_id,
-                    a.tenant,
-                    traffic_class,
-                    req.arrival_s,
-                    self.clock.now(),
-                    req.num_prompt_tokens,
-                    max_tokens,
-                    req.session_id,
-                    err,
-                )
-            )
+            self._buffers["requests"].append(self.intake.refused(self.view, a, traffic_class, self.clock.now(), err))
         else:
-            self.view.sent(r, req.arrival_s)
+            self.view.sent(r, a.request.arrival_s)
 
     # ---------------------------------------------------------------- output
     def _drain_events(self) -> None:

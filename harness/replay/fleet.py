@@ -31,6 +31,7 @@ from harness.replay.trace import Trace, TraceRequest
 from record.errors import RequestError
 from record.events import EventKind
 from reference_engine import EngineConfig, EngineCore, VirtualClock, with_overrides
+from reference_engine.core.stepping import run_until
 from reference_engine.memory import GIB
 from reference_engine.routing import PrefixIndex, RouteRequest, RoutingContext, WorkerLoad, make_routing_policy
 
@@ -70,18 +71,7 @@ class _Worker:
 
     def run_until(self, t_s: float) -> None:
         """Step until `t_s` (or until nothing is left to run before it); the clock ends at `t_s`."""
-        core, clock = self.core, self.clock
-        while core.has_work() and clock.now() < t_s:
-            out = core.step(until_s=t_s)
-            if out.idle:
-                timer = core.next_timer_s()
-                if timer is None or timer >= t_s:
-                    break
-                clock.advance_to(timer)
-            else:
-                clock.advance_to(out.t_end_s)
-        if math.isfinite(t_s) and clock.now() < t_s:
-            clock.advance_to(t_s)
+        run_until(self.core, self.clock, t_s)
         self._count()
 
     def _count(self) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from harness.replay.capacity import prefill_demand
 from harness.replay.driver import Arrival, DriveStats, MaxTokens, ReplayDriver
@@ -40,6 +41,18 @@ class ReplaySettings:
     sample_interval_s: float | None = None  # None: the config's server.sample_interval_s, as live runs
     step_by_step: bool = False
 
+    def as_meta(self, sample_interval_s: float) -> dict[str, Any]:
+        """meta.replay's settings (`sample_interval_s`: the one the replay used)."""
+        return {
+            "tenants": self.tenants,
+            "public_prefix_ids": sorted(self.public_prefix_ids),
+            "max_tokens": self.max_tokens.value,
+            "rate_scale": self.rate_scale,
+            "time_scale": self.time_scale,
+            "sample_interval_s": sample_interval_s,
+            "stepping": "step_by_step" if self.step_by_step else "event_driven",
+        }
+
 
 @dataclass(frozen=True)
 class ReplayResult:
@@ -54,6 +67,25 @@ class ReplayResult:
         return self.stats.end_s / self.wall_s if self.wall_s > 0 else float("inf")
 
 
+def arrivals_of(trace: Trace, config: EngineConfig, settings: ReplaySettings) -> tuple[Trace, list[Arrival]]:
+    """The trace at the settings' rate and time scales, and its requests with their tenants."""
+    scaled = trace.rescaled(rate_scale=settings.rate_scale, time_scale=settings.time_scale)
+    assigner = make_assigner(settings.tenants, config)
+    return scaled, [Arrival(r, assigner.assign(r)) for r in scaled.requests]
+
+
+def trace_mapper(trace: Trace, core: EngineCore, settings: ReplaySettings) -> PrefixBlockMapper | None:
+    """The trace's prefix ids as `core`'s block keys, when the trace has them."""
+    if trace.prefix_block_tokens is None:
+        return None
+    return PrefixBlockMapper(
+        block_tokens=core.memory.block_tokens,
+        trace_block_tokens=trace.prefix_block_tokens,
+        public_scope=core.hasher.public_scope,
+        public_ids=settings.public_prefix_ids,
+    )
+
+
 def run_replay(
     trace: Trace,
     config: EngineConfig,
@@ -65,21 +97,12 @@ def run_replay(
 ) -> ReplayResult:
     """Replay `trace` through an engine built from `config`; write the run record to `run_dir`.
     `config_path` only names the config in the record."""
-    scaled = trace.rescaled(rate_scale=settings.rate_scale, time_scale=settings.time_scale)
-    assigner = make_assigner(settings.tenants, config)
-    arrivals = [Arrival(r, assigner.assign(r)) for r in scaled.requests]
+    scaled, arrivals = arrivals_of(trace, config, settings)
     clock = VirtualClock()
     core = EngineCore(config, clock=clock)
     core.pin_prefixes()
     initial = initial_state(core)
-    mapper = None
-    if trace.prefix_block_tokens is not None:
-        mapper = PrefixBlockMapper(
-            block_tokens=core.memory.block_tokens,
-            trace_block_tokens=trace.prefix_block_tokens,
-            public_scope=core.hasher.public_scope,
-            public_ids=settings.public_prefix_ids,
-        )
+    mapper = trace_mapper(trace, core, settings)
     sample_interval_s = settings.sample_interval_s or config.server.sample_interval_s
     started_unix, t0 = time.time(), time.perf_counter()
     with closing(core), RunRecordWriter(run_dir) as writer:  # closed: a torch disk tier's files go
@@ -105,15 +128,7 @@ def run_replay(
             started_unix=started_unix,
             wall_s=wall_s,
             initial=initial,
-            replay={
-                "tenants": settings.tenants,
-                "public_prefix_ids": sorted(settings.public_prefix_ids),
-                "max_tokens": settings.max_tokens.value,
-                "rate_scale": settings.rate_scale,
-                "time_scale": settings.time_scale,
-                "sample_interval_s": sample_interval_s,
-                "stepping": "step_by_step" if settings.step_by_step else "event_driven",
-            },
+            replay=settings.as_meta(sample_interval_s),
         )
         demand = prefill_demand(scaled, config)
         if demand.is_overloaded:

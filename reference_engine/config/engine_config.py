@@ -299,6 +299,42 @@ class TiersConfig(ConfigTable):
     )
 
 
+class PdFailure(str, Enum):
+    LOCAL_PREFILL = "local_prefill"  # the decode side prefills the prompt itself
+    ERROR = "error"  # the request ends with finish reason `error`
+
+
+class PdConfig(ConfigTable):
+    """Disaggregated prefill and decode (docs/pd.md): a prefill pool and a decode pool, each an
+    engine of its own (its pool, watermarks and admission: the dotted overrides of `prefill` and
+    `decode` apply to it alone), and a link between them. A request prefills on the prefill side,
+    the decode side reserves its blocks, pulls the prompt's KV over the link and decodes. The link
+    is priced as vLLM's connectors pay it: a setup per transfer, a latency, bytes over bandwidth,
+    one transfer at a time."""
+
+    enabled: bool = Field(False, description="on: two pools and a link (the trace replay and bench drive it)")
+    prefill: dict[str, str | int | float | bool] = Field(
+        {}, description="dotted config keys for the prefill side alone, e.g. 'hardware.kv_pool_gib'"
+    )
+    decode: dict[str, str | int | float | bool] = Field({}, description="dotted config keys for the decode side alone")
+    link_gbps: float = Field(25.0, gt=0, description="link bandwidth, GB/s (200 Gb/s RDMA: 25)")
+    link_latency_ms: float = Field(0.5, ge=0, description="one-way latency of a transfer")
+    transfer_setup_ms: float = Field(2.0, ge=0, description="fixed cost of each transfer (handshake, registration)")
+    transfer_timeout_ms: float = Field(
+        5000, gt=0, description="a transfer not landed this long after its prefill ended fails (waits for blocks count)"
+    )
+    tick_ms: float = Field(5.0, gt=0, description="how often the two sides are brought to the same time while busy")
+    failure_rate: float = Field(0, ge=0, le=1, description="share of transfers that fail (seeded): chaos testing")
+    failure_seed: int = Field(0, description="seed of the injected transfer failures")
+    on_failure: PdFailure = Field(PdFailure.LOCAL_PREFILL, description="local_prefill | error: after a failed transfer")
+    release_reservation_on_abort: bool = Field(
+        True, description="off only to build a broken target: an abort leaves the decode reservation held"
+    )
+    resolve_failed_transfers: bool = Field(
+        True, description="off only to build a broken target: a failed or timed-out transfer is never resolved"
+    )
+
+
 class TenantConfig(ConfigTable):
     api_keys: list[str] = Field(min_length=1, description="Bearer keys that identify the tenant")
     traffic_class: TrafficClass = Field(
@@ -494,6 +530,7 @@ class EngineConfig(ConfigTable):
     tenants: dict[str, TenantConfig] = {}
     server: ServerConfig = ServerConfig()
     kv_events: KvEventsConfig = KvEventsConfig()
+    pd: PdConfig = PdConfig()
     sim: SimConfig = SimConfig()
     torch: TorchConfig = TorchConfig()
     lru: LruConfig = LruConfig()

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,6 +120,9 @@ class EngineCore:
         # What the prefix cache stores and evicts, for whoever publishes it (core/kv_events.py)
         self.kv_events = KvEventLog(bt) if config.kv_events.enable_kv_cache_events and prefix_cache else None
         self.pool.kv_events = self.kv_events
+        # References held in this pool by an owner outside the engine's requests (a P/D pair's
+        # transfer source and reservation): the orphan check counts them as owned
+        self.outside_refs: Callable[[], Iterable[int]] = tuple
         self.sessions = SessionStore(
             self.pool,
             self.policy.make_index,
@@ -567,7 +570,8 @@ class EngineCore:
         return self.scheduler.requests.get(request_id)
 
     def reconcile(self) -> int:
-        """Orphan check: every live reference must belong to a request, a session or a pin.
+        """Orphan check: every live reference must belong to a request, a session, a pin or an
+        outside owner (`outside_refs`).
         Returns the number of references found without an owner (and released)."""
         from reference_engine.core.ledger import reconcile_orphans
 

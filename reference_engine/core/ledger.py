@@ -90,12 +90,14 @@ def ledger(core: EngineCore, max_rows: int = 1000) -> dict:
 def reconcile_orphans(core: EngineCore) -> int:
     """Release request references that no request owns. O(blocks).
 
-    A block's references are its holds (sessions, pins) plus one per request whose block table
-    lists it; any reference beyond that is an orphan left by a bug or a lost worker."""
+    A block's references are its holds (sessions, pins), one per request whose block table lists
+    it and one per outside reference (a P/D pair's source or reservation); any reference beyond
+    that is an orphan left by a bug or a lost worker."""
     pool, sched = core.pool, core.scheduler
     expected_refs: Counter[int] = Counter()
     for r in sched.requests.values():
         expected_refs.update(r.block_ids)
+    expected_refs.update(core.outside_refs())
     now = core.clock.now()
     freed = 0
     for b in pool.blocks_with_request_refs():  # a block with no request reference has no orphan

@@ -181,6 +181,16 @@ class Executor(Protocol):
         """The request ended (any reason, any state): drop what the executor kept for it."""
         ...
 
+    def export_blocks(self, block_ids: Sequence[int]) -> object:
+        """A copy of these blocks' KV for another engine (P/D: the prefill side's, sent over the
+        link); None from an executor that holds no KV bytes (sim)."""
+        ...
+
+    def import_blocks(self, data: object, block_ids: Sequence[int]) -> None:
+        """Write another engine's `export_blocks` into these blocks (P/D: the decode side's
+        reservation, when the pull lands), in order."""
+        ...
+
     def close(self) -> None:
         """The engine stopped: release what the executor holds beyond its own memory (the torch
         executor's disk tier directory). Idempotent; nothing runs on it afterwards."""

@@ -25,6 +25,7 @@ tokens by; token-level compactions (`StepPlan.compactions`) move no data here an
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -106,6 +107,12 @@ class SimExecutor:
 
     def close(self) -> None:
         """Nothing to release: the sim holds no KV, files or devices."""
+
+    def export_blocks(self, block_ids: Sequence[int]) -> None:
+        """No KV bytes to send: the link's time is the whole of a sim transfer."""
+
+    def import_blocks(self, data: object, block_ids: Sequence[int]) -> None:
+        """No KV bytes to write."""
 
     def _step_s(self, new_tokens: int, attended_pairs: float, kv_read_tokens: float) -> float:
         compute = (

@@ -247,6 +247,14 @@ class TorchExecutor:
         """The engine stopped: forget the tiers' blocks and remove the disk tier's directory."""
         self.tiers.close()
 
+    def export_blocks(self, block_ids: Sequence[int]) -> Tensor:
+        """The blocks' K and V in host memory, as a P/D connector stages them for the link."""
+        return self.cache.copy_out(block_ids)
+
+    def import_blocks(self, data: object, block_ids: Sequence[int]) -> None:
+        assert isinstance(data, Tensor), "a P/D pull lands what a torch executor exported"
+        self.cache.copy_in(data, block_ids)
+
     # ----------------------------------------------------------- time model
     def prefill_time_s(self, num_tokens: int, num_cached_tokens: int = 0) -> float:
         return self._pricing.prefill_time_s(num_tokens, num_cached_tokens)

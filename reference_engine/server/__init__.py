@@ -60,6 +60,10 @@ def serve(
     `fd`: an inherited listening socket, bound by whoever started us, served instead of
     `host`:`port`. Refuses to start
     (StartupError) without an admin key (`with_admin_key`) or on an address that is taken."""
+    if config.pd.enabled:  # served as one pool it would pass for a pair it is not
+        raise StartupError(
+            "[pd] enabled: kvgate serve does not serve a P/D pair yet; replay it (kvgate replay, docs/pd.md)"
+        )
     config = with_admin_key(config, admin_key, dev=dev)
     sock = socket.socket(fileno=fd) if fd is not None else http_edge.listen(host, port)
     workers = config.server.workers if workers is None else workers

@@ -5,7 +5,7 @@ Two sources, both one-way:
 - **counters and histograms** are derived from the core's event log, which the engine loop
   hands over by cursor after every step (`on_events`); nothing is patched into the core;
 - **gauges** (blocks, usage, queues, tenants) and the core's own running totals are read
-  from a `snapshot()` when Prometheus scrapes (`_StateCollector`).
+  from a `snapshot()` when Prometheus scrapes (`StateCollector`).
 
 Where a metric means what vLLM's does it is also exported under vLLM's name and meaning:
 `vllm:kv_cache_usage_perc` (a fraction, 0..1, of *live* blocks), `vllm:num_requests_running`,
@@ -132,7 +132,7 @@ class EngineMetrics:
             buckets=TTFT_BUCKETS,
             registry=r,
         ).labels(model_name)
-        r.register(_StateCollector(core, model_name))
+        r.register(StateCollector(core, model_name))
 
     def on_events(self, events: Sequence[Event]) -> None:
         for e in events:
@@ -203,7 +203,7 @@ def render_families(families: list[Metric]) -> bytes:
     return generate_latest(registry)
 
 
-class _StateCollector(Collector):
+class StateCollector(Collector):
     """Gauges read from the engine at scrape time: O(running + waiting + tenants)."""
 
     def __init__(self, core: EngineCore, model_name: str) -> None:

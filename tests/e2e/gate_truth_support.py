@@ -32,6 +32,8 @@ from harness.cli import build_parser
 from harness.collectors.isolation import ProbeOptions
 from harness.commands.run import build_plan
 from harness.live_run import run_live
+from harness.profiles import PRESSURE_MACHINE
+from harness.replay.pd import PdChaos, run_pd_replay
 from harness.replay.run import ReplaySettings, run_replay
 from harness.replay.tenants import make_assigner
 from harness.replay.trace import Trace, TraceRequest
@@ -40,6 +42,7 @@ from reference_engine import EngineConfig, load_config, with_overrides
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = REPO / "configs" / "default.toml"
+PD_CONFIG = REPO / "configs" / "pd" / "pd.toml"
 BROKEN_DIR = REPO / "configs" / "broken"
 TRACE_BLOCK_TOKENS = 512  # tokens per prefix id, as in the Mooncake trace
 
@@ -130,6 +133,7 @@ class ReplayScenario:
     name: str
     sends: Callable[[], list[Send]]
     overrides: Mapping[str, Any] = field(default_factory=dict)
+    pd_chaos: PdChaos = PdChaos()  # what the replay of a P/D pair does to its transfers
 
     def tenants(self) -> tuple[str, ...]:
         return tuple(sorted({s.tenant for s in self.sends()}))
@@ -235,6 +239,28 @@ TIER_CHAOS = {
 }
 
 
+def _pd_chat() -> list[Send]:
+    # Chat at 20 questions/s over four tenants for 6 s on a P/D pair: 2K-token prompts (a quarter
+    # the tenant's shared block) and 384-token answers; every prompt's KV crosses a 2 GB/s link in
+    # about 0.1 s, so a cancel timed to a transfer's start lands mid-transfer.
+    tenants = ("acme", "globex", "initech", "umbrella")
+    return [Send(t, tenants[i % 4], 2_048, 384) for i, t in enumerate(every(1 / 20, 6.0))]
+
+
+# Each side the quick profile's machine (its pool and batch), four tenants that may fill it, so
+# the watermarks are what stops them; a slow link whose transfers fail one time in ten (its
+# backlog keeps the prefill side's blocks pinned), every fourth transfer cancelled as it starts.
+PD_CHAOS = {
+    "engine.max_num_seqs": PRESSURE_MACHINE["engine.max_num_seqs"],
+    "pd.prefill": {"hardware.kv_pool_gib": PRESSURE_MACHINE["hardware.kv_pool_gib"]},
+    "pd.decode": {"hardware.kv_pool_gib": PRESSURE_MACHINE["hardware.kv_pool_gib"]},
+    **{f"tenants.{name}.max_kv_share": 1.0 for name in ("acme", "globex", "initech", "umbrella")},
+    "pd.link_gbps": 2.0,
+    "pd.failure_rate": 0.1,
+    "pd.failure_seed": 3,
+}
+
+
 REPLAY_SCENARIOS: dict[str, ReplayScenario] = {
     s.name: s
     for s in (
@@ -251,6 +277,7 @@ REPLAY_SCENARIOS: dict[str, ReplayScenario] = {
         ReplayScenario("chat_rush", _chat_rush),
         ReplayScenario("long_chats", _long_chats),
         ReplayScenario("tier_chaos", _tier_chaos, TIER_CHAOS),
+        ReplayScenario("pd_transfer_chaos", _pd_chat, PD_CHAOS, PdChaos(cancel_every=4)),
         ReplayScenario(
             "recompute_pressure",
             _recompute_pressure,
@@ -261,11 +288,16 @@ REPLAY_SCENARIOS: dict[str, ReplayScenario] = {
 
 
 def replay(config_path: Path, scenario: ReplayScenario, run_dir: Path) -> RunRecord:
-    """`kvgate replay` of the scenario's trace on the config (with the scenario's overrides)."""
+    """`kvgate replay` of the scenario's trace on the config (with the scenario's overrides);
+    a P/D pair's through harness/replay/pd.py, with the scenario's chaos on its transfers."""
     config = with_overrides(load_config(config_path), scenario.overrides)
     builder = TraceBuilder(config, scenario.tenants())
     trace = builder.build(scenario.sends())
-    run_replay(trace, config, ReplaySettings(tenants=builder.spec), run_dir, config_path=str(config_path))
+    settings = ReplaySettings(tenants=builder.spec)
+    if config.pd.enabled:
+        run_pd_replay(trace, config, settings, run_dir, config_path=str(config_path), chaos=scenario.pd_chaos)
+    else:
+        run_replay(trace, config, settings, run_dir, config_path=str(config_path))
     return RunRecord.load(run_dir)
 
 
@@ -277,8 +309,8 @@ def broken_config(gate: str) -> Path:
     return BROKEN_DIR / f"{gate}.toml"
 
 
-def config_changes(path: Path) -> dict[str, Any]:
-    """Dotted keys whose values differ from default.toml's (for the one-change check)."""
+def config_changes(path: Path, base: Path = DEFAULT_CONFIG) -> dict[str, Any]:
+    """Dotted keys whose values differ from `base`'s (for the one-change check)."""
 
     def flat(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -289,7 +321,7 @@ def config_changes(path: Path) -> dict[str, Any]:
                 out[f"{prefix}{key}"] = value
         return out
 
-    default = flat(load_config(DEFAULT_CONFIG).model_dump(mode="json"))
+    default = flat(load_config(base).model_dump(mode="json"))
     broken = flat(load_config(path).model_dump(mode="json"))
     return {k: v for k, v in broken.items() if default.get(k) != v}
 
@@ -520,6 +552,7 @@ class Truth:
     breaks: str
     healthy: Path = DEFAULT_CONFIG  # the config that passes under the same scenario
     broken_path: Path | None = None  # another config built to break it than configs/broken/<gate>.toml
+    built_on: Path = DEFAULT_CONFIG  # the config the broken one changes in one setting
 
     @property
     def is_live(self) -> bool:
@@ -570,6 +603,14 @@ GATE_TRUTH: dict[str, Truth] = {
             "prefix_aware without KV events sees no cached block: recall 0",
             healthy=REPO / "configs" / "fleet.toml",
         ),
+        Truth(
+            "no_stranded_reservation",
+            "pd_transfer_chaos",
+            "an abort mid-transfer leaves the decode side's reserved blocks held by nobody (vLLM #46283)",
+            healthy=PD_CONFIG,
+            broken_path=BROKEN_DIR / "pd_stranded_reservation.toml",
+            built_on=PD_CONFIG,
+        ),
     )
 }
 
@@ -602,6 +643,33 @@ MORE_TRUTH: tuple[Truth, ...] = (
         "fleet_chaos",
         "an index fed nothing stays blind; the healthy one, dropped, delayed and emptied, still finds prefixes",
         healthy=REPO / "configs" / "fleet.toml",
+    ),
+)
+
+
+# The P/D pair's leaks (docs/pd.md), each judged on the pair's two pools: every gate a leak must fail.
+PD_TRUTH: tuple[Truth, ...] = (
+    *(
+        Truth(
+            gate,
+            "pd_transfer_chaos",
+            "an abort mid-transfer leaves the decode side's reserved blocks held by nobody (vLLM #46283)",
+            healthy=PD_CONFIG,
+            broken_path=BROKEN_DIR / "pd_stranded_reservation.toml",
+            built_on=PD_CONFIG,
+        )
+        for gate in ("no_stranded_reservation", "cancel_release", "capacity_after_drain")
+    ),
+    *(
+        Truth(
+            gate,
+            "pd_transfer_chaos",
+            "a failed or timed-out transfer is never resolved: its request hangs, both pools keep its blocks",
+            healthy=PD_CONFIG,
+            broken_path=BROKEN_DIR / "pd_transfer_hang.toml",
+            built_on=PD_CONFIG,
+        )
+        for gate in ("explicit_overflow", "capacity_after_drain")
     ),
 )
 

@@ -44,3 +44,9 @@ def test_helpers_and_private_files_are_not_scenarios(tmp_path: Path) -> None:
     (tmp_path / "notes.py").write_text("class Other: pass\n")
     (tmp_path / "mine.py").write_text("from x import KvgateUser\nclass Mine(KvgateUser):\n    pass\n")
     assert list(discover(tmp_path)) == ["mine"]
+
+
+def test_the_pd_chaos_scenario_stands_apart_from_the_default_mix() -> None:
+    found = discover(scenarios_dir() / "pd")
+    assert {name: s.user_classes for name, s in found.items()} == {"pd_chaos": ("PdChaos",)}
+    assert "pd_chaos" not in discover(scenarios_dir())

@@ -106,3 +106,28 @@ def test_a_target_that_never_evicted_or_whose_counters_are_missing_is_missing_th
     blind = measure_pressure(vllm_like().build(tmp_path / "blind"))  # no KV events, no preemption counter
     assert blind.source == "target" and set(blind.decisions) == {"rejected_overload"}
     assert missing_rungs(blind) == ("evict", "preempt")
+
+
+def test_each_engine_of_a_pair_has_its_own_ladder(tmp_path: Path) -> None:
+    """Two engines' watermark events interleaved are no one ladder: the prefill pool reaches
+    preempt, the decode pool only evict; the run counts a rung as reached once both did."""
+    b = RecordBuilder().replica("prefill", worker="prefill").replica("decode", worker="decode")
+    for t, level, worker in ((10, "evict", "prefill"), (11, "normal", "decode"), (12, "evict", "decode")):
+        b.event("watermark", float(t), reason=level, usage=0.86, worker=worker)
+    b.event("watermark", 20.0, reason="preempt", usage=0.93, worker="prefill")
+    p = measure_pressure(b.build(tmp_path))
+    assert sorted(p.replicas) == ["decode", "prefill"]
+    prefill = {r.rung: r.first_s for r in p.replicas["prefill"]}
+    decode = {r.rung: r.first_s for r in p.replicas["decode"]}
+    assert (prefill["evict"], prefill["preempt"]) == (10.0, 20.0)
+    assert (decode["evict"], decode["preempt"]) == (12.0, None)
+    assert p.rung("evict").first_s == 12.0 and not p.reached("preempt")
+    assert missing_rungs(p) == ("preempt",)
+
+
+def test_a_replica_without_watermark_events_reached_no_rung(tmp_path: Path) -> None:
+    b = RecordBuilder().replica("prefill", worker="prefill").replica("decode", worker="decode")
+    b.event("watermark", 10.0, reason="preempt", usage=0.93, worker="decode")
+    p = measure_pressure(b.build(tmp_path))
+    assert not any(r.first_s for r in p.replicas["prefill"]) and p.replicas["decode"][0].first_s == 10.0
+    assert missing_rungs(p) == ("evict", "preempt")
