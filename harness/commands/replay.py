@@ -281,7 +281,12 @@ def _replay_in_worker(
 
 
 def _replay_config(
-    trace: Trace, config: EngineConfig, settings: ReplaySettings, run_dir: Path, path: str, on_progress
+    trace: Trace,
+    config: EngineConfig,
+    settings: ReplaySettings,
+    run_dir: Path,
+    path: str,
+    on_progress: Callable[[float], None] | None,
 ) -> ReplayResult:
     """One config's replay: a P/D pair's through harness/replay/pd.py (no progress bar: it is quick)."""
     if config.pd.enabled:

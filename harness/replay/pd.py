@@ -35,9 +35,10 @@ from record.errors import RequestError
 from record.events import Event, EventKind
 from record.fleet import fleet_state, summed_samples
 from record.pressure import record_pressure
-from record.run_record import HIT_COUNTERS, RunRecordWriter
+from record.run_record import HIT_COUNTERS, RunMeta, RunRecordWriter
 from reference_engine import EngineConfig, config_digest
 from reference_engine.config import redacted
+from reference_engine.core.event_log import EventLog
 from reference_engine.core.pd import DECODE, ROLES, PDCore
 
 CLIENT_KINDS = frozenset({EventKind.FIRST_TOKEN, EventKind.REJECTED, EventKind.FINISHED})
@@ -80,7 +81,7 @@ class _Recorder:
         self.writer.append("requests", done)
         return mine
 
-    def _since(self, name: str, log) -> list[Event]:
+    def _since(self, name: str, log: EventLog) -> list[Event]:
         page = log.since(self.cursors[name])
         self.cursors[name] = page.next_cursor
         return page.events
@@ -193,7 +194,18 @@ def _replica_rows(pd: PDCore, initial: dict[str, dict[str, Any]]) -> list[dict[s
     return rows
 
 
-def _meta(pd: PDCore, config: EngineConfig, run_id, config_path, trace, stats, started_unix, wall_s, initial, replay):
+def _meta(
+    pd: PDCore,
+    config: EngineConfig,
+    run_id: str,
+    config_path: str,
+    trace: Trace,
+    stats: DriveStats,
+    started_unix: float,
+    wall_s: float,
+    initial: dict[str, dict[str, Any]],
+    replay: dict[str, Any],
+) -> RunMeta:
     meta = replay_meta(
         run_id=run_id,
         core=pd.decode,
