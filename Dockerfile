@@ -40,6 +40,7 @@ RUN useradd --system --uid 10001 --user-group --home-dir /home/kvgate --create-h
 COPY --from=build /opt/venv /opt/venv
 COPY configs /opt/kvgate/configs
 COPY scenarios /opt/kvgate/scenarios
+COPY pd_scenarios /opt/kvgate/pd_scenarios
 RUN ln -s /runs /opt/kvgate/runs
 
 ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1

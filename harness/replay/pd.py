@@ -12,7 +12,7 @@ requests that ended (`stranded_reservation_blocks`) and the transfers nobody res
 
 `PdChaos.cancel_every` cancels every n-th transfer the moment it starts: the cancel that lands
 mid-transfer, timed to the transfer (which only the engine can know; a client times it from
-its first token, scenarios/pd_chaos.py).
+its first token, pd_scenarios/pd_chaos.py).
 """
 
 from __future__ import annotations

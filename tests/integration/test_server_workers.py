@@ -165,8 +165,15 @@ def test_prefix_aware_routes_a_prompt_where_its_prefix_is_cached_and_forgets_it_
         home = first.kvgate["worker"]
         workers = admin(base, "/admin/workers")
         assert workers["routing"] == "prefix_aware"
-        # each worker's pinned system prompt, announced before the router listened, came in its snapshot
-        assert all(w["kv_batches"]["snapshots"] == 1 and w["indexed_blocks"] >= 1 for w in workers["workers"])
+        # each worker's pinned system prompt, announced before the router listened, comes in its snapshot
+        # (fetched when the worker is ready: on a busy machine it may land after the first answer)
+        wait_for(
+            lambda: all(
+                w["kv_batches"].get("snapshots") == 1 and w["indexed_blocks"] >= 1
+                for w in admin(base, "/admin/workers")["workers"]
+            ),
+            "every worker's snapshot",
+        )
         wait_for(lambda: admin(base, "/admin/workers")["workers"][home]["indexed_blocks"] >= 37, "the index learns")
         answers = [ask(f"question {i}") for i in range(6)]
         assert {a.kvgate["worker"] for a in answers} == {home}  # an idle fleet: the prefix decides

@@ -1,7 +1,7 @@
 """P/D chaos against a disaggregated target: cancels at the prefill -> decode hand-off, and a
 decode pool kept under pressure.
 
-    locust -f scenarios/pd/pd_chaos.py --host http://PROXY:8000 --headless -u 16 -t 60s --kvgate-record-dir runs/pd
+    locust -f pd_scenarios/pd_chaos.py --host http://PROXY:8000 --headless -u 16 -t 60s --kvgate-record-dir runs/pd
 
 Behind a P/D proxy (vLLM's disaggregated examples: the prefill request with max_tokens = 1, then
 the decode request that pulls its KV) the first word a client sees marks the hand-off: the
@@ -12,8 +12,8 @@ transferring. After the drain no request may hold blocks on either side (cancel_
 capacity_after_drain, per replica with `--replica`). On kvgate's own P/D pair the cancel is timed
 to the transfer itself, which only the engine sees (harness/replay/pd.py, `PdChaos`).
 
-It lives apart from scenarios/ so the default mix of every other config stays as it is: run it
-by path.
+It lives outside scenarios/ (locust reads every .py below a directory it is given, so a
+subdirectory would join the default mix of every config): run it by path.
 """
 
 from locust import task
