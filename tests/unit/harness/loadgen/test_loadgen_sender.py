@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import gevent
 
@@ -25,9 +25,10 @@ class Answer:
     status = 200
     headers: Mapping[str, str] = {"content-type": "text/event-stream"}
 
-    def __init__(self, answer_s: float) -> None:
+    def __init__(self, answer_s: float, on_close: Callable[[], None] = lambda: None) -> None:
         self._lines = [f"data: {json.dumps(c)}\n".encode() for c in CHUNKS] + [b"data: [DONE]\n"]
         self._answer_s = answer_s
+        self._on_close = on_close
 
     def readline(self) -> bytes:
         if self._answer_s:
@@ -38,7 +39,8 @@ class Answer:
     def read_all(self) -> bytes:
         return b""
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        self._on_close()
 
 
 class Target:
@@ -46,11 +48,16 @@ class Target:
 
     def __init__(self, answer_s: float = 0.0) -> None:
         self.answer_s = answer_s
-        self.num_opened = 0
+        self.num_opened = self.num_closed = 0
+        self.in_flight_at_open: list[int] = []
 
     def open(self, path: str, body: bytes, headers: Mapping[str, str]) -> Answer:
+        self.in_flight_at_open.append(self.num_opened - self.num_closed)
         self.num_opened += 1
-        return Answer(self.answer_s)
+        return Answer(self.answer_s, on_close=self._closed)
+
+    def _closed(self) -> None:
+        self.num_closed += 1
 
     def deadline(self, seconds: float, error: BaseException) -> gevent.Timeout:
         return gevent.Timeout(seconds, error)
@@ -84,9 +91,12 @@ def test_every_slot_is_sent_once_and_never_before_its_time() -> None:
 
 def test_a_full_pool_sends_late_and_the_rows_say_how_late() -> None:
     """One place in flight, answers of 100 ms, arrivals every 20 ms: requests wait for the place."""
-    rows = send(slots([n * 0.02 for n in range(6)]), Target(answer_s=0.1), max_in_flight=1, run_s=1.0)
-    lags = sorted(r.sent_unix - r.intended_unix for r in rows if r.intended_unix is not None)
-    assert len(rows) == 6 and lags[-1] >= 0.3  # the sixth waited for five answers before it
+    target = Target(answer_s=0.1)
+    rows = send(slots([n * 0.02 for n in range(6)]), target, max_in_flight=1, run_s=1.0)
+    assert len(rows) == 6 and target.in_flight_at_open == [0] * 6  # each waited for the answer before it
+    by_slot = sorted(rows, key=lambda r: r.request_id)
+    lags = [r.sent_unix - r.intended_unix for r in by_slot if r.intended_unix is not None]
+    assert len(lags) == 6 and lags == sorted(lags) and lags[0] < lags[-1]  # each row says it waited longer
 
 
 def test_a_stop_cuts_what_is_in_flight_with_one_row_each() -> None:
