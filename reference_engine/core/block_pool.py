@@ -168,7 +168,16 @@ class BlockPool:
 
     # ------------------------------------------------------------ prefix cache
     def match_prefix(self, block_hashes: Sequence[int]) -> list[int]:
-        """The blocks of the longest cached prefix of `block_hashes` (not yet referenced)."""
+        """The blocks of the longest cached prefix of `block_hashes` (not yet referenced), counted
+        as a prefix-cache query and its hits."""
+        hits = self.cached_prefix(block_hashes)
+        self.num_prefix_queries += len(block_hashes)
+        self.num_prefix_hits += len(hits)
+        return hits
+
+    def cached_prefix(self, block_hashes: Sequence[int]) -> list[int]:
+        """The same blocks, not counted: a look the engine takes for itself (a P/D pull's source
+        and reservation), not a request's query."""
         h2b = self._hash_to_block
         hits: list[int] = []
         for h in block_hashes:
@@ -176,8 +185,6 @@ class BlockPool:
             if b is None:
                 break
             hits.append(b)
-        self.num_prefix_queries += len(block_hashes)
-        self.num_prefix_hits += len(hits)
         return hits
 
     def register_many(self, blocks: Sequence[int], block_hashes: Sequence[int]) -> None:

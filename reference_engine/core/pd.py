@@ -249,12 +249,7 @@ class PDCore:
             return
         pool, bt = self.prefill.pool, self.prefill.memory.block_tokens
         hashes = r.block_hashes[: r.num_prompt_tokens // bt]
-        source = []
-        for h in hashes:  # its blocks went to the cached tier at its finish, a moment ago
-            b = pool.cached_block(h)
-            if b is None:
-                break
-            source.append(b)
+        source = pool.cached_prefix(hashes)  # its blocks went to the cached tier at its finish, a moment ago
         pool.incref(source, t_s)
         pdr.source_blocks, pdr.pull_hashes = source, hashes[: len(source)]
         pdr.state, pdr.handoff_s = PdState.RESERVING, t_s
@@ -280,12 +275,7 @@ class PDCore:
     def _reserve(self, pdr: PdRequest, now: float) -> None:
         """The decode side's blocks for the pull, taken before it starts; else it waits."""
         pool = self.decode.pool
-        held = []
-        for h in pdr.pull_hashes:
-            b = pool.cached_block(h)
-            if b is None:
-                break
-            held.append(b)
+        held = pool.cached_prefix(pdr.pull_hashes)
         missing = len(pdr.pull_hashes) - len(held)
         if pool.num_live + missing >= self.decode.marks.admission:
             return
