@@ -1,5 +1,5 @@
 """P/D against one pool on the shared conversation trace: TTFT, time per output token and the
-prefix-hit ratio of a disaggregated prefill/decode pair (configs/pd/pd.toml) beside one engine
+prefix-hit ratio of a disaggregated prefill/decode pair (configs/pd.toml) beside one engine
 whose pool is the pair's two pools together (docs/pd.md, "P/D against one pool").
 
     .venv/bin/python bench/bench_pd_replay.py                       # the trace's first 2,000 requests
@@ -56,12 +56,13 @@ def figures(record: RunRecord, hit_view: RunRecord) -> dict[str, float | None]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
-    p.add_argument("--config", type=Path, default=REPO / "configs" / "pd" / "pd.toml")
+    p.add_argument("--config", type=Path, default=REPO / "configs" / "pd.toml")
+    p.add_argument("--side-gib", type=float, default=24.0, help="each side's KV pool (the one pool: both)")
     p.add_argument("--rate-scale", type=float, default=1.0)
     p.add_argument("--limit", type=int, default=2000, help="first N requests (0: all)")
     args = p.parse_args()
     trace = load_trace(args.trace, limit=args.limit or None)
-    pd_config = load_config(args.config)
+    pd_config = with_overrides(load_config(args.config), {"hardware.kv_pool_gib": args.side_gib})
     settings = ReplaySettings(rate_scale=args.rate_scale)
     out = Path(tempfile.mkdtemp(prefix="bench-pd-"))
     pair = run_pd_replay(trace, pd_config, settings, out / "pd", config_path=str(args.config))

@@ -33,7 +33,7 @@ from collections.abc import Collection
 from dataclasses import replace
 
 from gates.base import Gate, GateResult, Limits, Outcome
-from record.fleet import describe_gaps, gaps_in, metrics_gaps, replica_names, replica_view
+from record.fleet import describe_gaps, gaps_in, is_pd_pair, metrics_gaps, replica_names, replica_view
 from record.query import Window
 from record.run_record import RunRecord
 
@@ -50,9 +50,6 @@ metrics there leaves them not measurable. capacity_after_drain compares the pool
 after (its own check says when either is missing); no_oom's restart watch polls /health, which
 a gap in the metrics does not stop."""
 
-
-PD_TARGET = "reference_pd"
-"""meta.target.kind of a P/D pair's record."""
 
 PARTICIPLE = {Outcome.PASS: "passed", Outcome.FAIL: "failed", Outcome.NOT_MEASURABLE: "not measurable"}
 
@@ -73,11 +70,6 @@ def evaluate_gate(gate: Gate, record: RunRecord, limits: Limits) -> GateResult:
             Outcome.NOT_MEASURABLE, f"the fleet sums replicas whose metrics were missing: {'; '.join(missing)}"
         )
     return combine(fleet, parts, gapped={name for name, g in gaps.items() if g})
-
-
-def is_pd_pair(record: RunRecord) -> bool:
-    """Whether the replicas are a P/D pair's prefill and decode pools (harness/replay/pd.py)."""
-    return record.meta.target.get("kind") == PD_TARGET
 
 
 def _judged_window(record: RunRecord) -> Window:

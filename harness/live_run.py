@@ -74,6 +74,7 @@ from harness.target import ReferenceEngine, Target, external_target
 from harness.target_speed import SpeedNotMeasuredError, measure_speed
 from harness.token_counts import MeasuredTokens, measure_tokens
 from record.errors import KvgateError
+from record.fleet import PD_TARGET
 from record.pressure import record_pressure
 from record.run_record import ENDED_EARLY, CollectorStatus, Phase, PrefixReuse, RunMeta, RunRecord, RunRecordWriter
 from reference_engine import EngineConfig
@@ -212,6 +213,8 @@ def run_live(plan: LivePlan, progress: RunProgress) -> LiveResult:
                         log_path=plan.run_dir / "engine.log",
                     )
                 )
+                if _serves_pd(plan):  # its two pools are judged apart (gates/fleet.py)
+                    target = replace(target, kind=PD_TARGET)
             tenants = TenantSet(parse_tenants(plan.settings.tenants))
             progress.phase("preflight", target.url)
             checked = preflight(target.url, key=tenants.all[0].key, model=plan.settings.model)
@@ -237,14 +240,20 @@ def run_live(plan: LivePlan, progress: RunProgress) -> LiveResult:
         raise
 
 
+def _serves_pd(plan: LivePlan) -> bool:
+    """Whether the engine this run starts is a P/D pair: its two sides are the replicas."""
+    return not plan.target_url and plan.config is not None and plan.config.pd.enabled
+
+
 def _replicas(plan: LivePlan, target: Target, key: str, progress: RunProgress) -> tuple[ReplicaSpec, ...]:
     """The replicas to read: the plan's, each answering where it is read (a replica that does
-    not is a harness error naming it), or the workers of a reference engine that runs several."""
+    not is a harness error naming it), or the workers of a reference engine that runs several,
+    or the two sides of its P/D pair."""
     if plan.replicas:
         progress.phase("replicas", ", ".join(r.name for r in plan.replicas))
         check_replicas(plan.replicas, key)
         return plan.replicas
-    if plan.target_url or plan.engine_workers < 2:
+    if plan.target_url or (plan.engine_workers < 2 and not _serves_pd(plan)):
         return ()
     admin = AdminApi(target.url, plan.settings.admin_key)
     try:

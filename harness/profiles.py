@@ -86,6 +86,7 @@ PRESSURE_LOAD: dict[str, Any] = {
     "wait_max_s": 0.5,
     "kill_interval_s": 4.0,
     "router_chaos_interval_s": 2.0,  # a fleet config's prefix index: a chaos step every 2 s (others: off)
+    "pd_chaos_interval_s": 2.0,  # a P/D config's link: a chaos step every 2 s (others: off)
     "step_users": 2,
     "step_s": 3.0,
     "step_max_users": 16,
@@ -124,6 +125,7 @@ PROFILES: dict[str, Profile] = {
                 **PRESSURE_LOAD,
                 "kill_interval_s": 15.0,
                 "router_chaos_interval_s": 5.0,
+                "pd_chaos_interval_s": 5.0,
                 "step_users": 4,
                 "step_s": 8.0,
                 "step_max_users": 48,

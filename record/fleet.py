@@ -39,6 +39,18 @@ NOT_SUMMED = ("t_s", "replica", "source", "level", "fragmentation")
 FLEET = "fleet"
 """The name the fleet's row goes by in `replica_summary` (a replica may not take it)."""
 
+PD_TARGET = "reference_pd"
+"""meta.target.kind of a P/D pair's record (kvgate's own pair, replayed or served)."""
+DECIDING_POOL = "decode"
+"""The pool of a P/D pair where the policy decides: the prefill pool holds each prompt only until
+it is pulled, takes only what the decode side would admit, and keeps no sessions, so it never
+evicts or preempts (its requests never grow after admission)."""
+
+
+def is_pd_pair(record: RunRecord) -> bool:
+    """Whether the replicas are a P/D pair's prefill and decode pools."""
+    return record.meta.target.get("kind") == PD_TARGET
+
 
 def replica_names(record: RunRecord) -> list[str]:
     return [str(name) for name in record.replicas["replica"].dropna()]

@@ -26,7 +26,7 @@ import math
 from collections.abc import Iterable
 from pathlib import Path
 
-from record.fleet import replica_names, replica_view
+from record.fleet import DECIDING_POOL, is_pd_pair, replica_names, replica_view
 from record.query import counter_change, live_usage, overload_refusals
 from record.run_record import RUNGS, Pressure, RungReached, RunRecord
 
@@ -62,10 +62,11 @@ def measure_pressure(record: RunRecord) -> Pressure:
     if meta.signals.engine_events:
         replicas = _replica_rungs(record)
         if replicas:
+            deciding = replicas.get(DECIDING_POOL) if is_pd_pair(record) else None
             return Pressure(
                 source="engine",
                 peak_usage=_peak(record),
-                rungs=[_weakest(list(rs)) for rs in zip(*replicas.values())],
+                rungs=deciding or [_weakest(list(rs)) for rs in zip(*replicas.values())],
                 decisions=_decisions(record),
                 replicas=replicas,
             )
@@ -122,7 +123,8 @@ def decisions_never_run(pressures: Iterable[Pressure | None]) -> tuple[str, ...]
 
 def _replica_rungs(record: RunRecord) -> dict[str, list[RungReached]]:
     """Each replica's rungs, each read from its own view (a fleet's workers, a P/D pair's pools):
-    their watermark events interleaved are no one ladder."""
+    their watermark events interleaved are no one ladder. A fleet reached a rung once every
+    replica did; a P/D pair once its decode pool did (`DECIDING_POOL`)."""
     names = replica_names(record)
     return {name: measure_pressure(replica_view(record, name)).rungs for name in names} if len(names) > 1 else {}
 

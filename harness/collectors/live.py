@@ -323,7 +323,7 @@ class LiveCollectors:
             final["orphan_blocks"] = max(0, final["live_blocks"] - final["retained_blocks"])
         if snap.get("unavailable"):
             final["workers_unavailable"] = snap["unavailable"]
-        final.update({key: snap[key] for key in ("tiers", "tier_loads_in_flight") if key in snap})
+        final.update({key: snap[key] for key in ("tiers", "tier_loads_in_flight", "pd") if key in snap})
         try:
             ledger = self.admin.ledger()
         except AdminUnavailable as err:

@@ -118,14 +118,16 @@ def check_replicas(specs: Iterable[ReplicaSpec], key: str, *, transport: httpx.B
 
 
 def worker_replicas(admin: AdminApi) -> tuple[ReplicaSpec, ...]:
-    """The reference engine's workers as replicas, from the router's /admin/workers: each at its
-    loopback port (a restarted worker keeps its port), with its KV event endpoint when it lists one."""
+    """The reference engine's workers as replicas, from its /admin/workers: a router's each at
+    its loopback port (a restarted worker keeps its port), with its KV event endpoint when it
+    lists one; a P/D pair's two sides each at its `path` on the pair's own address, named by role."""
     specs = []
     for worker in admin.workers()["workers"]:
-        url = f"http://127.0.0.1:{worker['port']}"
+        path = worker.get("path")
+        url = f"{admin.base_url}{path}" if path else f"http://127.0.0.1:{worker['port']}"
         specs.append(
             ReplicaSpec(
-                name=f"worker{worker['worker']}",
+                name=str(worker.get("role") or f"worker{worker['worker']}"),
                 url=url,
                 metrics_url=f"{url}/metrics",
                 kv_events=str(worker.get("kv_events_endpoint") or ""),

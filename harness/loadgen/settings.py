@@ -63,6 +63,7 @@ class LoadSettings:
     tier_chaos_slowdown: float = 10.0
     tier_chaos_failure_rate: float = 0.25
     router_chaos_interval_s: float = 0.0
+    pd_chaos_interval_s: float = 0.0
     step_users: int = 4
     step_s: float = 10.0
     step_max_users: int = 64
@@ -222,6 +223,7 @@ OPTIONS: dict[str, str] = {
     "tier_chaos_slowdown": "tier_chaos cuts the tiers' read bandwidth by this factor for one step",
     "tier_chaos_failure_rate": "share of tier loads tier_chaos makes fail while its failures are on",
     "router_chaos_interval_s": "seconds between two router chaos steps (router_chaos; 0: no chaos, the user stops)",
+    "pd_chaos_interval_s": "seconds between two P/D link chaos steps (pd_transfer_chaos; 0: no chaos, the user stops)",
     "step_users": "users added at every step of the step-load shape",
     "step_s": "seconds per step of the step-load shape",
     "step_max_users": "the step-load shape stops adding users here",

@@ -10,9 +10,9 @@ each pool at every sample, samples.csv the two summed; replicas.csv each pool be
 meta.final the pools summed and `pd`: transfers, failures, the decode blocks still reserved for
 requests that ended (`stranded_reservation_blocks`) and the transfers nobody resolved.
 
-`PdChaos.cancel_every` cancels every n-th transfer the moment it starts: the cancel that lands
-mid-transfer, timed to the transfer (which only the engine can know; a client times it from
-its first token, pd_scenarios/pd_chaos.py).
+`PdChaos.cancel_every` has the pair cancel every n-th transfer the moment it starts
+(`PDCore.cancel_every`): the cancel that lands mid-transfer, timed to the transfer (which only
+the engine can know; a client times it from its first token, pd_scenarios/pd_chaos.py).
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gates.fleet import PD_TARGET
 from harness.replay.client_view import ClientView
 from harness.replay.driver import Arrival, DriveStats, Intake
 from harness.replay.meta import replay_meta
@@ -33,16 +32,13 @@ from harness.replay.trace import Trace
 from harness.sample_rows import Fields, pool_state, sample_row
 from record.errors import RequestError
 from record.events import Event, EventKind
-from record.fleet import fleet_state, summed_samples
+from record.fleet import PD_TARGET, fleet_state, summed_samples
 from record.pressure import record_pressure
 from record.run_record import HIT_COUNTERS, RunMeta, RunRecordWriter
 from reference_engine import EngineConfig, config_digest
 from reference_engine.config import redacted
 from reference_engine.core.event_log import EventLog
-from reference_engine.core.pd import DECODE, ROLES, PDCore
-
-CLIENT_KINDS = frozenset({EventKind.FIRST_TOKEN, EventKind.REJECTED, EventKind.FINISHED})
-"""The P/D request's own events that make requests.csv (the sides' events say the same per side)."""
+from reference_engine.core.pd import CLIENT_KINDS, DECODE, ROLES, PDCore, PdRequest
 
 
 @dataclass(frozen=True)
@@ -61,25 +57,25 @@ class _Recorder:
         self.cursors["pd"] = pd.events.next_cursor
         self.num_events = 0
         self.num_samples = 0
-        self.cancelled: set[str] = set()  # the chaos's cancels
+        self.sent: dict[str, PdRequest] = {}  # until it ends
 
-    def drain(self) -> list[Event]:
-        """Write the new events; returns the P/D log's own (the chaos reads them)."""
+    def drain(self) -> None:
+        """Write the new events, and the rows of the requests that ended."""
         rows: list[dict[str, Any]] = []
         for role, log in self.logs.items():
             rows += [self._row(e, role) for e in self._since(role, log)]
         mine = self._since("pd", self.pd.events)
         rows += [self._row(e, DECODE) for e in mine if e.kind not in CLIENT_KINDS]
         self.writer.append("events", sorted(rows, key=lambda row: row["t_s"]))
+        cancelled = {e.request_id for e in mine if e.kind is EventKind.CANCEL_RECEIVED}  # only the chaos cancels
         done = self.view.observe(e for e in mine if e.kind in CLIENT_KINDS)
         for row in done:
-            if row["request_id"] in self.cancelled:  # the client hung up: as a live cancel is written
+            if row["request_id"] in cancelled:  # the client hung up: as a live cancel is written
                 row.update(status="cancelled", cancel_intended=True)
-            answer = self.pd.requests[row["request_id"]].decode
+            answer = self.sent.pop(row["request_id"]).decode
             if answer is not None:  # the answer's flags are the decode side's (the view knew the prefill)
                 row.update(max_tokens_clamped=answer.max_tokens_clamped, approximate=answer.approximate)
         self.writer.append("requests", done)
-        return mine
 
     def _since(self, name: str, log: EventLog) -> list[Event]:
         page = log.since(self.cursors[name])
@@ -116,6 +112,7 @@ def run_pd_replay(
     """Replay `trace` through the P/D pair `config` describes; write the run record to `run_dir`."""
     scaled, arrivals = arrivals_of(trace, config, settings)
     pd = PDCore(config)
+    pd.cancel_every = chaos.cancel_every
     for side in pd.sides.values():
         side.core.pin_prefixes()
     initial = {role: pool_state(Fields(pd.sides[role].core.snapshot())) for role in ROLES}
@@ -125,23 +122,18 @@ def run_pd_replay(
     started_unix, t0 = time.time(), time.perf_counter()
     with closing(pd), RunRecordWriter(run_dir) as writer:
         rec = _Recorder(pd, writer, f"replay:{trace.format}:pd")
-        refused, transfers, i = 0, 0, 0
+        refused, i = 0, 0
         while i < len(arrivals) or pd.has_work():
             next_arrival = arrivals[i].request.arrival_s if i < len(arrivals) else math.inf
             next_sample = rec.num_samples * interval
             if math.isinf(next_arrival) and next_sample > pd.now() + interval:
                 next_sample = math.inf  # draining: sample as time passes, not ahead of it
             pd.run_until(min(next_arrival, next_sample, pd.now() + interval))
-            for e in rec.drain():
-                if e.kind is EventKind.TRANSFER_STARTED and chaos.cancel_every:
-                    transfers += 1
-                    if transfers % chaos.cancel_every == 0 and e.request_id is not None:
-                        rec.cancelled.add(e.request_id)
-                        pd.abort(e.request_id)
+            rec.drain()
             while rec.num_samples * interval <= pd.now():
                 rec.sample(rec.num_samples * interval)
             while i < len(arrivals) and arrivals[i].request.arrival_s <= pd.now():
-                row = _submit(pd, rec.view, arrivals[i], intake)
+                row = _submit(pd, rec, arrivals[i], intake)
                 if row is not None:
                     refused += 1
                     writer.append("requests", [row])
@@ -163,13 +155,14 @@ def run_pd_replay(
     return ReplayResult(run_dir, meta, stats, time.perf_counter() - t0)
 
 
-def _submit(pd: PDCore, view: ClientView, a: Arrival, intake: Intake) -> dict | None:
+def _submit(pd: PDCore, rec: _Recorder, a: Arrival, intake: Intake) -> dict | None:
     """Send one arrival; the complete row of a request refused at once, else None."""
     try:
         r = pd.add_request(**intake.arguments(a))
     except RequestError as err:
-        return intake.refused(view, a, pd.prefill.tenants[a.tenant].traffic_class.value, pd.now(), err)
-    view.sent(r.prefill, a.request.arrival_s, max_tokens=intake.limit(a.request))
+        return intake.refused(rec.view, a, pd.prefill.tenants[a.tenant].traffic_class.value, pd.now(), err)
+    rec.sent[r.request_id] = r
+    rec.view.sent(r.prefill, a.request.arrival_s, max_tokens=intake.limit(a.request))
     return None
 
 
@@ -221,15 +214,7 @@ def _meta(
     pool = meta.pool.model_copy(update={"num_blocks": sum(s.core.memory.num_blocks for s in pd.sides.values())})
     final = {
         **fleet_state([_final(pd, role) for role in ROLES]),
-        "pd": {
-            "num_transfers": pd.num_transfers,
-            "num_failed": pd.num_failed,
-            "num_timed_out": pd.num_timed_out,
-            "num_fallbacks": pd.num_fallbacks,
-            "bytes_moved": pd.link.bytes_moved,
-            "stranded_reservation_blocks": pd.stranded_blocks(),
-            "unresolved_transfers": len(pd.hung()),
-        },
+        "pd": pd.counts(),
     }
     target = {**meta.target, "kind": PD_TARGET}
     return meta.model_copy(

@@ -96,7 +96,9 @@ def run_replay(
     on_progress: Callable[[float], None] | None = None,
 ) -> ReplayResult:
     """Replay `trace` through an engine built from `config`; write the run record to `run_dir`.
-    `config_path` only names the config in the record."""
+    `config_path` only names the config in the record. A P/D pair is not one engine: it replays
+    through harness/replay/pd.py."""
+    assert not config.pd.enabled, "a [pd] config replays through run_pd_replay, not as one pool"
     scaled, arrivals = arrivals_of(trace, config, settings)
     clock = VirtualClock()
     core = EngineCore(config, clock=clock)

@@ -36,7 +36,7 @@ from record.events import EventKind
 from reference_engine.clock import Clock, MonotonicClock
 from reference_engine.config import EngineConfig, config_digest
 from reference_engine.config.binding import check_binding
-from reference_engine.core.admission import AdmissionAction, AdmissionController
+from reference_engine.core.admission import AdmissionAction, AdmissionController, AdmissionDecision
 from reference_engine.core.block_pool import BlockPool
 from reference_engine.core.event_log import EventLog
 from reference_engine.core.host_tier import HostTier
@@ -292,18 +292,20 @@ class EngineCore:
         max_new_tokens: int | None,
         request_id: str,
         client_request_id: str | None = None,
-    ) -> None:
+    ) -> AdmissionDecision | None:
         """Raise now the refusal `add_request` would give a prompt of at least `min_prompt_tokens`
-        tokens, so that a server can refuse a long prompt before it pays for tokenizing it.
+        tokens, so that a server can refuse a long prompt before it pays for tokenizing it; else
+        return what admission would do with it now (admit or queue). A P/D pair asks its decode
+        side this before it admits a request, and before it reserves the blocks of its pull.
 
         Refusal only grows with the prompt's length (a larger estimate never fits where a smaller
         one did not), so a lower bound never refuses what `add_request` would take. A tenant with
-        idle sessions is left to `add_request`, which may reclaim them first; so is a session
-        turn (the caller does not ask), which reuses its session's blocks. A refusal is counted
-        and logged as `add_request` counts and logs one; nothing else changes."""
+        idle sessions is left to `add_request`, which may reclaim them first (None: not told); so
+        is a session turn (the caller does not ask), which reuses its session's blocks. A refusal
+        is counted and logged as `add_request` counts and logs one; nothing else changes."""
         t = self.tenants[tenant]
         if min_prompt_tokens < 1 or t.retained_blocks:
-            return
+            return None
         now = self.clock.now()
         granted, clamped = self.admission.resolve_max_new_tokens(max_new_tokens, self.pool.num_live)
         r = Request(
@@ -328,6 +330,7 @@ class EngineCore:
             t.note_request(now)
             self._record_rejection(r, err, now)
             raise
+        return decision
 
     def _decide(self, r: Request, t: TenantState, session_blocks: int, session_id: str | None):
         adm, sched = self.admission, self.scheduler

@@ -1,6 +1,6 @@
 """Disaggregated prefill and decode: two engines and a link, on virtual clocks (docs/pd.md).
 
-    pd = PDCore(load_config("configs/pd/pd.toml"))
+    pd = PDCore(load_config("configs/pd.toml"))
     pd.run_until(t)                      # both sides and the link brought to t
     r = pd.add_request(tenant="acme", prompt_token_ids=ids, max_new_tokens=64)
     pd.run_until(math.inf)               # until nothing can change any more
@@ -13,12 +13,17 @@ on either side. A request's life:
     prefilling     the prefill side computes the prompt (max_new_tokens = 1); when it ends, its
                    prompt blocks stay referenced (the source) until the pull is over
     reserving      the decode side reserves the blocks it lacks before pulling (its own prefix
-                   hits are held, not pulled); it waits while that would take its pool to the
-                   admission rung: a pull delayed by a decode pool under pressure
+                   hits are held, not pulled), once its own admission would take the request
+                   (class limits, tenant caps); while it would queue the request the pull
+                   waits (a pull delayed by a decode pool under pressure), and a refusal
+                   ends the request with it. A request the decode side would refuse on
+                   arrival is refused before its prefill
     transferring   the blocks travel over the link (setup + latency + bytes / bandwidth, one
                    transfer at a time); the source is released when they land
     decoding       the decode side runs the request, its prompt found in the reserved blocks;
-                   the reservation is released once the request holds them (scheduled)
+                   the reservation is released once the request holds them (scheduled). Its
+                   prompt's cached tokens, as the answer reports them, are the prefill side's
+                   hits: the blocks it pulled are the transfer's, not the cache's
     finished
 
 A transfer that fails (`failure_rate`) or is not done `transfer_timeout_ms` after the prefill
@@ -32,10 +37,19 @@ The source and the reservation are references the pair holds in each engine's po
 engine's own requests: the pair tells each engine's orphan check (`EngineCore.reconcile`, run by
 the live server) about them through `outside_refs`, so they are never taken for orphans.
 
-Time: each side has its own clock; while anything is in flight the two are brought to the same
-time every `tick_ms`, and a hand-off (reserve, land, fail) happens at the tick after its cause,
-so a transfer starts up to one tick late. The prefill's end is seen at the step it happens (a
-plan ends at a request's finish), so its blocks are referenced before anything can evict them.
+Chaos, changed at run time (the server's POST /admin/pd/chaos, the replay's `PdChaos`):
+`failure_rate` (of transfers that fail), `link.slowdown` (every transfer that many times slower)
+and `cancel_every` (abort every n-th transfer the moment it starts: the cancel timed to the
+transfer, which only the engine can time).
+
+Time, replayed (`run_until`): each side has its own virtual clock; while anything is in flight
+the two are brought to the same time every `tick_ms`, and a hand-off (reserve, land, fail)
+happens at the tick after its cause, so a transfer starts up to one tick late. Served (a `clock`
+given): both sides share that clock, each stepped by its own engine loop, and the server calls
+`settle` every `tick_ms` while a hand-off is pending (server/pd_loop.py). Either way the
+prefill's end is seen at the step it happens (a plan ends at a request's finish; the server
+reads events right after each step), so its blocks are referenced before anything can evict
+them. A finished request is forgotten, unless it still holds a reservation (`stranded_blocks`).
 """
 
 from __future__ import annotations
@@ -49,8 +63,9 @@ from enum import Enum
 
 from record.errors import RequestError
 from record.events import EventKind
-from reference_engine.clock import VirtualClock
+from reference_engine.clock import Clock, VirtualClock
 from reference_engine.config import EngineConfig, PdFailure, with_overrides
+from reference_engine.core.admission import AdmissionAction
 from reference_engine.core.engine import EngineCore
 from reference_engine.core.event_log import EventLog
 from reference_engine.core.snapshot import UsageSnapshot
@@ -59,6 +74,9 @@ from reference_engine.request import FinishReason, Request
 
 PREFILL, DECODE = "prefill", "decode"
 ROLES = (PREFILL, DECODE)
+CLIENT_KINDS = frozenset({EventKind.FIRST_TOKEN, EventKind.REJECTED, EventKind.FINISHED})
+"""The pair's own events that tell what a client sees of a request (its first token, its refusal,
+its one finish); each side's events tell the same of its part."""
 
 
 class PdState(str, Enum):
@@ -88,6 +106,8 @@ class PdRequest:
     pull_hashes: list[int] = field(default_factory=list)
     transfer_end_s: float | None = None
     transfer_fails: bool = False
+    failure: str | None = None  # why the transfer failed: failed, timeout
+    refusal: RequestError | None = None  # the decode side's refusal, as its 4xx tells the client
     fell_back: bool = False
     hung: bool = False  # a failed transfer nobody resolves (broken target)
     first_token_s: float | None = None  # the decode side's first token: what a client sees
@@ -99,33 +119,44 @@ class PdRequest:
 
 
 class KvLink:
-    """The link between the pools: one transfer at a time, each paying setup, latency and bytes."""
+    """The link between the pools: one transfer at a time, each paying setup, latency and bytes;
+    `slowdown` (chaos) makes each part that many times slower."""
 
     def __init__(self, gbps: float, latency_s: float, setup_s: float) -> None:
         self.bytes_per_s, self.latency_s, self.setup_s = gbps * 1e9, latency_s, setup_s
+        self.slowdown = 1.0
         self.free_at_s = 0.0
         self.bytes_moved = 0.0
 
     def book(self, now_s: float, num_bytes: float) -> float:
         """Queue a transfer of `num_bytes` at `now_s`; returns when it lands."""
         start = max(now_s, self.free_at_s)
-        self.free_at_s = start + self.setup_s + num_bytes / self.bytes_per_s
+        self.free_at_s = start + (self.setup_s + num_bytes / self.bytes_per_s) * self.slowdown
         self.bytes_moved += num_bytes
-        return self.free_at_s + self.latency_s
+        return self.free_at_s + self.latency_s * self.slowdown
 
 
 class _Side:
-    """One engine of the pair on its own virtual clock; tells its events as they happen."""
+    """One engine of the pair, on its own virtual clock or the served pair's clock; tells the pair
+    its events (`tell`: after every step, whoever steps it)."""
 
-    def __init__(self, config: EngineConfig, hash_key: bytes, on_events: Callable[[str, list], None], role: str):
+    def __init__(
+        self,
+        config: EngineConfig,
+        hash_key: bytes,
+        on_events: Callable[[str, list], None],
+        role: str,
+        clock: Clock | None,
+    ) -> None:
         self.role = role
-        self.clock = VirtualClock()
+        self.clock = clock or VirtualClock()
         self.core = EngineCore(config, clock=self.clock, hash_key=hash_key)
         self._cursor = self.core.events.next_cursor
         self._on_events = on_events
 
     def advance(self, t_s: float) -> None:
         """Step to `t_s`, telling events after every step (a plan ends where a request finishes)."""
+        assert isinstance(self.clock, VirtualClock), "a served pair's sides are stepped by their engine loops"
         run_until(self.core, self.clock, t_s, self.tell)
 
     def tell(self) -> None:
@@ -136,26 +167,33 @@ class _Side:
 
 
 class PDCore:
-    """A prefill engine, a decode engine and the link between them (module docstring)."""
+    """A prefill engine, a decode engine and the link between them (module docstring). `clock`:
+    served, both sides on it; None: replayed, each side on a virtual clock (`run_until`)."""
 
-    def __init__(self, config: EngineConfig, hash_key: bytes | None = None) -> None:
+    def __init__(self, config: EngineConfig, hash_key: bytes | None = None, clock: Clock | None = None) -> None:
         self.config = config
         self.pd = config.pd
         key = hash_key or secrets.token_bytes(32)
         plain = {"pd.enabled": False}
+        self._clock = clock
         self.sides = {
-            PREFILL: _Side(with_overrides(config, {**plain, **self.pd.prefill}), key, self._told, PREFILL),
-            DECODE: _Side(with_overrides(config, {**plain, **self.pd.decode}), key, self._told, DECODE),
+            role: _Side(with_overrides(config, {**plain, **overrides}), key, self._told, role, clock)
+            for role, overrides in ((PREFILL, self.pd.prefill), (DECODE, self.pd.decode))
         }
         self.prefill.outside_refs = lambda: (b for p in self.requests.values() for b in p.source_blocks)
         self.decode.outside_refs = lambda: (b for p in self.requests.values() for b in p.reservation)
         self.link = KvLink(self.pd.link_gbps, self.pd.link_latency_ms / 1e3, self.pd.transfer_setup_ms / 1e3)
         self.events = EventLog()  # the transfers' own events; each side keeps its engine's
-        self.requests: dict[str, PdRequest] = {}
+        self.requests: dict[str, PdRequest] = {}  # live ones, and those whose transfer hung
+        self._stranded: dict[str, PdRequest] = {}  # finished, a reservation still held (broken target)
         self._pending: dict[str, PdRequest] = {}  # reserving or transferring, in hand-off order
         self._rng = random.Random(self.pd.failure_seed)
         self._now = 0.0
         self.num_transfers = self.num_failed = self.num_timed_out = self.num_fallbacks = 0
+        self.failure_rate = self.pd.failure_rate  # chaos (module docstring)
+        self.cancel_every = 0
+        self.num_chaos_cancels = 0
+        self.on_decode: Callable[[PdRequest], None] | None = None  # told when a request starts decoding
 
     # ------------------------------------------------------------------ intake
     @property
@@ -167,7 +205,7 @@ class PDCore:
         return self.sides[DECODE].core
 
     def now(self) -> float:
-        return self._now
+        return self._clock.now() if self._clock is not None else self._now
 
     def add_request(self, **kwargs) -> PdRequest:
         """Admit a request on the prefill side (`EngineCore.add_request`'s arguments; a refusal
@@ -175,8 +213,9 @@ class PDCore:
         not carried over (neither side keeps turns): the prefix caches do the reuse."""
         kwargs = {**kwargs, "session_id": None}
         first = {**kwargs, "max_new_tokens": 1, "eos_after": None}
+        self._decode_admission(kwargs)  # a decode-side refusal now, before the prefill is spent
         r = self.prefill.add_request(**first)
-        pdr = PdRequest(r.request_id, r.tenant, self._now, {**kwargs, "request_id": r.request_id}, r)
+        pdr = PdRequest(r.request_id, r.tenant, self.now(), {**kwargs, "request_id": r.request_id}, r)
         self.requests[r.request_id] = pdr
         self.sides[PREFILL].tell()
         return pdr
@@ -197,16 +236,25 @@ class PDCore:
             if pdr.state is PdState.TRANSFERRING:
                 self._emit(EventKind.TRANSFER_FAILED, pdr, reason="cancelled", mode="error")
             self._release_source(pdr)
-            self._end(pdr, FinishReason.CANCELLED.value, self._now, aborted=True)
+            self._end(pdr, FinishReason.CANCELLED.value, self.now(), aborted=True)
         return True
 
     # ------------------------------------------------------------------- time
     def has_work(self) -> bool:
         """Whether anything can still change: a side has work or a hand-off is pending."""
-        return bool(self._pending) or any(s.core.has_work() for s in self.sides.values())
+        return self.has_pending() or any(s.core.has_work() for s in self.sides.values())
+
+    def has_pending(self) -> bool:
+        """Whether a hand-off waits to be settled (a reservation, a transfer in flight)."""
+        return bool(self._pending)
+
+    def settle(self) -> None:
+        """Served: land or fail transfers, time out waits, reserve for those that wait, now."""
+        self._settle(self.now())
 
     def run_until(self, t_s: float) -> None:
-        """Bring both sides and the link to `t_s` (math.inf: until nothing can change)."""
+        """Replayed: bring both sides and the link to `t_s` (math.inf: until nothing can change)."""
+        assert self._clock is None, "a served pair runs on its clock; its server calls settle"
         tick = self.pd.tick_ms / 1e3
         while self._now < t_s:
             if math.isinf(t_s) and not self.has_work():
@@ -234,6 +282,9 @@ class PDCore:
                 self._prefilled(pdr, e.t_s)
             elif role == DECODE and pdr.state is PdState.DECODING:
                 if e.kind is EventKind.SCHEDULED:
+                    if not pdr.fell_back:  # its pulled blocks were the transfer's, not the cache's
+                        assert pdr.decode is not None
+                        pdr.decode.num_prefix_hit_tokens = pdr.prefill.num_prefix_hit_tokens
                     self._release_reservation(pdr, e.t_s)
                 elif e.kind is EventKind.FIRST_TOKEN:
                     pdr.first_token_s = e.t_s
@@ -272,13 +323,31 @@ class PDCore:
             elif now >= pdr.transfer_end_s:
                 self._failed(pdr, "failed") if pdr.transfer_fails else self._landed(pdr, now)
 
+    def _decode_admission(self, submit: dict) -> AdmissionAction | None:
+        """What the decode side's own admission would do with the request now (admit, queue;
+        None: it cannot tell); raises its refusal."""
+        ids = submit.get("prompt_token_ids")
+        decision = self.decode.refuse_early(
+            tenant=submit["tenant"],
+            min_prompt_tokens=len(ids) if ids is not None else submit.get("num_prompt_tokens") or 0,
+            max_new_tokens=submit.get("max_new_tokens"),
+            request_id=submit.get("request_id") or "",
+            client_request_id=submit.get("client_request_id"),
+        )
+        return None if decision is None else decision.action
+
     def _reserve(self, pdr: PdRequest, now: float) -> None:
-        """The decode side's blocks for the pull, taken before it starts; else it waits."""
+        """The decode side's blocks for the pull, taken once its admission would take the
+        request (its class limits, its tenant caps); else it waits, or ends with its refusal."""
+        try:
+            if self._decode_admission(pdr.submit) is AdmissionAction.QUEUE:
+                return
+        except RequestError as err:
+            self._refused(pdr, err, now)
+            return
         pool = self.decode.pool
         held = pool.cached_prefix(pdr.pull_hashes)
         missing = len(pdr.pull_hashes) - len(held)
-        if pool.num_live + missing >= self.decode.marks.admission:
-            return
         pool.incref(held, now)
         reserved = pool.allocate(missing, pdr.tenant, now)
         if reserved is None:
@@ -287,11 +356,14 @@ class PDCore:
         pdr.held_blocks, pdr.reserved_blocks = held, reserved
         num_bytes = missing * self.decode.memory.bytes_per_block
         pdr.transfer_end_s = self.link.book(now, num_bytes)
-        pdr.transfer_fails = self._rng.random() < self.pd.failure_rate
+        pdr.transfer_fails = self._rng.random() < self.failure_rate
         pdr.state = PdState.TRANSFERRING
         self.num_transfers += 1
         bt = self.decode.memory.block_tokens
         self._emit(EventKind.TRANSFER_STARTED, pdr, num_blocks=missing, num_bytes=num_bytes, num_tokens=len(held) * bt)
+        if self.cancel_every and self.num_transfers % self.cancel_every == 0:  # chaos: the cancel mid-transfer
+            self.num_chaos_cancels += 1
+            self.abort(pdr.request_id)
 
     def _landed(self, pdr: PdRequest, now: float) -> None:
         """The KV is on the decode side: its blocks hold the prompt's hashes; decode starts."""
@@ -316,30 +388,40 @@ class PDCore:
         mode = "unresolved" if not resolve else "local_prefill" if local else "error"
         self.num_failed += reason == "failed"
         self.num_timed_out += reason == "timeout"
-        self._emit(EventKind.TRANSFER_FAILED, pdr, reason=reason, mode=mode, latency_s=self._now - pdr.handoff_s)
+        pdr.failure = reason
+        now = self.now()
+        self._emit(EventKind.TRANSFER_FAILED, pdr, reason=reason, mode=mode, latency_s=now - pdr.handoff_s)
         if not resolve:
             pdr.state, pdr.hung = PdState.TRANSFERRING, True
             del self._pending[pdr.request_id]
             return
         self._release_source(pdr)
-        self._release_reservation(pdr, self._now)
+        self._release_reservation(pdr, now)
         if local:
             pdr.fell_back = True
             self.num_fallbacks += 1
-            self._start_decode(pdr, self._now)
+            self._start_decode(pdr, now)
         else:
-            self._end(pdr, "error", self._now)
+            self._end(pdr, "error", now)
 
     def _start_decode(self, pdr: PdRequest, now: float) -> None:
         self._pending.pop(pdr.request_id, None)
         try:
             pdr.decode = self.decode.add_request(**pdr.submit)
-        except RequestError as err:  # the decode side's own refusal, as its 4xx tells the client
-            self._release_reservation(pdr, now)
-            self._emit(EventKind.REJECTED, pdr, now, reason=err.code)
-            self._end(pdr, FinishReason.REJECTED.value, now)
+        except RequestError as err:
+            self._refused(pdr, err, now)
             return
         pdr.state = PdState.DECODING
+        if self.on_decode is not None:
+            self.on_decode(pdr)
+
+    def _refused(self, pdr: PdRequest, err: RequestError, now: float) -> None:
+        """The decode side's own refusal, as its 4xx tells the client: both sides let go."""
+        pdr.refusal = err
+        self._release_source(pdr)
+        self._release_reservation(pdr, now)
+        self._emit(EventKind.REJECTED, pdr, now, reason=err.code)
+        self._end(pdr, FinishReason.REJECTED.value, now)
 
     # ---------------------------------------------------------------- release
     def _release_source(self, pdr: PdRequest) -> None:
@@ -362,17 +444,33 @@ class PDCore:
                 self._emit(EventKind.BLOCKS_RELEASED, pdr, t_s, num_blocks=len(pdr.reservation), latency_s=0.0)
             self._release_reservation(pdr, t_s)
         pdr.state, pdr.finish_reason, pdr.finish_s = PdState.FINISHED, reason, t_s
+        del self.requests[pdr.request_id]
+        if pdr.reservation:
+            self._stranded[pdr.request_id] = pdr
         num_tokens = pdr.decode.num_output_tokens if pdr.decode is not None else 0
         self._emit(EventKind.FINISHED, pdr, t_s, reason=reason, num_tokens=num_tokens, latency_s=t_s - pdr.arrival_s)
 
     def _emit(self, kind: EventKind, pdr: PdRequest, t_s: float | None = None, **columns) -> None:
-        t = self._now if t_s is None else t_s
+        t = self.now() if t_s is None else t_s
         self.events.emit(t, kind, request_id=pdr.request_id, tenant=pdr.tenant, **columns)
 
     # -------------------------------------------------------------- telemetry
     def stranded_blocks(self) -> int:
         """Decode blocks reserved for requests that are no longer live (0 on a healthy engine)."""
-        return sum(len(p.reservation) for p in self.requests.values() if p.state is PdState.FINISHED)
+        return sum(len(p.reservation) for p in self._stranded.values())
+
+    def counts(self) -> dict[str, float]:
+        """The transfers' counts and what a broken pair leaves behind (meta.final.pd)."""
+        return {
+            "num_transfers": self.num_transfers,
+            "num_failed": self.num_failed,
+            "num_timed_out": self.num_timed_out,
+            "num_fallbacks": self.num_fallbacks,
+            "num_chaos_cancels": self.num_chaos_cancels,
+            "bytes_moved": self.link.bytes_moved,
+            "stranded_reservation_blocks": self.stranded_blocks(),
+            "unresolved_transfers": len(self.hung()),
+        }
 
     def hung(self) -> list[PdRequest]:
         """Requests whose failed transfer nobody resolved (none on a healthy engine)."""

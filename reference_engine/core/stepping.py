@@ -25,6 +25,8 @@ def run_until(core: EngineCore, clock: VirtualClock, t_s: float, after_step: Cal
         if out.idle:
             timer = core.next_timer_s()
             if timer is None or timer >= t_s:
+                if after_step is not None:  # an idle step may still have ended a request (its queue deadline)
+                    after_step()
                 break
             clock.advance_to(timer)
         else:

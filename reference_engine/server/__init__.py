@@ -4,6 +4,7 @@ from reference_engine.server import create_app, serve
 app = create_app(config)                              # one engine, an ASGI app
 serve(config, host="127.0.0.1", port=8000)            # run it with uvicorn
 serve(config, host="127.0.0.1", port=8000, workers=2) # router + 2 engine worker processes
+serve(pd_config, host="127.0.0.1", port=8000)         # a P/D pair ([pd] enabled): pd_app.py
 """
 
 from __future__ import annotations
@@ -60,14 +61,16 @@ def serve(
     `fd`: an inherited listening socket, bound by whoever started us, served instead of
     `host`:`port`. Refuses to start
     (StartupError) without an admin key (`with_admin_key`) or on an address that is taken."""
-    if config.pd.enabled:  # served as one pool it would pass for a pair it is not
-        raise StartupError(
-            "[pd] enabled: kvgate serve does not serve a P/D pair yet; replay it (kvgate replay, docs/pd.md)"
-        )
     config = with_admin_key(config, admin_key, dev=dev)
-    sock = socket.socket(fileno=fd) if fd is not None else http_edge.listen(host, port)
     workers = config.server.workers if workers is None else workers
-    if workers:
+    if config.pd.enabled and workers:  # one process holds both sides of the pair, and the link
+        raise StartupError(f"[pd] enabled: a P/D pair is served by one process; serve it without workers ({workers})")
+    sock = socket.socket(fileno=fd) if fd is not None else http_edge.listen(host, port)
+    if config.pd.enabled:
+        from reference_engine.server.pd_app import create_pd_app
+
+        app = create_pd_app(config)
+    elif workers:
         from reference_engine.server.router_app import create_router_app
 
         app = create_router_app(config, num_workers=workers, log_level=log_level)

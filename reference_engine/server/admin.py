@@ -23,7 +23,6 @@ wall times. In multi-worker mode the router serves the same paths over all worke
 from __future__ import annotations
 
 import os
-from dataclasses import asdict
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -34,6 +33,7 @@ from record.events import WORKER_EVENT_COLUMNS
 from reference_engine.config import redacted
 from reference_engine.core.ledger import ledger
 from reference_engine.server import tier_chaos, tier_offload
+from reference_engine.server.snapshots import engine_snapshot
 from reference_engine.server.state import ServerState
 
 EVENTS_COLUMNS = WORKER_EVENT_COLUMNS
@@ -86,15 +86,7 @@ async def get_events(
 
 @router.get("/snapshot")
 async def get_snapshot(state: Admin) -> dict:
-    snap = state.core.snapshot()
-    return {
-        **asdict(snap),
-        "usage": snap.usage,
-        "active_blocks": snap.active_blocks,
-        "num_open_streams": state.loop.num_open_streams,
-        **state.core.tier_state(),
-        **_clock(state),
-    }
+    return {**engine_snapshot(state.core, state.loop.num_open_streams), **_clock(state)}
 
 
 @router.get("/kv_events/snapshot", response_class=Response)

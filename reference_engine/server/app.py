@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI, Request
 from starlette.responses import JSONResponse, Response
@@ -63,16 +64,26 @@ def create_app(
             if kv_sink is not None:
                 kv_sink.close()
 
-    app = FastAPI(
-        title="kvgate reference engine",
-        version="0.1.0",
+    app = engine_app(
+        state,
         lifespan=lifespan,
+        title="kvgate reference engine",
         description="OpenAI-compatible API over the kvgate reference engine (docs/server.md)",
     )
+    app.include_router(completions.router)
+    http_edge.install(app, config.server)
+    return app
+
+
+def engine_app(state: ServerState, **fastapi_args: Any) -> FastAPI:
+    """One engine's /health, /ready, /metrics and admin API: all of a whole engine's routes but
+    the OpenAI ones (`create_app` adds them), and what each side of a served P/D pair serves as
+    a replica (pd_app.py)."""
+    app = FastAPI(version="0.1.0", **fastapi_args)
     app.state.kvgate = state
     install_error_handlers(app)
-    app.include_router(completions.router)
     app.include_router(admin.router)
+    loop, config = state.loop, state.config
 
     @app.get("/health", tags=["ops"])
     async def health() -> dict:
@@ -81,14 +92,13 @@ def create_app(
     @app.get("/ready", tags=["ops"], responses={503: {"description": "warming up"}})
     async def ready() -> JSONResponse:
         if loop.ready:
-            return JSONResponse({"status": "ready", "digest": core.digest})
+            return JSONResponse({"status": "ready", "digest": state.core.digest})
         return JSONResponse({"status": "warming_up"}, status_code=503)
 
     @app.get("/metrics", tags=["ops"], responses={401: {"description": "server.metrics_key is set and not sent"}})
     async def metrics_text(request: Request) -> Response:
         with_tenants = metrics_with_tenants(request.headers.get("authorization"), config.server)
         loop.pump()
-        return Response(metrics.render(with_tenants=with_tenants), media_type=PROMETHEUS_TEXT)
+        return Response(state.metrics.render(with_tenants=with_tenants), media_type=PROMETHEUS_TEXT)
 
-    http_edge.install(app, config.server)
     return app

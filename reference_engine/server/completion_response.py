@@ -25,10 +25,12 @@ import logging
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
+from record.errors import RequestError
 from reference_engine.request import FinishReason
 from reference_engine.server.engine_loop import EngineLoop, RequestStream
 from reference_engine.server.errors import error_response, finish_error
 from reference_engine.server.openai_format import DONE, ResponseFormat, TokenPieces, error_event, extension
+from reference_engine.server.pd_loop import PdLoop
 from reference_engine.tokenizer import Tokenizer
 
 _COMPLETED = (FinishReason.STOP, FinishReason.LENGTH)
@@ -60,7 +62,7 @@ class CompletionResponse(Response):
 
     def __init__(
         self,
-        loop: EngineLoop,
+        loop: EngineLoop | PdLoop,
         stream: RequestStream,
         fmt: ResponseFormat,
         tokenizer: Tokenizer,
@@ -106,11 +108,12 @@ class CompletionResponse(Response):
 
     # ------------------------------------------------------------- streaming
     async def _stream(self, scope: Scope, receive: Receive, send: Send) -> None:
-        stream, r, fmt = self.stream, self.stream.request, self.fmt
-        while not (self.disconnected or stream.finished or r.output_token_ids):
-            await stream.wait(0)
+        stream, fmt = self.stream, self.fmt
+        while not (self.disconnected or stream.finished or stream.request.output_token_ids):
+            await stream.wait(0)  # (the request is read anew: a P/D pair's passes to its decode side)
         if self.disconnected:
             return
+        r = stream.request  # it has its first token, or it ended: it stays the one request now
         if not r.output_token_ids:  # ended before its first token: a real status code
             await self._send_error(scope, receive, send)
             return
@@ -142,16 +145,20 @@ class CompletionResponse(Response):
         if r.finish_reason in _COMPLETED:
             ending = self.fmt.final_chunk(r.finish_reason.value, extension(r, self.worker)) + self.fmt.usage_chunk(r)
         else:
-            ending = error_event(finish_error(r))
+            ending = error_event(self._error())
         return ending + DONE
+
+    def _error(self) -> RequestError:
+        return self.stream.refusal or finish_error(self.stream.request)
 
     # ------------------------------------------------------------------ whole
     async def _whole(self, scope: Scope, receive: Receive, send: Send) -> None:
-        stream, r = self.stream, self.stream.request
+        stream = self.stream
         while not (self.disconnected or stream.finished):
-            await stream.wait(len(r.output_token_ids))
+            await stream.wait(len(stream.request.output_token_ids))
         if self.disconnected:
             return
+        r = stream.request
         if r.finish_reason not in _COMPLETED:
             await self._send_error(scope, receive, send)
             return
@@ -165,5 +172,5 @@ class CompletionResponse(Response):
 
     async def _send_error(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = request_headers(self.stream, self.worker)
-        response = error_response(finish_error(self.stream.request), headers=headers)
+        response = error_response(self._error(), headers=headers)
         await response(scope, receive, send)

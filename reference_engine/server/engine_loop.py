@@ -35,6 +35,7 @@ import time
 from collections.abc import Sequence
 from typing import Protocol
 
+from record.errors import RequestError
 from record.events import Event, EventKind
 from reference_engine.core.engine import EngineCore
 from reference_engine.request import FinishReason, Request
@@ -67,14 +68,19 @@ class RequestStream:
     once the core finished it (for any reason). The response is the only reader and reads the
     tokens straight from `request.output_token_ids` past what it already sent (output tokens
     only ever grow, preemption included), so nothing is copied per token. One waiter at most.
+
+    `request` may be replaced while no token is out yet: a P/D pair's request passes from the
+    prefill side to the decode side (server/pd_loop.py), so the response reads it anew each time.
+    `refusal`: the error to answer with where it is not the one the finish reason implies.
     """
 
-    __slots__ = ("request", "streaming", "finished", "_waiter")
+    __slots__ = ("request", "streaming", "finished", "refusal", "_waiter")
 
     def __init__(self, request: Request, streaming: bool) -> None:
         self.request = request
         self.streaming = streaming
         self.finished = False
+        self.refusal: RequestError | None = None
         self._waiter: asyncio.Future[None] | None = None
 
     @property
@@ -164,11 +170,20 @@ class EngineLoop:
         """Add a request to the engine; raises the core's `RequestError` when it is refused."""
         r = self.core.add_request(streaming=streaming, **request_args)
         stream = RequestStream(r, streaming)
-        self._streams[r.request_id] = stream
+        self.follow(stream)
+        return stream
+
+    def follow(self, stream: RequestStream) -> None:
+        """Wake `stream` with its request's tokens and close it when the request ends: a request
+        `submit` added, or one added to the core by another (a P/D pair's hand-off)."""
+        self._streams[stream.request_id] = stream
+        self.wake()
+
+    def wake(self) -> None:
+        """New work in the core: start stepping if the loop was idle."""
         if not self._wakeup.is_set():
             self._wake_requested_s = self.core.clock.now()
             self._wakeup.set()
-        return stream
 
     def abort(self, stream: RequestStream) -> None:
         """The client went away: free the request's KV now (or at the end of the step in flight)."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from record.events import EVENT_COLUMNS, WORKER_EVENT_COLUMNS, EventKind
+from record.events import EVENT_COLUMNS, WORKER_EVENT_COLUMNS, Event, EventKind
 from reference_engine.core.event_log import EventLog
 
 log = logging.getLogger("kvgate.router")
@@ -36,6 +36,12 @@ class MergedEventLog:
     def emit(self, t_s: float, kind: EventKind, *, worker: int | None = None, **columns) -> None:
         self.log.emit(t_s, kind, **columns)
         self._workers.append(worker)
+
+    def add(self, event: Event, worker: int | None) -> None:
+        """Another log's event, as it was (its time on this log's clock)."""
+        columns = event.to_row()
+        del columns["seq"], columns["t_s"], columns["kind"]
+        self.emit(event.t_s, event.kind, worker=worker, **columns)
 
     def page(self, since: int, limit: int) -> tuple[list[list], int, int]:
         """(rows in MERGED_COLUMNS order, next cursor, missed)."""

@@ -1,8 +1,8 @@
-"""Prometheus metrics of a P/D pair (reference_engine/core/pd.py): each side's gauges and counters
-as one engine exports them (server/metrics.py, vLLM's names where they exist), labelled
+"""Prometheus metrics of a P/D pair (reference_engine/core/pd.py): each side's families as one
+engine exports them (server/metrics.py, vLLM's names where they exist), labelled
 `role="prefill"` / `role="decode"`, and the link's own.
 
-    text = render_families(pd_families(pd, "llama-3.1-8b"))
+    text = render_families(pd_families(pd, {role: list(side_metrics[role].registry.collect()) ...}))
 
 A family of the same name from both sides is one family with both roles' samples, as a scrape of
 a vLLM P/D deployment reads two instances told apart by a label. The link adds
@@ -13,20 +13,20 @@ a vLLM P/D deployment reads two instances told apart by a label. The link adds
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Mapping
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from reference_engine.core.pd import PDCore
-from reference_engine.server.metrics import StateCollector
 
 ROLE_LABEL = "role"
 
 
-def pd_families(pd: PDCore, model_name: str) -> list[Metric]:
-    """Both sides' families, labelled by role, then the link's."""
+def pd_families(pd: PDCore, sides: Mapping[str, Iterable[Metric]]) -> list[Metric]:
+    """Both sides' families (`sides`: each role's), labelled by role, then the link's."""
     merged: dict[str, Metric] = {}
-    for role, side in pd.sides.items():
-        for family in StateCollector(side.core, model_name).collect():
+    for role, families in sides.items():
+        for family in families:
             into = merged.setdefault(family.name, Metric(family.name, family.documentation, family.type))
             into.samples += [s._replace(labels={**s.labels, ROLE_LABEL: role}) for s in family.samples]
     return [*merged.values(), *_link_families(pd)]

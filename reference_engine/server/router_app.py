@@ -34,7 +34,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from starlette.responses import JSONResponse, Response
 
 from reference_engine.config import config_digest, redacted
-from reference_engine.core.watermarks import PressureLevel
 from reference_engine.server import http_edge, router_chaos
 from reference_engine.server.app import PROMETHEUS_TEXT
 from reference_engine.server.errors import install_error_handlers
@@ -42,26 +41,9 @@ from reference_engine.server.merged_events import MERGED_COLUMNS
 from reference_engine.server.metrics import render_families, without_tenants
 from reference_engine.server.openai_format import models_list
 from reference_engine.server.router import Router
+from reference_engine.server.snapshots import aggregate_snapshots
 from reference_engine.server.state import check_admin_key, metrics_with_tenants
 from reference_engine.server.supervisor import WorkerState
-
-_SUMMED = (
-    "num_blocks",
-    "live_blocks",
-    "retained_blocks",
-    "pinned_blocks",
-    "cached_blocks",
-    "free_blocks",
-    "pending_blocks",
-    "num_running",
-    "num_waiting",
-    "num_swapped",
-    "num_prefilling",
-    "public_live_blocks",
-    "host_used_bytes",
-    "active_blocks",
-    "num_open_streams",
-)
 
 T = TypeVar("T")
 
@@ -94,30 +76,6 @@ async def _from_workers(
         w: r for (w, _), r in zip(slots, results, strict=True) if r is not None and not isinstance(r, BaseException)
     }
     return answers, [w for w, _ in slots if w not in answers]
-
-
-def aggregate_snapshots(snapshots: dict[int, dict]) -> dict:
-    """One pool's view of several: sums of blocks and queues, the worst level and oldest wait."""
-    out: dict = {key: sum(s[key] for s in snapshots.values()) for key in _SUMMED}
-    for key in ("waiting_by_class", "tenant_live_blocks", "tier_used_blocks"):
-        merged: dict[str, float] = {}
-        for s in snapshots.values():
-            for k, v in s[key].items():
-                merged[k] = merged.get(k, 0) + v
-        out[key] = merged
-    oldest: dict[str, float] = {}
-    for s in snapshots.values():
-        for k, v in s["oldest_wait_s_by_class"].items():
-            oldest[k] = max(oldest.get(k, 0.0), v)
-    out["oldest_wait_s_by_class"] = oldest
-    live = out["live_blocks"]
-    out["fragmentation"] = (
-        sum(s["fragmentation"] * s["live_blocks"] for s in snapshots.values()) / live if live else 0.0
-    )
-    levels = [PressureLevel[s["level"].upper()] for s in snapshots.values()]
-    out["level"] = max(levels, default=PressureLevel.NORMAL).name.lower()
-    out["usage"] = live / out["num_blocks"] if out["num_blocks"] else 0.0
-    return out
 
 
 def merge_worker_metrics(texts: dict[int, str]) -> list[Metric]:

@@ -26,6 +26,7 @@ from reference_engine.core.tenants import TenantState
 from reference_engine.server.engine_loop import EngineLoop
 from reference_engine.server.metrics import EngineMetrics
 from reference_engine.server.openai_format import TokenPieces
+from reference_engine.server.pd_loop import PdLoop
 from reference_engine.server.tokenize_pool import TokenizePool
 
 _ID_PREFIX = {"chat": "chatcmpl", "text": "cmpl"}
@@ -90,7 +91,7 @@ def session_rebuildable(header: str | None, tenant: TenantConfig) -> bool:
 class ServerState:
     config: EngineConfig
     core: EngineCore
-    loop: EngineLoop
+    loop: EngineLoop | PdLoop  # one engine's, or a served P/D pair's (pd_loop.py)
     metrics: EngineMetrics
     worker: int | None = None
     started_unix: float = field(default_factory=time.time)

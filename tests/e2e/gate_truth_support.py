@@ -42,7 +42,7 @@ from reference_engine import EngineConfig, load_config, with_overrides
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = REPO / "configs" / "default.toml"
-PD_CONFIG = REPO / "configs" / "pd" / "pd.toml"
+PD_CONFIG = REPO / "configs" / "pd.toml"
 BROKEN_DIR = REPO / "configs" / "broken"
 TRACE_BLOCK_TOKENS = 512  # tokens per prefix id, as in the Mooncake trace
 
@@ -241,10 +241,11 @@ TIER_CHAOS = {
 
 def _pd_chat() -> list[Send]:
     # Chat at 20 questions/s over four tenants for 6 s on a P/D pair: 2K-token prompts (a quarter
-    # the tenant's shared block) and 384-token answers; every prompt's KV crosses a 2 GB/s link in
-    # about 0.1 s, so a cancel timed to a transfer's start lands mid-transfer.
+    # the tenant's shared block) and 768-token answers, which fill the decode pool to its evict
+    # rung; every prompt's KV crosses a 2 GB/s link in about 0.1 s, so a cancel timed to a
+    # transfer's start lands mid-transfer.
     tenants = ("acme", "globex", "initech", "umbrella")
-    return [Send(t, tenants[i % 4], 2_048, 384) for i, t in enumerate(every(1 / 20, 6.0))]
+    return [Send(t, tenants[i % 4], 2_048, 768) for i, t in enumerate(every(1 / 20, 6.0))]
 
 
 # Each side the quick profile's machine (its pool and batch), four tenants that may fill it, so

@@ -1,5 +1,5 @@
 """Gate truth for a P/D pair (docs/pd.md): each broken P/D config fails the gates its leak must
-fail, judged on both pools, and configs/pd/pd.toml passes them under the same chaos (a slow link
+fail, judged on both pools, and configs/pd.toml passes them under the same chaos (a slow link
 whose transfers sometimes fail, every fourth transfer cancelled as it starts). Replayed on a
 virtual clock: a few seconds for all of them."""
 

@@ -87,7 +87,7 @@ def test_the_mixed_default_runs_headless_and_records_every_request(tmp_path: Pat
         "step_load",
         "tenant_burst",
     }
-    # worker_kill, tier_chaos and router_chaos send no completions (they stop or sleep here)
+    # worker_kill, tier_chaos, router_chaos and pd_transfer_chaos send no completions (they stop or sleep here)
     assert set(rows["scenario"]) == senders
     assert set(rows["status"]) <= STATUSES and set(rows["phase"]) == {"load"}
     ok = rows[rows["status"] == "ok"]

@@ -39,7 +39,7 @@ def test_a_quick_run_writes_a_complete_record(tmp_path: Path) -> None:
     assert f"run record: {run_dir}" in result.stdout.replace("\n", "")
     assert (meta.mode, meta.run_id, meta.policy, meta.config_path) == ("live", "run", "lru", str(DEFAULT_CONFIG))
     assert meta.config_digest == config_digest(config) and meta.config["kv_cache"]["policy"] == "lru"
-    assert set(meta.scenarios) == SENDERS | {"worker_kill", "tier_chaos", "router_chaos"}
+    assert set(meta.scenarios) == SENDERS | {"worker_kill", "tier_chaos", "router_chaos", "pd_transfer_chaos"}
     assert meta.target["kind"] == "reference" and meta.target["model"] == "llama-3.1-8b"
     assert meta.target["url"].startswith("http://127.0.0.1:")
     assert meta.pool is not None and meta.pool.num_blocks == quick_blocks and meta.pool.block_tokens == 16

@@ -28,8 +28,11 @@ MOONCAKE = TRACES / "mooncake" / "conversation_trace_head200.jsonl"
 AZURE = TRACES / "azure" / "AzureLLMInferenceTrace_conv_head200.csv"
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 DEFAULT_CONFIG = CONFIGS / "default.toml"
-# every policy config and baseline (configs/broken/ is built to fail a gate, not a policy)
-EVERY_CONFIG = sorted([*CONFIGS.glob("*.toml"), *CONFIGS.glob("baselines/*.toml")])
+# every policy config and baseline (configs/broken/ is built to fail a gate, not a policy) that is
+# one engine: a P/D pair replays through harness/replay/pd.py, its own tests' (tests/unit/reference_engine/test_pd.py)
+EVERY_CONFIG = sorted(
+    p for p in [*CONFIGS.glob("*.toml"), *CONFIGS.glob("baselines/*.toml")] if not load_config(p).pd.enabled
+)
 
 # 12 GiB = 6,144 blocks: eight Mooncake prompts fill it; tenants may take the whole pool.
 PRESSURE = {

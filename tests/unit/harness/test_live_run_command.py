@@ -57,7 +57,7 @@ def test_a_policy_run_takes_tenants_public_prefix_and_model_from_the_config(conf
     quick = get_profile("quick")
     assert (p.duration_s, p.users, p.profile, p.target_url) == (quick.duration_s, quick.users, "quick", None)
     assert s.long_output_tokens == quick.settings["long_output_tokens"]  # the quick profile's size
-    assert p.mixed_dir == scenarios_dir() and len(p.scenarios) == 12
+    assert p.mixed_dir == scenarios_dir() and len(p.scenarios) == 13
     assert p.run_dir.parent == Path("runs") and p.run_dir.name.endswith("-lru")
 
 

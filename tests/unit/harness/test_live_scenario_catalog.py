@@ -13,6 +13,7 @@ EXPECTED = {
     "long_output": ("LongOutput",),
     "long_prompt": ("LongPrompt",),
     "multi_turn": ("MultiTurn",),
+    "pd_transfer_chaos": ("PdTransferChaos",),
     "router_chaos": ("RouterChaos",),
     "shared_prefix": ("SharedPrefix",),
     "short_qa": ("ShortQA",),

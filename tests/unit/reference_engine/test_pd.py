@@ -46,7 +46,9 @@ def test_a_request_prefills_transfers_and_decodes() -> None:
     [landed] = kinds(pd, EventKind.TRANSFER_FINISHED)
     assert started.num_blocks == landed.num_blocks == PROMPT // 16
     assert started.num_bytes == landed.num_bytes == 10 * pd.decode.memory.bytes_per_block
-    assert r.decode.num_prefix_hit_tokens == 144  # all but the last block: one token is always computed
+    [scheduled] = [e for e in pd.decode.events if e.kind is EventKind.SCHEDULED]
+    assert scheduled.num_tokens == 144  # found in the pulled blocks: all but the last, one token is always computed
+    assert r.decode.num_prefix_hit_tokens == r.prefill.num_prefix_hit_tokens == 0  # the answer's cached tokens
     assert r.decode.first_scheduled_s >= r.prefill.finish_s + landed.latency_s - pd.pd.tick_ms / 1e3
     assert pd.stranded_blocks() == 0 and pd.link.bytes_moved == landed.num_bytes
     [first] = kinds(pd, EventKind.FIRST_TOKEN)  # the client's view: the decode side's first token
@@ -158,13 +160,18 @@ def test_a_transfer_that_takes_too_long_times_out() -> None:
 
 def test_a_pull_waits_for_room_on_a_decode_pool_under_pressure() -> None:
     pd = pd_core(transfer_timeout_ms=200)
-    squatter = pd.decode.pool.allocate(pd.decode.marks.admission - 5, None, 0.0)  # ten more blocks reach the rung
+    # the request's estimate (ten prompt blocks and its answer's) would pass its class limit, the
+    # preempt rung: the decode side's admission would queue it, so the pull waits
+    squatter = pd.decode.pool.allocate(pd.decode.marks.preempt - 5, None, 0.0)
     r = add(pd)
-    pd.run_until(math.inf)
+    pd.run_until(1.0)  # past the transfer timeout, within the decode side's queue deadline
     [failed] = kinds(pd, EventKind.TRANSFER_FAILED)
     assert failed.reason == "timeout" and not kinds(pd, EventKind.TRANSFER_STARTED)
-    assert squatter and r.state is PdState.FINISHED and r.fell_back
-    assert pd.prefill.pool.num_live == 0 and pd.decode.pool.num_live == len(squatter)
+    assert r.fell_back and r.state is PdState.DECODING and r.decode is not None and r.decode.first_scheduled_s is None
+    assert pd.prefill.pool.num_live == 0 and pd.decode.pool.num_live == len(squatter)  # queued, holding nothing
+    pd.decode.pool.decref(squatter, pd.now())  # room again: the decode side's queue lets it in
+    pd.run_until(math.inf)
+    assert r.state is PdState.FINISHED and r.finish_reason == "length" and pd.decode.pool.num_live == 0
 
 
 def test_a_broken_engine_leaves_a_failed_transfer_unresolved() -> None:

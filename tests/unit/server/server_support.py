@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
+from fastapi import FastAPI
 
 from reference_engine import EngineConfig
 from reference_engine.server import create_app
@@ -27,9 +28,12 @@ def chat(content: str = "hello there", max_tokens: int = 4, **extra: Any) -> dic
 
 
 @asynccontextmanager
-async def serving(config: EngineConfig) -> AsyncIterator[tuple[httpx.AsyncClient, Any]]:
-    """(client, app) with the app's lifespan (its engine loop) running; responses arrive whole."""
-    app = create_app(config)
+async def serving(
+    config: EngineConfig, make_app: Callable[[EngineConfig], FastAPI] = create_app
+) -> AsyncIterator[tuple[httpx.AsyncClient, Any]]:
+    """(client, app) with the app's lifespan (its engine loop) running; responses arrive whole.
+    `make_app`: a P/D pair's app (pd_app.create_pd_app) instead of one engine's."""
+    app = make_app(config)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
         async with httpx.AsyncClient(transport=transport, base_url="http://kvgate") as client:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from reference_engine.core.pd import DECODE, PREFILL
-from reference_engine.server.metrics import render_families
+from reference_engine.server.metrics import StateCollector, render_families
 from reference_engine.server.pd_metrics import pd_families
 from tests.unit.reference_engine.test_pd import add, pd_core
 
@@ -14,7 +14,8 @@ def test_metrics_carry_each_role_under_vllm_names_and_the_link_s_own() -> None:
     pd = pd_core()
     add(pd)
     pd.run_until(math.inf)
-    text = render_families(pd_families(pd, "m")).decode()
+    sides = {role: list(StateCollector(side.core, "m").collect()) for role, side in pd.sides.items()}
+    text = render_families(pd_families(pd, sides)).decode()
     for role in (PREFILL, DECODE):
         assert f'vllm:kv_cache_usage_perc{{model_name="m",role="{role}"}}' in text
         assert f'vllm:prefix_cache_queries_total{{model_name="m",role="{role}"}}' in text

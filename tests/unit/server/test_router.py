@@ -13,7 +13,8 @@ from reference_engine.config import TenantConfig
 from reference_engine.routing import RouteRequest
 from reference_engine.server.merged_events import MERGED_COLUMNS, MergedEventLog, WorkerEventPuller
 from reference_engine.server.router import ProxyResponse, Router
-from reference_engine.server.router_app import aggregate_snapshots, merge_worker_metrics
+from reference_engine.server.router_app import merge_worker_metrics
+from reference_engine.server.snapshots import aggregate_snapshots
 from reference_engine.server.state import bearer_key, check_admin_key, session_rebuildable
 from reference_engine.server.supervisor import WorkerState, exit_cause
 from tests.unit.server.server_support import ACME, chat, server_config, serving

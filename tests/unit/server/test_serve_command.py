@@ -45,8 +45,8 @@ def test_a_busy_port_is_a_startup_error_not_a_crash():
             http_edge.listen("127.0.0.1", taken.getsockname()[1])
 
 
-def test_a_pd_pair_is_refused_rather_than_served_as_one_pool():
+def test_a_pd_pair_is_one_process_not_a_pool_of_workers():
     from reference_engine.server import serve as serve_engine
 
-    with pytest.raises(StartupError, match=r"\[pd\] enabled.*kvgate replay"):
-        serve_engine(load_config("configs/pd/pd.toml"), port=0, dev=True)
+    with pytest.raises(StartupError, match=r"\[pd\] enabled.*one process.*without workers"):
+        serve_engine(load_config("configs/pd.toml"), port=0, dev=True, workers=2)

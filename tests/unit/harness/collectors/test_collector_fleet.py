@@ -179,3 +179,16 @@ def test_the_reference_engines_workers_are_replicas_at_their_ports() -> None:
         "",
     )
     assert (w1.name, w1.worker, w1.kv_events) == ("worker1", 1, "tcp://x:1")
+
+
+def test_a_pd_pairs_sides_are_replicas_at_their_paths_named_by_role() -> None:
+    class Admin:
+        base_url = "http://127.0.0.1:4200"
+
+        def workers(self) -> dict:
+            sides = [(0, "prefill"), (1, "decode")]
+            return {"workers": [{"worker": w, "role": r, "path": f"/replicas/{r}"} for w, r in sides]}
+
+    prefill, decode = worker_replicas(Admin())  # type: ignore[arg-type]
+    assert (prefill.name, prefill.worker, prefill.url) == ("prefill", 0, "http://127.0.0.1:4200/replicas/prefill")
+    assert decode.metrics_url == "http://127.0.0.1:4200/replicas/decode/metrics"
