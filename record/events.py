@@ -57,8 +57,9 @@ it. The catalogue below is the single place that says which kinds exist and what
                                              it already held (its own prefix hits, not pulled)
     transfer_finished     yes        yes     the pull landed: num_blocks, num_bytes, latency_s = from
                                              the prefill's end to the KV on the decode side
-    transfer_failed       yes        yes     reason = failed | timeout | cancelled, mode = what came
-                                             of it: local_prefill | error | unresolved (a broken
+    transfer_failed       yes        yes     reason = failed | timeout | cancelled | source_lost
+                                             (its prefill engine died), mode = what came of it:
+                                             local_prefill | error | unresolved (a broken
                                              target); latency_s = from the prefill's end
 
 Two kinds come from outside the engine (a target without kvgate's admin API; the harness

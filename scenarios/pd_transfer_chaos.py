@@ -3,8 +3,8 @@ through its admin API (`POST /admin/pd/chaos`, admin key: --kvgate-admin-key).
 
 Every --kvgate-pd-chaos-interval-s one step of harness/loadgen/pd_chaos.py: transfers cancelled
 the moment they start, the link 5 times slower (pulls queue, the prefill side holds its blocks
-longer), transfers that fail (they fall back to a prefill on the decode side); each undone a
-step later. Beside traffic whose prompts
+longer), the prefill engine killed while transfers are in flight, transfers that fail (they fall
+back to a prefill on the decode side); each undone a step later. Beside traffic whose prompts
 are worth transferring and answers that keep the decode pool full (`long_prompt`,
 `long_output`, `cancel_storm`). Every request must end explicitly, and after the drain neither
 pool may hold a block for a request that is gone: `cancel_release` and `capacity_after_drain`

@@ -9,11 +9,15 @@ One step every `--kvgate-pd-chaos-interval-s`, in this order, then again from th
     slow_link            every transfer 5 times slower (RDMA fallen back to TCP): pulls queue,
                          the prefill side holds its blocks longer, and a transfer not landed
                          within the pair's `transfer_timeout_ms` fails and falls back
+    kill_prefill         the prefill engine dies while the slow link has transfers in flight: its
+                         prefills end worker_lost, every transfer not landed loses its source
+                         and fails, and the decode side must let its reservations go (once)
     full_speed           the link back
     failing_transfers    three transfers in ten fail
     no_failures          none do
 
-So each way a transfer can go wrong happens while the load runs, and is undone within a cycle;
+So each way a transfer can go wrong happens while the load runs, and is undone within a cycle
+(a kill needs no undoing: the pair serves on, its prefill side empty);
 `RESTORE` undoes everything, for the scenario's end.
 """
 
@@ -39,6 +43,7 @@ SCHEDULE: tuple[ChaosStep, ...] = (
     ChaosStep("cancel_mid_transfer", {"cancel_every": CANCEL_EVERY}),
     ChaosStep("no_cancels", {"cancel_every": 0}),
     ChaosStep("slow_link", {"link_slowdown": LINK_SLOWDOWN}),
+    ChaosStep("kill_prefill", {"kill_prefill": True}),
     ChaosStep("full_speed", {"link_slowdown": 1.0}),
     ChaosStep("failing_transfers", {"failure_rate": FAILURE_RATE}),
     ChaosStep("no_failures", {"failure_rate": 0.0}),

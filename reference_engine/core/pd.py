@@ -38,9 +38,11 @@ engine's own requests: the pair tells each engine's orphan check (`EngineCore.re
 the live server) about them through `outside_refs`, so they are never taken for orphans.
 
 Chaos, changed at run time (the server's POST /admin/pd/chaos, the replay's `PdChaos`):
-`failure_rate` (of transfers that fail), `link.slowdown` (every transfer that many times slower)
-and `cancel_every` (abort every n-th transfer the moment it starts: the cancel timed to the
-transfer, which only the engine can time).
+`failure_rate` (of transfers that fail), `link.slowdown` (every transfer that many times slower),
+`cancel_every` (abort every n-th transfer the moment it starts: the cancel timed to the
+transfer, which only the engine can time) and `lose_prefill` (the prefill engine dies with what
+is on it: its prefills end `worker_lost`, and every transfer not landed loses its source and
+fails as a failed transfer does, so the decode side must let its reservations go).
 
 Time, replayed (`run_until`): each side has its own virtual clock; while anything is in flight
 the two are brought to the same time every `tick_ms`, and a hand-off (reserve, land, fail)
@@ -109,6 +111,7 @@ class PdRequest:
     failure: str | None = None  # why the transfer failed: failed, timeout
     refusal: RequestError | None = None  # the decode side's refusal, as its 4xx tells the client
     fell_back: bool = False
+    lost: bool = False  # its prefill engine died under it (chaos)
     hung: bool = False  # a failed transfer nobody resolves (broken target)
     first_token_s: float | None = None  # the decode side's first token: what a client sees
     finish_s: float | None = None
@@ -295,6 +298,9 @@ class PDCore:
     def _prefilled(self, pdr: PdRequest, t_s: float) -> None:
         """The prefill ended: hold its prompt blocks for the pull, or end the request."""
         r = pdr.prefill
+        if pdr.lost:
+            self._end(pdr, FinishReason.WORKER_LOST.value, t_s)
+            return
         if r.finish_reason not in (FinishReason.LENGTH, FinishReason.STOP):
             self._end(pdr, r.finish_reason.value if r.finish_reason else "error", t_s)
             return
@@ -386,7 +392,7 @@ class PDCore:
         assert pdr.handoff_s is not None
         resolve, local = self.pd.resolve_failed_transfers, self.pd.on_failure is PdFailure.LOCAL_PREFILL
         mode = "unresolved" if not resolve else "local_prefill" if local else "error"
-        self.num_failed += reason == "failed"
+        self.num_failed += reason != "timeout"
         self.num_timed_out += reason == "timeout"
         pdr.failure = reason
         now = self.now()
@@ -422,6 +428,22 @@ class PDCore:
         self._release_reservation(pdr, now)
         self._emit(EventKind.REJECTED, pdr, now, reason=err.code)
         self._end(pdr, FinishReason.REJECTED.value, now)
+
+    def lose_prefill(self) -> int:
+        """Chaos: the prefill engine dies with what is on it (module docstring). Returns how
+        many requests it took down or cut off from their source."""
+        touched = 0
+        for pdr in list(self.requests.values()):
+            if pdr.state is PdState.PREFILLING:
+                pdr.lost = True
+                self.prefill.abort(pdr.request_id)  # its blocks back now or after the step in flight
+            elif pdr.state in (PdState.RESERVING, PdState.TRANSFERRING) and not pdr.hung:
+                self._failed(pdr, "source_lost")
+            else:
+                continue
+            touched += 1
+        self.sides[PREFILL].tell()
+        return touched
 
     # ---------------------------------------------------------------- release
     def _release_source(self, pdr: PdRequest) -> None:

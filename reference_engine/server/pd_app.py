@@ -190,6 +190,10 @@ def _admin_api(config: EngineConfig, pd: PDCore, loop: PdLoop, sides: dict[str, 
     @api.post("/pd/chaos", openapi_extra=pd_chaos.OPENAPI)
     async def post_pd_chaos(request: Request) -> dict:
         """The body is read after the admin check: a caller without the key learns nothing from it."""
-        return {**pd_chaos.apply(pd, pd_chaos.parse(await request.body())), **clock()}
+        answer = pd_chaos.apply(pd, pd_chaos.parse(await request.body()))
+        for side in loop.sides.values():  # what the change ended is answered now
+            side.wake()
+        loop.pump_pair()
+        return {**answer, **clock()}
 
     return api

@@ -6,8 +6,11 @@ Any of these, together or alone; what a call leaves out stays as it is:
                                  lands mid-transfer, timed to it (0 stops)
     {"link_slowdown": 20}        every transfer from now on 20 times slower (1 restores)
     {"failure_rate": 0.2}        a fifth of the transfers from now on fail (0 stops)
+    {"kill_prefill": true}       the prefill engine dies now with what is on it: its prefills
+                                 end worker_lost, transfers not landed lose their source
 
-They are the pair's own knobs (`PDCore.cancel_every`, `KvLink.slowdown`, `PDCore.failure_rate`),
+They are the pair's own knobs (`PDCore.cancel_every`, `KvLink.slowdown`, `PDCore.failure_rate`,
+`PDCore.lose_prefill`),
 the ones the P/D replay turns; the config's `pd.failure_rate` sets the rate at start. The answer
 is what chaos holds now and the pair's transfer counts. Bad input is a 400 that says what to
 send.
@@ -30,6 +33,7 @@ class PdChaosRequest(BaseModel):
     cancel_every: int | None = Field(None, ge=0, description="abort every n-th transfer as it starts (0 stops)")
     link_slowdown: float | None = Field(None, ge=1, description="each transfer this many times slower (1 restores)")
     failure_rate: float | None = Field(None, ge=0, le=1, description="share of transfers that fail from now on")
+    kill_prefill: bool | None = Field(None, description="true: the prefill engine dies now with what is on it")
 
 
 OPENAPI = {
@@ -49,15 +53,16 @@ def parse(raw: bytes) -> PdChaosRequest:
 
 def apply(pd: PDCore, body: PdChaosRequest) -> dict[str, Any]:
     """Make the changes `body` asks for; returns the chaos state and the counts after them."""
-    if body.cancel_every is None and body.link_slowdown is None and body.failure_rate is None:
-        raise InvalidRequestError("send at least one of cancel_every, link_slowdown, failure_rate")
+    if body.cancel_every is None and body.link_slowdown is None and body.failure_rate is None and not body.kill_prefill:
+        raise InvalidRequestError("send at least one of cancel_every, link_slowdown, failure_rate, kill_prefill: true")
     if body.cancel_every is not None:
         pd.cancel_every = body.cancel_every
     if body.link_slowdown is not None:
         pd.link.slowdown = body.link_slowdown
     if body.failure_rate is not None:
         pd.failure_rate = body.failure_rate
-    return {"chaos": chaos_state(pd), "pd": pd.counts()}
+    lost = pd.lose_prefill() if body.kill_prefill else 0
+    return {"chaos": chaos_state(pd), "pd": pd.counts(), "prefill_requests_lost": lost}
 
 
 def chaos_state(pd: PDCore) -> dict[str, Any]:

@@ -207,7 +207,9 @@ def _end_stand_in(stream: RequestStream, pdr: PdRequest, t_s: float) -> None:
     r.finish_s = t_s
     r.finish_reason = _ENDED.get(pdr.finish_reason or "", FinishReason.WORKER_LOST)
     stream.refusal = pdr.refusal
-    if pdr.failure is not None:
+    if pdr.lost:
+        r.finish_detail = "the prefill engine was lost while it computed the prompt"
+    elif pdr.failure is not None:
         r.finish_detail = f"the KV transfer from the prefill side to the decode side failed ({pdr.failure})"
     elif pdr.prefill.finish_detail is not None:
         r.finish_detail = pdr.prefill.finish_detail

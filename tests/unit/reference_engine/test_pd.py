@@ -189,3 +189,19 @@ def test_each_side_has_its_own_pool() -> None:
     snap = pd.snapshot()
     assert (snap[PREFILL].num_blocks, snap[DECODE].num_blocks) == (1024, 2048)
     assert pd.prefill.marks.num_blocks == 1024 and pd.decode.marks.num_blocks == 2048
+
+
+def test_a_prefill_engine_lost_mid_transfer_lets_both_sides_go() -> None:
+    pd = pd_core(link_gbps=0.001)  # a transfer takes seconds: it is in flight when the prefill side dies
+    in_flight, prefilling = add(pd, seed=1), None
+    while in_flight.state is not PdState.TRANSFERRING:
+        pd.run_until(pd.now() + 0.005)
+    prefilling = add(pd, seed=2)
+    pd.run_until(pd.now() + 0.001)
+    assert prefilling.state is PdState.PREFILLING and pd.lose_prefill() == 2
+    pd.run_until(math.inf)
+    assert prefilling.finish_reason == "worker_lost" and prefilling.decode is None
+    [failed] = [e for e in kinds(pd, EventKind.TRANSFER_FAILED) if e.request_id == in_flight.request_id]
+    assert failed.reason == "source_lost" and in_flight.fell_back and in_flight.finish_reason == "length"
+    assert pd.stranded_blocks() == 0
+    drained(pd)

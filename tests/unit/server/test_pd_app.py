@@ -122,6 +122,25 @@ async def test_a_client_gone_mid_transfer_frees_both_pools() -> None:
         assert await live_blocks(client) == before and pd.stranded_blocks() == 0
 
 
+async def test_a_prefill_engine_killed_mid_transfer_leaves_the_request_to_the_decode_side() -> None:
+    async with serving(pd_config(), create_pd_app) as (client, app):
+        await client.post("/admin/pd/chaos", headers=ADMIN, json={"link_slowdown": 100_000})
+        before = await live_blocks(client)
+        pd = app.state.kvgate.loop.pd
+        sent = asyncio.ensure_future(client.post("/v1/chat/completions", headers=ACME, json=chat(PROMPT, 8)))
+        for _ in range(1000):
+            await asyncio.sleep(0.005)
+            if any(r.state is PdState.TRANSFERRING for r in pd.requests.values()):
+                break
+        killed = await client.post("/admin/pd/chaos", headers=ADMIN, json={"kill_prefill": True})
+        assert killed.json()["prefill_requests_lost"] == 1
+        resp = await sent  # its source gone, it fell back to a prefill on the decode side
+        assert resp.status_code == 200 and resp.json()["choices"][0]["finish_reason"] == "length"
+        snap = (await client.get("/admin/snapshot", headers=ADMIN)).json()
+        assert snap["pd"]["num_fallbacks"] == 1 and snap["pd"]["stranded_reservation_blocks"] == 0
+        assert await live_blocks(client) == before
+
+
 async def test_link_chaos_needs_the_admin_key_and_says_what_to_send() -> None:
     async with serving(pd_config(), create_pd_app) as (client, _):
         assert (await client.post("/admin/pd/chaos", json={"cancel_every": 1})).status_code == 401
