@@ -138,6 +138,7 @@ class EngineLoop:
         self._prev_step_end_s: float | None = None
         self._next_orphan_check_s = core.clock.now() + orphan_check_interval_s
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
 
     def add_observer(self, observer: LoopObserver) -> None:
         self._observers.append(observer)
@@ -155,9 +156,14 @@ class EngineLoop:
         log.info("engine ready")
 
     async def stop(self) -> None:
+        """End the loop, then fail what is left in the engine. The loop also ends by `_stopping`:
+        Python 3.11's asyncio.wait_for swallows a cancel that lands in the turn its waiter
+        completes (a wake-up with the shutdown), and the loop would then wait for work for ever."""
         self.ready = False
+        self._stopping = True
         if self._task is not None:
             self._task.cancel()
+            self._wakeup.set()
             try:
                 await self._task
             except asyncio.CancelledError:
@@ -229,7 +235,7 @@ class EngineLoop:
 
     # ------------------------------------------------------------------- loop
     async def _run(self) -> None:
-        while True:
+        while not self._stopping:
             try:
                 await self._step_once()
             except asyncio.CancelledError:

@@ -234,3 +234,15 @@ async def test_a_loop_far_behind_the_wall_clock_resyncs_instead_of_catching_up()
     await loop._step_once()
     assert steps[1].t_start_s == steps[0].t_end_s + MAX_BEHIND_S * 2 and steps[2].t_start_s == steps[1].t_end_s
     assert loop.num_resyncs == 1
+
+
+async def test_stop_ends_the_loop_even_when_a_wake_up_lands_with_the_cancel():
+    # Python 3.11's asyncio.wait_for returns its waiter's result instead of raising when the task
+    # is cancelled in the same turn as the waiter completes: the cancel is lost, and a loop that
+    # only relied on it would wait for work for ever.
+    loop = await started_loop()
+    await asyncio.sleep(0.05)  # idle: waiting for work
+    loop.wake()
+    stopping = asyncio.ensure_future(loop.stop())
+    done, _ = await asyncio.wait({stopping}, timeout=30)  # a bound against hanging the suite, not a timing
+    assert stopping in done
