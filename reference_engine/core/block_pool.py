@@ -57,6 +57,7 @@ class BlockPool:
         self.kv_events: KvEventLog | None = None
         self.num_prefix_queries = 0  # blocks looked up
         self.num_prefix_hits = 0  # blocks found
+        self.num_external_hits = 0  # blocks found that a KV transfer had just filled (`count_as_external`)
         # Changes whenever a block may gain or lose a second reference: every incref, every
         # decref off its all-ones path. Between two changes the blocks with refcount > 1 stay
         # the same (an allocation gives refcount 1, the all-ones path takes 1 to 0), so an
@@ -174,6 +175,13 @@ class BlockPool:
         self.num_prefix_queries += len(block_hashes)
         self.num_prefix_hits += len(hits)
         return hits
+
+    def count_as_external(self, num_blocks: int) -> None:
+        """`num_blocks` of the hits counted were blocks a KV transfer filled for the request (a
+        P/D pull), not the cache's: counted apart, as vLLM counts a connector's tokens
+        (`vllm:external_prefix_cache_hits`)."""
+        self.num_prefix_hits -= num_blocks
+        self.num_external_hits += num_blocks
 
     def cached_prefix(self, block_hashes: Sequence[int]) -> list[int]:
         """The same blocks, not counted: a look the engine takes for itself (a P/D pull's source

@@ -285,15 +285,24 @@ class PDCore:
                 self._prefilled(pdr, e.t_s)
             elif role == DECODE and pdr.state is PdState.DECODING:
                 if e.kind is EventKind.SCHEDULED:
-                    if not pdr.fell_back:  # its pulled blocks were the transfer's, not the cache's
-                        assert pdr.decode is not None
-                        pdr.decode.num_prefix_hit_tokens = pdr.prefill.num_prefix_hit_tokens
+                    if not pdr.fell_back:
+                        self._pulled_are_not_hits(pdr)
                     self._release_reservation(pdr, e.t_s)
                 elif e.kind is EventKind.FIRST_TOKEN:
                     pdr.first_token_s = e.t_s
                     self._emit(EventKind.FIRST_TOKEN, pdr, e.t_s, latency_s=e.t_s - pdr.arrival_s)
                 elif e.kind is EventKind.FINISHED:
                     self._end(pdr, e.reason, e.t_s, aborted=e.reason == FinishReason.CANCELLED.value)
+
+    def _pulled_are_not_hits(self, pdr: PdRequest) -> None:
+        """The decode side found its prompt in the blocks it pulled: those are the transfer's,
+        not its cache's. Its pool counts them apart, and the answer's cached tokens are the
+        prefill side's hits."""
+        r = pdr.decode
+        assert r is not None
+        found = r.num_prefix_hit_tokens // self.decode.memory.block_tokens
+        self.decode.pool.count_as_external(max(0, found - len(pdr.held_blocks)))
+        r.num_prefix_hit_tokens = pdr.prefill.num_prefix_hit_tokens
 
     def _prefilled(self, pdr: PdRequest, t_s: float) -> None:
         """The prefill ended: hold its prompt blocks for the pull, or end the request."""

@@ -274,6 +274,7 @@ class StateCollector(Collector):
         yield GaugeMetricFamily(
             "kvgate_host_swap_used_bytes", "KV bytes held on the host tier", value=s.host_used_bytes
         )
+        yield from _external_families(core, [self.model_name])
         if core.tiers is not None:
             yield from _tier_families(core.tiers, core.memory.block_tokens, [self.model_name])
         yield CounterMetricFamily(
@@ -323,22 +324,28 @@ class StateCollector(Collector):
 _TRANSFER = {Tier.HOST: ("GPU_to_CPU", "CPU_to_GPU"), Tier.DISK: ("CPU_to_DISK", "DISK_to_GPU")}
 
 
-def _tier_families(tiers: TieredCache, block_tokens: int, model: list[str]) -> Iterator[Metric]:
-    """The KV tiers below the GPU: vLLM's offloading names where it has them (external prefix
-    cache hits and queries in tokens, bytes and seconds moved per transfer type, host cache
-    usage), `kvgate_kv_tier_*{tier}` for the rest."""
-    hits = sum(c.promoted for c in tiers.counters.values()) * block_tokens
+def _external_families(core: EngineCore, model: list[str]) -> Iterator[Metric]:
+    """vLLM's external prefix cache, in tokens: what a connector loaded instead of computing. Here
+    the KV tiers' loads and a P/D pair's pulls (a pulled block is asked for and found); absent
+    on an engine that has neither."""
+    bt, tiers, pulled = core.memory.block_tokens, core.tiers, core.pool.num_external_hits
+    if tiers is None and not pulled:
+        return
+    queried = pulled + (tiers.num_queried_blocks if tiers else 0)
+    loaded = pulled + (sum(c.promoted for c in tiers.counters.values()) if tiers else 0)
     for metric, help_text, value in (
-        (
-            "vllm:external_prefix_cache_queries",
-            "External prefix cache queries, in tokens.",
-            tiers.num_queried_blocks * block_tokens,
-        ),
-        ("vllm:external_prefix_cache_hits", "External prefix cache hits, in loaded tokens.", hits),
+        ("vllm:external_prefix_cache_queries", "External prefix cache queries, in tokens.", queried * bt),
+        ("vllm:external_prefix_cache_hits", "External prefix cache hits, in loaded tokens.", loaded * bt),
     ):
         c = CounterMetricFamily(metric, help_text, labels=["model_name"])
         c.add_metric(model, value)
         yield c
+
+
+def _tier_families(tiers: TieredCache, block_tokens: int, model: list[str]) -> Iterator[Metric]:
+    """The KV tiers below the GPU: vLLM's offloading names where it has them (bytes and seconds
+    moved per transfer type, host cache usage; their loads are external prefix cache hits,
+    `_external_families`), `kvgate_kv_tier_*{tier}` for the rest."""
     moved = CounterMetricFamily(
         "vllm:kv_offload_total_bytes", "KV bytes moved, by transfer type.", labels=["model_name", "transfer_type"]
     )

@@ -49,6 +49,7 @@ def test_a_request_prefills_transfers_and_decodes() -> None:
     [scheduled] = [e for e in pd.decode.events if e.kind is EventKind.SCHEDULED]
     assert scheduled.num_tokens == 144  # found in the pulled blocks: all but the last, one token is always computed
     assert r.decode.num_prefix_hit_tokens == r.prefill.num_prefix_hit_tokens == 0  # the answer's cached tokens
+    assert (pd.decode.pool.num_prefix_hits, pd.decode.pool.num_external_hits) == (0, 9)  # the transfer's, apart
     assert r.decode.first_scheduled_s >= r.prefill.finish_s + landed.latency_s - pd.pd.tick_ms / 1e3
     assert pd.stranded_blocks() == 0 and pd.link.bytes_moved == landed.num_bytes
     [first] = kinds(pd, EventKind.FIRST_TOKEN)  # the client's view: the decode side's first token
