@@ -59,9 +59,9 @@ def test_the_mixed_default_runs_headless_and_records_every_request(tmp_path: Pat
             str(SCENARIOS),
             "--headless",
             "-u",
-            "12",  # one user per class of the mixed default: each must send
+            "13",  # one user per class of the mixed default: each must send
             "-r",
-            "12",
+            "13",
             "-t",
             "6s",
             "--host",
