@@ -8,9 +8,10 @@ the decode request that pulls its KV) the first word a client sees marks the han
 decode side has reserved its blocks and is pulling the prompt's KV, or is about to.
 `hang_up_at_handoff` hangs up just after that word, so the cancel lands mid-transfer, timed from
 what the client sees; `long_answer` keeps the decode pool full with long answers to prompts worth
-transferring. After the drain no request may hold blocks on either side (cancel_release and
-capacity_after_drain, per replica with `--replica`). On kvgate's own P/D pair the cancel is timed
-to the transfer itself, which only the engine sees (harness/replay/pd.py, `PdChaos`).
+transferring. After the drain no request may hold blocks on either side (cancel_release on the
+fleet, capacity_after_drain and memory_recovery per replica with `--replica`). On kvgate's own
+P/D pair the cancel is timed to the transfer itself, which only the engine sees
+(scenarios/pd_transfer_chaos.py, POST /admin/pd/chaos).
 
 It lives outside scenarios/ (locust reads every .py below a directory it is given, so a
 subdirectory would join the default mix of every config): run it by path.
