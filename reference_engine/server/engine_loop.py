@@ -145,8 +145,10 @@ class EngineLoop:
 
     # -------------------------------------------------------------- lifecycle
     async def start(self) -> None:
-        """Warm up (load pinned prefixes), start stepping; `ready` once the load time has passed."""
+        """Warm up (load pinned prefixes), start stepping; `ready` once the load time has passed.
+        A loop stopped before starts again (an app's lifespan may run more than once)."""
         load_s = self.core.pin_prefixes()
+        self._stopping = False
         self._task = asyncio.create_task(self._run(), name="kvgate-engine-loop")
         asyncio.get_running_loop().call_later(load_s, self._set_ready)
         log.info("engine warming up: pinned prefixes take %.1f ms to load", load_s * 1000)

@@ -246,3 +246,14 @@ async def test_stop_ends_the_loop_even_when_a_wake_up_lands_with_the_cancel():
     stopping = asyncio.ensure_future(loop.stop())
     done, _ = await asyncio.wait({stopping}, timeout=30)  # a bound against hanging the suite, not a timing
     assert stopping in done
+
+
+async def test_a_stopped_loop_steps_again_when_started_again():
+    loop = await started_loop()
+    await loop.stop()
+    await loop.start()  # an app's lifespan run again (the fuzz tests' client does)
+    stream = submit(loop, max_new_tokens=3)
+    while not stream.finished:
+        await stream.wait(len(stream.request.output_token_ids))
+    assert stream.request.num_output_tokens == 3
+    await loop.stop()
