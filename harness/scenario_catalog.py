@@ -5,7 +5,8 @@
 
 Files are read with `ast`, not imported: importing a locustfile imports locust, which
 monkey-patches the whole process with gevent. A scenario's user classes are its top-level
-classes that derive from `KvgateUser`.
+classes that derive from `KvgateUser`, or from `ScheduledChaos` (a KvgateUser that sends a chaos
+schedule to an admin endpoint: harness/loadgen/admin_chaos.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from record.errors import KvgateError, UnknownNameError
 
-BASE_CLASS = "KvgateUser"
+BASE_CLASSES = frozenset({"KvgateUser", "ScheduledChaos"})
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ def discover(directory: Path) -> dict[str, Scenario]:
             node.name
             for node in tree.body
             if isinstance(node, ast.ClassDef)
-            and any(isinstance(b, ast.Name) and b.id == BASE_CLASS for b in node.bases)
+            and any(isinstance(b, ast.Name) and b.id in BASE_CLASSES for b in node.bases)
         )
         if classes:
             found[path.stem] = Scenario(path.stem, path.resolve(), classes)

@@ -23,20 +23,11 @@ So each way a transfer can go wrong happens while the load runs, and is undone w
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
-Body = dict[str, Any]
+from harness.loadgen.chaos_steps import Body, ChaosStep
 
 CANCEL_EVERY = 3
 LINK_SLOWDOWN = 5.0
 FAILURE_RATE = 0.3
-
-
-@dataclass(frozen=True, slots=True)
-class ChaosStep:
-    name: str
-    body: Body  # one `/admin/pd/chaos` call
 
 
 SCHEDULE: tuple[ChaosStep, ...] = (
@@ -49,5 +40,5 @@ SCHEDULE: tuple[ChaosStep, ...] = (
     ChaosStep("no_failures", {"failure_rate": 0.0}),
 )
 
-RESTORE: Body = {"cancel_every": 0, "link_slowdown": 1.0, "failure_rate": 0.0}
+RESTORE: tuple[Body, ...] = ({"cancel_every": 0, "link_slowdown": 1.0, "failure_rate": 0.0},)
 """The call that leaves the link chaos-free."""

@@ -16,19 +16,10 @@ cycle; `restore` undoes everything, for the scenario's end. A replica killed and
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
-Body = dict[str, Any]
+from harness.loadgen.chaos_steps import Body, ChaosStep
 
 DROP_FRACTION = 0.5
 DELAY_S = 1.0
-
-
-@dataclass(frozen=True, slots=True)
-class ChaosStep:
-    name: str
-    body: Body  # one `/admin/router/chaos` call
 
 
 SCHEDULE: tuple[ChaosStep, ...] = (

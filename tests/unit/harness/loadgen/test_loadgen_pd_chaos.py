@@ -15,7 +15,7 @@ def test_every_step_is_one_change_the_pair_accepts_and_the_cycle_ends_chaos_free
             state.update(change)
     assert (
         state
-        == PdChaosRequest.model_validate(RESTORE).model_dump(exclude_none=True)
+        == PdChaosRequest.model_validate(RESTORE[0]).model_dump(exclude_none=True)
         == {
             "cancel_every": 0,
             "link_slowdown": 1.0,
