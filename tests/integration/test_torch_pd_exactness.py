@@ -49,7 +49,7 @@ def test_decode_after_a_pull_equals_one_pool_decode_and_the_bytes_were_copied() 
         r = pd.add_request(tenant="acme", prompt_token_ids=list(PROMPT), max_new_tokens=ANSWER)
         pd.run_until(math.inf)
         assert r.state is PdState.FINISHED and r.decode is not None and r.finish_reason == "length"
-        assert r.decode.num_prefix_hit_tokens == 3 * BLOCK_TOKENS  # the pulled blocks, not recomputed
+        assert pd.decode.pool.num_external_hits == 3  # the pulled blocks found, not recomputed
         assert pd.link.bytes_moved == 3 * pd.decode.memory.bytes_per_block
         src, dst = pd.prefill.executor, pd.decode.executor
         assert isinstance(src, TorchExecutor) and isinstance(dst, TorchExecutor)
@@ -69,7 +69,7 @@ def test_a_pull_that_lands_nothing_answers_differently(monkeypatch: pytest.Monke
         monkeypatch.setattr(pd.decode.executor, "import_blocks", lambda data, block_ids: None)
         r = pd.add_request(tenant="acme", prompt_token_ids=list(PROMPT), max_new_tokens=ANSWER)
         pd.run_until(math.inf)
-        assert r.decode is not None and r.decode.num_prefix_hit_tokens == 3 * BLOCK_TOKENS
+        assert r.decode is not None and pd.decode.pool.num_external_hits == 3
         assert r.decode.output_token_ids != one_pool_answer()
     finally:
         pd.close()
