@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from reference_engine.core.pd import PdState
+from reference_engine.core.pd import PDCore, PdRequest, PdState
 from reference_engine.server.pd_app import create_pd_app
 from tests.unit.server.server_support import ACME, ADMIN, MODEL, chat, server_config, serving
 
@@ -28,6 +28,13 @@ def pd_config(**overrides: Any):
 async def events(client: httpx.AsyncClient) -> list[dict]:
     page = (await client.get("/admin/events", headers=ADMIN)).json()
     return [dict(zip(page["columns"], row, strict=True)) for row in page["rows"]]
+
+
+async def transferring(pd: PDCore) -> list[PdRequest]:
+    """The requests on the link, once there are any (a state, awaited: the suite's timeout bounds it)."""
+    while not (pending := [r for r in pd.requests.values() if r.state is PdState.TRANSFERRING]):
+        await asyncio.sleep(0.005)
+    return pending
 
 
 async def live_blocks(client: httpx.AsyncClient) -> dict[int, int]:
@@ -109,12 +116,7 @@ async def test_a_client_gone_mid_transfer_frees_both_pools() -> None:
         before = await live_blocks(client)
         pd = app.state.kvgate.loop.pd
         sent = asyncio.ensure_future(client.post("/v1/chat/completions", headers=ACME, json=chat(PROMPT, 8)))
-        for _ in range(1000):
-            await asyncio.sleep(0.005)
-            pending = [r for r in pd.requests.values() if r.state is PdState.TRANSFERRING]
-            if pending:
-                break
-        [pdr] = pending
+        [pdr] = await transferring(pd)
         sent.cancel()  # the client goes away
         with contextlib.suppress(asyncio.CancelledError):
             await sent
@@ -128,10 +130,7 @@ async def test_a_prefill_engine_killed_mid_transfer_leaves_the_request_to_the_de
         before = await live_blocks(client)
         pd = app.state.kvgate.loop.pd
         sent = asyncio.ensure_future(client.post("/v1/chat/completions", headers=ACME, json=chat(PROMPT, 8)))
-        for _ in range(1000):
-            await asyncio.sleep(0.005)
-            if any(r.state is PdState.TRANSFERRING for r in pd.requests.values()):
-                break
+        await transferring(pd)
         killed = await client.post("/admin/pd/chaos", headers=ADMIN, json={"kill_prefill": True})
         assert killed.json()["prefill_requests_lost"] == 1
         resp = await sent  # its source gone, it fell back to a prefill on the decode side
